@@ -1,0 +1,5 @@
+//! The sidekick client SDK.
+//!
+//! Sans-IO engines that a QUIC or media client links in: the Robin sender (quACK-driven early
+//! loss detection and PACUBIC congestion control) and the Packrat receiver (eACKs and selective
+//! ACK withholding), with integrations for unmodified quinn and quiche.

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what building, testing and the lab need. Idempotent: installs only what is missing.
+set -euo pipefail
+
+need_apt=()
+for pkg in build-essential cmake pkg-config iproute2 nftables ethtool iputils-ping procps; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ "${#need_apt[@]}" -gt 0 ]; then
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    echo "setup: installing apt packages: ${need_apt[*]}"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo not found; install Rust with rustup first" >&2
+    exit 1
+fi
+for comp in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$comp" || rustup component add "$comp"
+done
