@@ -1,0 +1,2 @@
+//! Criterion benchmarks of the quACK (placeholder until the benches land).
+fn main() {}

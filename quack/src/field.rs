@@ -1,0 +1,455 @@
+//! Prime-field arithmetic for the three identifier widths.
+//!
+//! Seed 001 §3.4: identifiers are mapped into the field of integers modulo the largest prime that
+//! fits in `b` bytes. Each of those primes has the special form `p = 2^(8b) - c` with a small `c`
+//! (16 bits: `2^16 - 15`; 32 bits: `2^32 - 5`; 64 bits: `2^64 - 59`), so a double-width product
+//! `hi·2^(8b) + lo` reduces to `hi·c + lo` with a couple of folds instead of a hardware division
+//! (this replaces the Montgomery multiplication of seed 001 §3.5 for 64-bit identifiers: same
+//! purpose, fewer multiplications because `c` is tiny).
+//!
+//! Values handed between the generic code and these routines are `u64`. A *canonical* value is
+//! `< p`. Power-sum accumulators are kept *lazily reduced*: any `u64` congruent to the power sum,
+//! with a per-width bound on how many insertions may happen before [`Identifier::acc_canonical`]
+//! must be applied (see [`Identifier::LAZY_LIMIT`]).
+
+use core::fmt::Debug;
+use core::hash::Hash;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u16 {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
+}
+
+/// An identifier width usable in a [`PowerSumQuack`](crate::PowerSumQuack): `u16`, `u32` or `u64`.
+///
+/// The trait is sealed; its methods are the field arithmetic modulo [`Identifier::MODULUS`], the
+/// largest prime below `2^BITS`. All arithmetic methods take and return `u64` field values.
+pub trait Identifier:
+    sealed::Sealed + Copy + Eq + Ord + Hash + Debug + Default + Send + Sync + 'static
+{
+    /// Width of an identifier in bytes (`b` in seed 001).
+    const BYTES: usize;
+    /// The prime modulus: the largest prime below `2^(8·BYTES)`.
+    const MODULUS: u64;
+    /// Number of consecutive lazy insertions an accumulator tolerates before it must be
+    /// normalised with [`Identifier::acc_canonical`].
+    const LAZY_LIMIT: u32;
+
+    /// The identifier as an integer (not reduced).
+    fn to_u64(self) -> u64;
+    /// The low `8·BYTES` bits of `v` as an identifier.
+    fn from_u64_truncating(v: u64) -> Self;
+    /// Reads `BYTES` little-endian bytes; `None` if `bytes.len() != BYTES`.
+    fn from_le_slice(bytes: &[u8]) -> Option<Self>;
+    /// Writes the identifier as `BYTES` little-endian bytes into `out[..BYTES]`.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `BYTES` (callers size their buffers from `BYTES`).
+    fn write_le(self, out: &mut [u8]);
+
+    /// Reduces any `u64` to its canonical representative `< p`.
+    fn reduce(v: u64) -> u64;
+    /// Product of two canonical values, canonical.
+    fn mul_mod(a: u64, b: u64) -> u64;
+
+    /// Normalises a lazily reduced accumulator to its canonical value.
+    fn acc_canonical(acc: u64) -> u64;
+    /// Adds `x^1, x^2, …, x^len` to the accumulators (lazily). `x` is canonical.
+    fn acc_insert(acc: &mut [u64], x: u64);
+    /// Adds the powers of several identifiers at once (lazily); the caller guarantees that
+    /// `xs.len()` further lazy insertions stay within [`Identifier::LAZY_LIMIT`].
+    fn acc_insert_batch(acc: &mut [u64], xs: &[Self]) {
+        for &x in xs {
+            Self::acc_insert(acc, Self::reduce(x.to_u64()));
+        }
+    }
+    /// Evaluates the monic polynomial `x^m + coeffs[0]·x^(m-1) + … + coeffs[m-1]` at every
+    /// candidate and pushes the index of each candidate where it vanishes into `hits`.
+    /// Coefficients are canonical.
+    fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>) {
+        for (i, &x) in candidates.iter().enumerate() {
+            if eval_monic::<Self>(coeffs, Self::reduce(x.to_u64())) == 0 {
+                hits.push(i);
+            }
+        }
+    }
+
+    /// Sum of two canonical values, canonical.
+    #[inline]
+    fn add_mod(a: u64, b: u64) -> u64 {
+        let (s, carry) = a.overflowing_add(b);
+        if carry || s >= Self::MODULUS {
+            s.wrapping_sub(Self::MODULUS)
+        } else {
+            s
+        }
+    }
+    /// Difference of two canonical values, canonical.
+    #[inline]
+    fn sub_mod(a: u64, b: u64) -> u64 {
+        if a >= b {
+            a - b
+        } else {
+            a.wrapping_sub(b).wrapping_add(Self::MODULUS)
+        }
+    }
+    /// Negation of a canonical value, canonical.
+    #[inline]
+    fn neg_mod(a: u64) -> u64 {
+        if a == 0 { 0 } else { Self::MODULUS - a }
+    }
+    /// `base^exp` for a canonical base.
+    fn pow_mod(base: u64, mut exp: u64) -> u64 {
+        let mut result = 1u64;
+        let mut b = base;
+        while exp > 0 {
+            if exp & 1 == 1 {
+                result = Self::mul_mod(result, b);
+            }
+            b = Self::mul_mod(b, b);
+            exp >>= 1;
+        }
+        result
+    }
+    /// Multiplicative inverse of a non-zero canonical value (Fermat: `a^(p-2)`); `0` maps to `0`.
+    fn inv_mod(a: u64) -> u64 {
+        Self::pow_mod(a, Self::MODULUS - 2)
+    }
+}
+
+/// Horner evaluation of a monic polynomial (generic, canonical arithmetic).
+#[inline]
+pub(crate) fn eval_monic<T: Identifier>(coeffs: &[u64], x: u64) -> u64 {
+    let mut acc = 1u64;
+    for &c in coeffs {
+        acc = T::add_mod(T::mul_mod(acc, x), c);
+    }
+    acc
+}
+
+/// Folds a 64-bit value modulo `2^32 - 5` to a representative `< 2^32` (not necessarily `< p`).
+#[inline(always)]
+pub(crate) fn fold32(v: u64) -> u64 {
+    // 2^32 ≡ 5 (mod p). First fold: < 2^32 + 5·(2^32 - 1) < 6·2^32.
+    let r = (v & 0xFFFF_FFFF) + (v >> 32) * 5;
+    // Second fold: high part ≤ 5, result < 2^32 + 25.
+    let r = (r & 0xFFFF_FFFF) + (r >> 32) * 5;
+    // Third fold: high part ≤ 1 and then the low part is < 25, so the result is < 2^32.
+    (r & 0xFFFF_FFFF) + (r >> 32) * 5
+}
+
+/// Folds a 32-bit-range value (< 2^32) modulo `2^16 - 15` to a representative `< 2^16`.
+#[inline(always)]
+fn fold16(v: u64) -> u64 {
+    // 2^16 ≡ 15 (mod p). v < 2^32 → r < 2^16 + 15·2^16 = 2^20.
+    let r = (v & 0xFFFF) + (v >> 16) * 15;
+    // high part < 16 → r < 2^16 + 225.
+    let r = (r & 0xFFFF) + (r >> 16) * 15;
+    // high part ≤ 1 and then the low part is < 225 → r < 2^16.
+    (r & 0xFFFF) + (r >> 16) * 15
+}
+
+impl Identifier for u16 {
+    const BYTES: usize = 2;
+    const MODULUS: u64 = 65_521;
+    // Powers are folded below 2^16; an accumulator reset to < p takes 2^47 insertions to
+    // overflow. The limit is far below that.
+    const LAZY_LIMIT: u32 = 1 << 30;
+
+    #[inline]
+    fn to_u64(self) -> u64 {
+        u64::from(self)
+    }
+    #[inline]
+    fn from_u64_truncating(v: u64) -> Self {
+        v as u16
+    }
+    #[inline]
+    fn from_le_slice(bytes: &[u8]) -> Option<Self> {
+        Some(u16::from_le_bytes(bytes.try_into().ok()?))
+    }
+    #[inline]
+    fn write_le(self, out: &mut [u8]) {
+        out[..2].copy_from_slice(&self.to_le_bytes());
+    }
+    #[inline]
+    fn reduce(v: u64) -> u64 {
+        v % Self::MODULUS
+    }
+    #[inline]
+    fn mul_mod(a: u64, b: u64) -> u64 {
+        let r = fold16(a * b);
+        if r >= Self::MODULUS {
+            r - Self::MODULUS
+        } else {
+            r
+        }
+    }
+    #[inline]
+    fn acc_canonical(acc: u64) -> u64 {
+        acc % Self::MODULUS
+    }
+    #[inline]
+    fn acc_insert(acc: &mut [u64], x: u64) {
+        let mut y = x;
+        for a in acc.iter_mut() {
+            *a += y;
+            y = fold16(y * x);
+        }
+    }
+}
+
+impl Identifier for u32 {
+    const BYTES: usize = 4;
+    const MODULUS: u64 = 4_294_967_291;
+    // Each lazy insertion adds a value < 2^32 to an accumulator that starts < p: 2^32 - 1
+    // insertions cannot overflow a u64. Keep a wide margin.
+    const LAZY_LIMIT: u32 = 1 << 30;
+
+    #[inline]
+    fn to_u64(self) -> u64 {
+        u64::from(self)
+    }
+    #[inline]
+    fn from_u64_truncating(v: u64) -> Self {
+        v as u32
+    }
+    #[inline]
+    fn from_le_slice(bytes: &[u8]) -> Option<Self> {
+        Some(u32::from_le_bytes(bytes.try_into().ok()?))
+    }
+    #[inline]
+    fn write_le(self, out: &mut [u8]) {
+        out[..4].copy_from_slice(&self.to_le_bytes());
+    }
+    #[inline]
+    fn reduce(v: u64) -> u64 {
+        v % Self::MODULUS
+    }
+    #[inline]
+    fn mul_mod(a: u64, b: u64) -> u64 {
+        let r = fold32(a * b);
+        if r >= Self::MODULUS {
+            r - Self::MODULUS
+        } else {
+            r
+        }
+    }
+    #[inline]
+    fn acc_canonical(acc: u64) -> u64 {
+        acc % Self::MODULUS
+    }
+    #[inline]
+    fn acc_insert(acc: &mut [u64], x: u64) {
+        crate::simd::insert_u32(acc, x);
+    }
+    fn acc_insert_batch(acc: &mut [u64], xs: &[Self]) {
+        crate::simd::insert_batch_u32(acc, xs);
+    }
+    fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>) {
+        crate::simd::find_roots_u32(coeffs, candidates, hits);
+    }
+}
+
+/// `2^64 mod p` for `p = 2^64 - 59`.
+const C64: u64 = 59;
+
+impl Identifier for u64 {
+    const BYTES: usize = 8;
+    const MODULUS: u64 = 18_446_744_073_709_551_557;
+    // 64-bit accumulators are kept canonical (modular addition on every insertion).
+    const LAZY_LIMIT: u32 = u32::MAX;
+
+    #[inline]
+    fn to_u64(self) -> u64 {
+        self
+    }
+    #[inline]
+    fn from_u64_truncating(v: u64) -> Self {
+        v
+    }
+    #[inline]
+    fn from_le_slice(bytes: &[u8]) -> Option<Self> {
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+    #[inline]
+    fn write_le(self, out: &mut [u8]) {
+        out[..8].copy_from_slice(&self.to_le_bytes());
+    }
+    #[inline]
+    fn reduce(v: u64) -> u64 {
+        if v >= Self::MODULUS {
+            v - Self::MODULUS
+        } else {
+            v
+        }
+    }
+    #[inline]
+    fn mul_mod(a: u64, b: u64) -> u64 {
+        let v = u128::from(a) * u128::from(b);
+        // 2^64 ≡ 59: fold the high word: < 2^64 + 59·2^64 = 60·2^64.
+        let r = (v as u64 as u128) + ((v >> 64) as u64 as u128) * u128::from(C64);
+        // High part ≤ 59: one more fold, with a final carry that cannot repeat.
+        let (s, carry) = (r as u64).overflowing_add(((r >> 64) as u64) * C64);
+        let s = if carry { s + C64 } else { s };
+        Self::reduce(s)
+    }
+    #[inline]
+    fn acc_canonical(acc: u64) -> u64 {
+        Self::reduce(acc)
+    }
+    #[inline]
+    fn acc_insert(acc: &mut [u64], x: u64) {
+        let mut y = x;
+        for a in acc.iter_mut() {
+            *a = Self::add_mod(*a, y);
+            y = Self::mul_mod(y, x);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive_mul(a: u64, b: u64, p: u64) -> u64 {
+        ((u128::from(a) * u128::from(b)) % u128::from(p)) as u64
+    }
+
+    fn check_width<T: Identifier>(samples: &[u64]) {
+        let p = T::MODULUS;
+        for &a in samples {
+            for &b in samples {
+                let (a, b) = (a % p, b % p);
+                assert_eq!(T::mul_mod(a, b), naive_mul(a, b, p), "{a} * {b} mod {p}");
+                assert_eq!(
+                    T::add_mod(a, b),
+                    ((u128::from(a) + u128::from(b)) % u128::from(p)) as u64
+                );
+                assert_eq!(T::add_mod(T::sub_mod(a, b), b), a);
+            }
+            let a = a % p;
+            if a != 0 {
+                assert_eq!(T::mul_mod(a, T::inv_mod(a)), 1);
+            }
+            assert_eq!(T::add_mod(a, T::neg_mod(a)), 0);
+        }
+    }
+
+    fn samples(p: u64, bits: u32) -> Vec<u64> {
+        let top = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        vec![
+            0,
+            1,
+            2,
+            3,
+            5,
+            7,
+            p - 1,
+            p - 2,
+            p - 3,
+            top,
+            top - 1,
+            p / 2,
+            p / 3 + 17,
+            0xDEAD_BEEF % p,
+        ]
+    }
+
+    #[test]
+    fn arithmetic_matches_u128_reference() {
+        check_width::<u16>(&samples(65_521, 16));
+        check_width::<u32>(&samples(4_294_967_291, 32));
+        check_width::<u64>(&samples(18_446_744_073_709_551_557, 64));
+    }
+
+    #[test]
+    fn moduli_are_the_largest_primes_below_the_width() {
+        fn is_prime_u128(n: u64) -> bool {
+            // Deterministic Miller–Rabin for 64-bit integers.
+            if n < 2 {
+                return false;
+            }
+            let mulm = |a: u64, b: u64| ((u128::from(a) * u128::from(b)) % u128::from(n)) as u64;
+            let powm = |mut b: u64, mut e: u64| {
+                let mut r = 1u64;
+                while e > 0 {
+                    if e & 1 == 1 {
+                        r = mulm(r, b);
+                    }
+                    b = mulm(b, b);
+                    e >>= 1;
+                }
+                r
+            };
+            for &a in &[2u64, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37] {
+                if n % a == 0 {
+                    return n == a;
+                }
+            }
+            let (mut d, mut s) = (n - 1, 0);
+            while d % 2 == 0 {
+                d /= 2;
+                s += 1;
+            }
+            'outer: for &a in &[2u64, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37] {
+                let mut x = powm(a, d);
+                if x == 1 || x == n - 1 {
+                    continue;
+                }
+                for _ in 1..s {
+                    x = mulm(x, x);
+                    if x == n - 1 {
+                        continue 'outer;
+                    }
+                }
+                return false;
+            }
+            true
+        }
+        for (p, top) in [
+            (u16::MODULUS, u64::from(u16::MAX)),
+            (u32::MODULUS, u64::from(u32::MAX)),
+            (u64::MODULUS, u64::MAX),
+        ] {
+            assert!(is_prime_u128(p));
+            assert!(((p + 1)..=top).all(|n| !is_prime_u128(n)));
+        }
+    }
+
+    #[test]
+    fn lazy_insert_matches_canonical_powers() {
+        fn check<T: Identifier>(x: u64) {
+            let x = T::reduce(x);
+            let mut acc = vec![0u64; 23];
+            T::acc_insert(&mut acc, x);
+            T::acc_insert(&mut acc, x);
+            let mut y = x;
+            for a in &acc {
+                assert_eq!(T::acc_canonical(*a), T::add_mod(y, y));
+                y = T::mul_mod(y, x);
+            }
+        }
+        for x in [
+            0u64,
+            1,
+            2,
+            65_520,
+            65_535,
+            4_294_967_290,
+            4_294_967_295,
+            u64::MAX,
+            123_456_789,
+        ] {
+            check::<u16>(x);
+            check::<u32>(x);
+            check::<u64>(x);
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The power-sum quACK (seed 001 §3.4).
+
+use core::fmt;
+use core::ops::{Sub, SubAssign};
+
+use crate::field::Identifier;
+
+/// Largest threshold accepted by [`PowerSumQuack::try_new`] and by the wire parser.
+///
+/// Decoding costs `O(t²)` field operations and the wire form grows by `b` bytes per power sum;
+/// 4096 is far above any useful configuration (the papers use `t ≤ 50`) and keeps Newton's
+/// identities well defined in the 16-bit field (they divide by `1..=t`, which must stay `< p`).
+pub const MAX_THRESHOLD: usize = 4096;
+
+/// Error returned by [`PowerSumQuack::try_new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("threshold {threshold} exceeds the maximum {MAX_THRESHOLD}")]
+pub struct ThresholdError {
+    /// The rejected threshold.
+    pub threshold: usize,
+}
+
+/// A power-sum quACK over identifiers of type `T` (`u16`, `u32` or `u64`).
+///
+/// It holds the first `t` power sums `Σ x^i` (`i = 1..=t`) of a multiset of identifiers modulo
+/// the largest prime below `2^b`, the number of identifiers inserted (wrapping `u32`) and the last
+/// identifier inserted (seed 001 §3.4, "Interface"). The difference of the sender's and the
+/// receiver's quACK identifies up to `t` missing identifiers; see
+/// [`decode_with_log`](PowerSumQuack::decode_with_log).
+///
+/// Any number of quACKs with different thresholds and widths can coexist: there is no global
+/// state.
+///
+/// # Example
+/// ```
+/// use quack::PowerSumQuack;
+///
+/// let sent = [11u32, 22, 33, 44, 55];
+/// let mut sender = PowerSumQuack::<u32>::new(3);
+/// let mut receiver = PowerSumQuack::<u32>::new(3);
+/// for &id in &sent {
+///     sender.insert(id);
+///     if id != 33 {
+///         receiver.insert(id); // 33 is lost on the way
+///     }
+/// }
+/// // The receiver's quACK travels over the wire.
+/// let received = PowerSumQuack::<u32>::from_bytes(&receiver.to_bytes())?;
+/// sender -= &received;
+/// let decoded = sender.decode_with_log(&sent)?;
+/// assert_eq!(decoded.missing_ids().collect::<Vec<_>>(), vec![33]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct PowerSumQuack<T: Identifier> {
+    /// Lazily reduced power sums; `acc[i]` ≡ `Σ x^(i+1)` (mod p).
+    pub(crate) acc: Vec<u64>,
+    /// Lazy insertions since the accumulators were last normalised.
+    pub(crate) pending: u32,
+    pub(crate) count: u32,
+    pub(crate) last_value: Option<T>,
+}
+
+impl<T: Identifier> PowerSumQuack<T> {
+    /// Creates an empty quACK with `threshold` power sums.
+    ///
+    /// # Panics
+    /// If `threshold > MAX_THRESHOLD`; use [`try_new`](Self::try_new) for thresholds that come
+    /// from configuration or the network.
+    pub fn new(threshold: usize) -> Self {
+        match Self::try_new(threshold) {
+            Ok(q) => q,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Creates an empty quACK, or an error if `threshold > MAX_THRESHOLD`.
+    pub fn try_new(threshold: usize) -> Result<Self, ThresholdError> {
+        if threshold > MAX_THRESHOLD {
+            return Err(ThresholdError { threshold });
+        }
+        Ok(Self {
+            acc: vec![0; threshold],
+            pending: 0,
+            count: 0,
+            last_value: None,
+        })
+    }
+
+    /// Builds a quACK from canonical parts (used by the wire parser).
+    pub(crate) fn from_parts(acc: Vec<u64>, count: u32, last_value: Option<T>) -> Self {
+        Self {
+            acc,
+            pending: 0,
+            count,
+            last_value,
+        }
+    }
+
+    /// The threshold `t`: the number of power sums, i.e. the most missing identifiers a
+    /// difference of two quACKs can decode.
+    #[inline]
+    pub fn threshold(&self) -> usize {
+        self.acc.len()
+    }
+
+    /// Number of identifiers in the multiset (insertions minus removals, wrapping at `2^32`).
+    #[inline]
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The identifier inserted last, if any (cleared by [`remove`](Self::remove) of that value
+    /// and by subtraction).
+    #[inline]
+    pub fn last_value(&self) -> Option<T> {
+        self.last_value
+    }
+
+    /// Whether no identifier has been inserted (count zero and every power sum zero).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0 && self.canonical_sums().all(|s| s == 0)
+    }
+
+    #[inline]
+    fn make_room(&mut self, n: u32) {
+        if self.pending.saturating_add(n) > T::LAZY_LIMIT {
+            self.normalize();
+        }
+    }
+
+    /// Reduces every accumulator to its canonical value.
+    fn normalize(&mut self) {
+        for a in &mut self.acc {
+            *a = T::acc_canonical(*a);
+        }
+        self.pending = 0;
+    }
+
+    /// Inserts an identifier: `t` modular multiply-adds (seed 001 §3.5, "Encoding").
+    #[inline]
+    pub fn insert(&mut self, id: T) {
+        self.make_room(1);
+        T::acc_insert(&mut self.acc, T::reduce(id.to_u64()));
+        self.pending += 1;
+        self.count = self.count.wrapping_add(1);
+        self.last_value = Some(id);
+    }
+
+    /// Inserts several identifiers in order (same result as repeated [`insert`](Self::insert),
+    /// with the arithmetic of several identifiers interleaved).
+    pub fn insert_batch(&mut self, ids: &[T]) {
+        let Some(&last) = ids.last() else { return };
+        // Chunks keep the lazy-reduction bound valid for arbitrarily long batches.
+        for chunk in ids.chunks(1 << 16) {
+            self.make_room(chunk.len() as u32);
+            T::acc_insert_batch(&mut self.acc, chunk);
+            self.pending += chunk.len() as u32;
+        }
+        self.count = self.count.wrapping_add(ids.len() as u32);
+        self.last_value = Some(last);
+    }
+
+    /// Removes one occurrence of an identifier (multiset semantics: the inverse of
+    /// [`insert`](Self::insert)). Removing an identifier that was never inserted yields a quACK
+    /// with "negative" multiplicity, which subtraction and decoding treat consistently.
+    pub fn remove(&mut self, id: T) {
+        self.make_room(1);
+        let x = T::reduce(id.to_u64());
+        let mut y = x;
+        for a in &mut self.acc {
+            // Adding p - y (< p < 2^b) keeps the lazy bound of an insertion.
+            *a = lazy_add::<T>(*a, T::neg_mod(y));
+            y = T::mul_mod(y, x);
+        }
+        self.pending += 1;
+        self.count = self.count.wrapping_sub(1);
+        if self.last_value == Some(id) {
+            self.last_value = None;
+        }
+    }
+
+    /// Subtracts another quACK: power sums, counts (wrapping). The result represents the
+    /// multiset difference. If the thresholds differ, the result keeps the smaller threshold
+    /// (the first `min(t₁, t₂)` power sums are still exact), so this never panics. The last
+    /// value of the result is cleared.
+    pub fn sub_assign(&mut self, other: &Self) {
+        self.sub_parts(other.threshold(), other.count, |i| {
+            T::acc_canonical(other.acc[i])
+        });
+    }
+
+    /// Subtraction where `other_sum(i)` yields the canonical `i`-th power sum of the subtrahend.
+    pub(crate) fn sub_parts(
+        &mut self,
+        other_t: usize,
+        other_count: u32,
+        other_sum: impl Fn(usize) -> u64,
+    ) {
+        self.acc.truncate(other_t);
+        for (i, a) in self.acc.iter_mut().enumerate() {
+            *a = T::sub_mod(T::acc_canonical(*a), other_sum(i));
+        }
+        self.pending = 0;
+        self.count = self.count.wrapping_sub(other_count);
+        self.last_value = None;
+    }
+
+    /// The `i`-th power sum (`i` from 0, i.e. `Σ x^(i+1)`) as a canonical field element.
+    ///
+    /// # Panics
+    /// If `i >= threshold()`.
+    pub fn power_sum(&self, i: usize) -> T {
+        T::from_u64_truncating(T::acc_canonical(self.acc[i]))
+    }
+
+    /// The `t` power sums as canonical field elements.
+    pub fn power_sums(&self) -> impl ExactSizeIterator<Item = T> + '_ {
+        self.acc
+            .iter()
+            .map(|&a| T::from_u64_truncating(T::acc_canonical(a)))
+    }
+
+    /// Canonical power sums as `u64` field values.
+    pub(crate) fn canonical_sums(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        self.acc.iter().map(|&a| T::acc_canonical(a))
+    }
+
+    /// Resets to the empty quACK, keeping the threshold.
+    pub fn clear(&mut self) {
+        self.acc.fill(0);
+        self.pending = 0;
+        self.count = 0;
+        self.last_value = None;
+    }
+}
+
+#[inline]
+fn lazy_add<T: Identifier>(acc: u64, v: u64) -> u64 {
+    if T::LAZY_LIMIT == u32::MAX {
+        T::add_mod(acc, v)
+    } else {
+        acc + v
+    }
+}
+
+impl<T: Identifier> PartialEq for PowerSumQuack<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.count == other.count
+            && self.last_value == other.last_value
+            && self.threshold() == other.threshold()
+            && self.canonical_sums().eq(other.canonical_sums())
+    }
+}
+
+impl<T: Identifier> Eq for PowerSumQuack<T> {}
+
+impl<T: Identifier> fmt::Debug for PowerSumQuack<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PowerSumQuack")
+            .field("threshold", &self.threshold())
+            .field("count", &self.count)
+            .field("last_value", &self.last_value)
+            .field("power_sums", &self.power_sums().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Identifier> SubAssign<&PowerSumQuack<T>> for PowerSumQuack<T> {
+    fn sub_assign(&mut self, rhs: &PowerSumQuack<T>) {
+        PowerSumQuack::sub_assign(self, rhs);
+    }
+}
+
+impl<T: Identifier> SubAssign for PowerSumQuack<T> {
+    fn sub_assign(&mut self, rhs: PowerSumQuack<T>) {
+        PowerSumQuack::sub_assign(self, &rhs);
+    }
+}
+
+impl<T: Identifier> Sub<&PowerSumQuack<T>> for PowerSumQuack<T> {
+    type Output = PowerSumQuack<T>;
+    fn sub(mut self, rhs: &PowerSumQuack<T>) -> PowerSumQuack<T> {
+        PowerSumQuack::sub_assign(&mut self, rhs);
+        self
+    }
+}
+
+impl<T: Identifier> Sub for PowerSumQuack<T> {
+    type Output = PowerSumQuack<T>;
+    fn sub(mut self, rhs: PowerSumQuack<T>) -> PowerSumQuack<T> {
+        PowerSumQuack::sub_assign(&mut self, &rhs);
+        self
+    }
+}
+
+impl<T: Identifier> Sub<&PowerSumQuack<T>> for &PowerSumQuack<T> {
+    type Output = PowerSumQuack<T>;
+    fn sub(self, rhs: &PowerSumQuack<T>) -> PowerSumQuack<T> {
+        let mut out = self.clone();
+        PowerSumQuack::sub_assign(&mut out, rhs);
+        out
+    }
+}
+
+impl<T: Identifier> Extend<T> for PowerSumQuack<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
+        for id in iter {
+            self.insert(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_then_remove_is_empty() {
+        let mut q = PowerSumQuack::<u32>::new(10);
+        q.insert(5);
+        q.insert(u32::MAX);
+        q.remove(5);
+        q.remove(u32::MAX);
+        assert!(q.is_empty());
+        assert_eq!(q.count(), 0);
+        assert_eq!(q, PowerSumQuack::new(10));
+    }
+
+    #[test]
+    fn power_sums_are_power_sums() {
+        let mut q = PowerSumQuack::<u16>::new(3);
+        q.insert(2);
+        q.insert(3);
+        assert_eq!(q.power_sums().collect::<Vec<_>>(), vec![5, 13, 35]);
+        assert_eq!(q.count(), 2);
+        assert_eq!(q.last_value(), Some(3));
+    }
+
+    #[test]
+    fn batch_equals_sequential() {
+        let ids: Vec<u32> = (0..1001u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let mut a = PowerSumQuack::<u32>::new(20);
+        let mut b = PowerSumQuack::<u32>::new(20);
+        a.insert_batch(&ids);
+        for &id in &ids {
+            b.insert(id);
+        }
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn mismatched_thresholds_subtract_to_the_smaller() {
+        let mut a = PowerSumQuack::<u64>::new(8);
+        let mut b = PowerSumQuack::<u64>::new(5);
+        a.insert(7);
+        a.insert(9);
+        b.insert(7);
+        a -= &b;
+        assert_eq!(a.threshold(), 5);
+        assert_eq!(a.count(), 1);
+        assert_eq!(a.power_sum(1), 81);
+    }
+
+    #[test]
+    fn threshold_cap() {
+        assert!(PowerSumQuack::<u32>::try_new(MAX_THRESHOLD).is_ok());
+        assert_eq!(
+            PowerSumQuack::<u32>::try_new(MAX_THRESHOLD + 1),
+            Err(ThresholdError {
+                threshold: MAX_THRESHOLD + 1
+            })
+        );
+    }
+
+    #[test]
+    fn lazy_limit_normalises() {
+        let mut q = PowerSumQuack::<u32>::new(2);
+        q.pending = u32::LAZY_LIMIT;
+        q.acc = vec![u64::MAX - 10, 7];
+        q.insert(1);
+        assert_eq!(q.pending, 1);
+        assert_eq!(q.power_sum(1), 8);
+    }
+}
