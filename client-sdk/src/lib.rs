@@ -3,3 +3,10 @@
 //! Sans-IO engines that a QUIC or media client links in: the Robin sender (quACK-driven early
 //! loss detection and PACUBIC congestion control) and the Packrat receiver (eACKs and selective
 //! ACK withholding), with integrations for unmodified quinn and quiche.
+
+pub mod keylog;
+pub mod lens;
+pub mod packrat;
+pub mod pacubic;
+pub mod robin;
+pub mod rtt;

@@ -1,0 +1,525 @@
+//! The Packrat receiver engine (seed 002 §4, §5.2, §6.1).
+//!
+//! Every received datagram's identifier goes into the local eACK (a rateless IBLT). eACKs are
+//! sent every `N` ms or `N` packets, or only while a gap is open (selective eACKs, §5.2.3); each
+//! is sized from the number of packets the client believes missing (rateless eACKs, §5.2.2).
+//!
+//! The reorder window (§4.2): when the packet-number lens shows a gap, datagrams after the gap
+//! are held back from the QUIC stack, so the stack's ACKs do not reveal the gap before the
+//! proxy had one window to repair it. A held datagram is released when every gap below it has
+//! filled, when the proxy reported nothing missing, or when the gap is older than the window.
+//! Nothing waits forever: stacks skip packet numbers on purpose.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use sidekick::packrat::{PackratConfig, PackratReceiver};
+//!
+//! let t0 = Instant::now();
+//! let mut rx = PackratReceiver::new(PackratConfig::default());
+//! let dg = |i: u32| [vec![0u8; 20], i.to_le_bytes().to_vec()].concat();
+//! rx.on_datagram(t0, dg(0), Some(0));
+//! rx.on_datagram(t0, dg(2), Some(2)); // packet 1 missing: packet 2 is held
+//! assert_eq!(rx.poll_ready().count(), 1);
+//! rx.on_datagram(t0 + Duration::from_millis(3), dg(1), Some(1)); // the proxy's retransmission
+//! assert_eq!(rx.poll_ready().count(), 2); // 1, then 2
+//! ```
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use eack::ReceiverEack;
+use quack::IdSource;
+
+/// Packrat receiver parameters (defaults: the WiFi scenario of seed 002 Table 3/4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackratConfig {
+    /// Local eACK coded symbols (160 for downloads, 40 for media).
+    pub local_symbols: usize,
+    /// How identifiers are read from datagrams.
+    pub id_source: IdSource,
+    /// Send an eACK at least this often while packets arrive.
+    pub eack_interval: Duration,
+    /// …or after this many packets.
+    pub eack_every_packets: u32,
+    /// Selective eACKs: only while a gap is open.
+    pub selective: bool,
+    /// Target decoding probability used to size each eACK.
+    pub success_probability: f64,
+    /// The reorder window (30 ms WiFi/cellular, 65 ms satellite).
+    pub reorder_window: Duration,
+    /// Cap on held datagrams; beyond it the oldest is released early.
+    pub max_held: usize,
+    /// Cap on tracked missing packet numbers; beyond it new gaps are not tracked.
+    pub max_gaps: usize,
+}
+
+impl Default for PackratConfig {
+    fn default() -> Self {
+        Self {
+            local_symbols: 160,
+            id_source: IdSource::QUIC_DEFAULT,
+            eack_interval: Duration::from_millis(10),
+            eack_every_packets: 16,
+            selective: false,
+            success_probability: 0.95,
+            reorder_window: Duration::from_millis(30),
+            max_held: 1024,
+            max_gaps: 512,
+        }
+    }
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PackratStats {
+    /// Datagrams received.
+    pub received: u64,
+    /// Datagrams without an identifier (too short).
+    pub unidentifiable: u64,
+    /// Datagrams without a packet number (lens not ready): delivered at once.
+    pub no_packet_number: u64,
+    /// Datagrams held back.
+    pub held: u64,
+    /// Gaps opened.
+    pub gaps_opened: u64,
+    /// Gaps filled by a late or retransmitted packet.
+    pub gaps_filled: u64,
+    /// Gaps closed by the window expiring.
+    pub gaps_expired: u64,
+    /// Gaps closed by a proxy report of nothing missing.
+    pub gaps_cleared_by_proxy: u64,
+    /// Gaps not tracked because of the cap.
+    pub gaps_untracked: u64,
+    /// Held datagrams released early because of the cap.
+    pub held_overflow: u64,
+    /// eACKs produced.
+    pub eacks: u64,
+    /// Coded symbols sent in eACKs.
+    pub eack_symbols: u64,
+    /// Resets (new epochs).
+    pub resets: u64,
+}
+
+#[derive(Debug)]
+struct Held {
+    pn: u64,
+    datagram: Vec<u8>,
+}
+
+/// The Packrat receiver engine (sans-IO).
+#[derive(Debug)]
+pub struct PackratReceiver {
+    config: PackratConfig,
+    eack: ReceiverEack,
+    largest: Option<u64>,
+    /// Missing packet number → when the gap was seen.
+    gaps: BTreeMap<u64, Instant>,
+    held: VecDeque<Held>,
+    ready: VecDeque<Vec<u8>>,
+    packets_since_eack: u32,
+    /// Arrival of the first packet not yet covered by an eACK.
+    first_unreported: Option<Instant>,
+    last_eack: Option<Instant>,
+    /// Gaps were opened since the last eACK.
+    new_gap_since_eack: bool,
+    stats: PackratStats,
+}
+
+impl PackratReceiver {
+    /// A receiver in epoch 0.
+    pub fn new(config: PackratConfig) -> Self {
+        Self {
+            eack: ReceiverEack::new(config.local_symbols),
+            config,
+            largest: None,
+            gaps: BTreeMap::new(),
+            held: VecDeque::new(),
+            ready: VecDeque::new(),
+            packets_since_eack: 0,
+            first_unreported: None,
+            last_eack: None,
+            new_gap_since_eack: false,
+            stats: PackratStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PackratConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PackratStats {
+        self.stats
+    }
+
+    /// Packet numbers currently believed missing.
+    pub fn open_gaps(&self) -> usize {
+        self.gaps.len()
+    }
+
+    /// Datagrams currently held back.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The local eACK's epoch.
+    pub fn epoch(&self) -> u32 {
+        self.eack.epoch()
+    }
+
+    /// A datagram arrived at `now` with packet number `pn` (from the lens, if readable).
+    /// Deliverable datagrams appear in [`Self::poll_ready`].
+    pub fn on_datagram(&mut self, now: Instant, datagram: Vec<u8>, pn: Option<u64>) {
+        self.stats.received += 1;
+        self.packets_since_eack = self.packets_since_eack.saturating_add(1);
+        self.first_unreported.get_or_insert(now);
+        match self.config.id_source.extract::<u32>(&datagram) {
+            Ok(id) => self.eack.on_receive(id),
+            Err(_) => self.stats.unidentifiable += 1,
+        }
+        self.expire(now);
+        let Some(pn) = pn else {
+            self.stats.no_packet_number += 1;
+            self.ready.push_back(datagram);
+            return;
+        };
+        if self.gaps.remove(&pn).is_some() {
+            self.stats.gaps_filled += 1;
+        }
+        let next = self.largest.map_or(0, |l| l + 1);
+        if pn > next && self.largest.is_some() {
+            for missing in next..pn {
+                if self.gaps.len() >= self.config.max_gaps {
+                    self.stats.gaps_untracked += pn - missing;
+                    break;
+                }
+                self.gaps.insert(missing, now);
+                self.stats.gaps_opened += 1;
+                self.new_gap_since_eack = true;
+            }
+        }
+        self.largest = Some(self.largest.map_or(pn, |l| l.max(pn)));
+        if self.blocked(pn) {
+            if self.held.len() >= self.config.max_held {
+                if let Some(h) = self.held.pop_front() {
+                    self.ready.push_back(h.datagram);
+                    self.stats.held_overflow += 1;
+                }
+            }
+            self.held.push_back(Held { pn, datagram });
+            self.stats.held += 1;
+        } else {
+            self.ready.push_back(datagram);
+        }
+        self.release();
+    }
+
+    /// Whether a datagram with packet number `pn` must wait for an open gap below it.
+    fn blocked(&self, pn: u64) -> bool {
+        self.gaps.range(..pn).next().is_some()
+    }
+
+    fn release(&mut self) {
+        let lowest_gap = self.gaps.keys().next().copied();
+        let mut still = VecDeque::with_capacity(self.held.len());
+        for h in self.held.drain(..) {
+            if lowest_gap.is_some_and(|g| g < h.pn) {
+                still.push_back(h);
+            } else {
+                self.ready.push_back(h.datagram);
+            }
+        }
+        self.held = still;
+    }
+
+    fn expire(&mut self, now: Instant) {
+        let window = self.config.reorder_window;
+        let before = self.gaps.len();
+        self.gaps
+            .retain(|_, opened| now.saturating_duration_since(*opened) < window);
+        self.stats.gaps_expired += (before - self.gaps.len()) as u64;
+    }
+
+    /// Advances time: expires gaps older than the reorder window and releases what they held.
+    pub fn on_timeout(&mut self, now: Instant) {
+        self.expire(now);
+        self.release();
+    }
+
+    /// The proxy reported that it has nothing to retransmit (an eACK decoded with nothing
+    /// missing on its side, or no cache): the open gaps are not going to be repaired by it.
+    pub fn on_proxy_nothing_missing(&mut self, now: Instant) {
+        // Only gaps the last eACK could have told the proxy about.
+        let cutoff = self.last_eack.unwrap_or(now);
+        let before = self.gaps.len();
+        self.gaps.retain(|_, opened| *opened > cutoff);
+        self.stats.gaps_cleared_by_proxy += (before - self.gaps.len()) as u64;
+        self.release();
+    }
+
+    /// Datagrams that may be handed to the QUIC stack now, in order.
+    pub fn poll_ready(&mut self) -> impl Iterator<Item = Vec<u8>> + '_ {
+        self.ready.drain(..)
+    }
+
+    /// The proxy started a new epoch (Reset): the local eACK restarts empty.
+    pub fn reset(&mut self, epoch: u32) {
+        self.eack.reset(epoch);
+        self.packets_since_eack = 0;
+        self.first_unreported = None;
+        self.stats.resets += 1;
+    }
+
+    /// The next instant at which [`Self::on_timeout`] or [`Self::poll_eack`] has work.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        let gap = self
+            .gaps
+            .values()
+            .min()
+            .map(|t| *t + self.config.reorder_window);
+        let eack = self.eack_due_at();
+        match (gap, eack) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn eack_due_at(&self) -> Option<Instant> {
+        if self.packets_since_eack == 0 || (self.config.selective && self.gaps.is_empty()) {
+            return None;
+        }
+        let first = self.first_unreported?;
+        Some(
+            self.last_eack
+                .map_or(first, |t| (t + self.config.eack_interval).max(first)),
+        )
+    }
+
+    /// An eACK to send now, if one is due: bytes for the sidekick connection.
+    pub fn poll_eack(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.expire(now);
+        if self.packets_since_eack == 0 {
+            return None;
+        }
+        if self.config.selective && self.gaps.is_empty() {
+            return None;
+        }
+        let by_count = self.packets_since_eack >= self.config.eack_every_packets;
+        let by_time = self
+            .last_eack
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.config.eack_interval);
+        // Selective mode: a new gap is worth an eACK at once.
+        let by_gap = self.config.selective && self.new_gap_since_eack;
+        if !(by_count || by_time || by_gap) {
+            return None;
+        }
+        // Rateless sizing (seed 002 §5.2.2): the open gaps are the expected retransmissions.
+        let mut buf = Vec::new();
+        let n = self
+            .eack
+            .encode_for(self.gaps.len(), self.config.success_probability, &mut buf);
+        self.stats.eacks += 1;
+        self.stats.eack_symbols += n as u64;
+        self.packets_since_eack = 0;
+        self.first_unreported = None;
+        self.last_eack = Some(now);
+        self.new_gap_since_eack = false;
+        Some(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eack::ProxyEack;
+
+    fn dg(i: u32) -> Vec<u8> {
+        let mut d = vec![0x55u8; 20];
+        d.extend(i.to_le_bytes());
+        d
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn ids(rx: &mut PackratReceiver) -> Vec<u32> {
+        rx.poll_ready()
+            .map(|d| u32::from_le_bytes(d[d.len() - 4..].try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn in_order_delivery_is_immediate() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig::default());
+        for i in 0..5 {
+            rx.on_datagram(t0, dg(i), Some(u64::from(i)));
+        }
+        assert_eq!(ids(&mut rx), vec![0, 1, 2, 3, 4]);
+        assert_eq!(rx.stats().held, 0);
+    }
+
+    #[test]
+    fn gap_holds_until_filled() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig::default());
+        rx.on_datagram(t0, dg(0), Some(0));
+        rx.on_datagram(t0 + ms(1), dg(3), Some(3));
+        rx.on_datagram(t0 + ms(2), dg(4), Some(4));
+        assert_eq!(ids(&mut rx), vec![0]);
+        assert_eq!(rx.open_gaps(), 2);
+        rx.on_datagram(t0 + ms(5), dg(1), Some(1));
+        assert_eq!(ids(&mut rx), vec![1], "2 still missing");
+        rx.on_datagram(t0 + ms(6), dg(2), Some(2));
+        assert_eq!(ids(&mut rx), vec![2, 3, 4]);
+        assert_eq!(rx.stats().gaps_filled, 2);
+    }
+
+    #[test]
+    fn window_expiry_releases_skipped_numbers() {
+        // Stacks skip packet numbers on purpose: the gap never fills.
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig::default());
+        rx.on_datagram(t0, dg(0), Some(0));
+        rx.on_datagram(t0, dg(2), Some(2));
+        assert_eq!(rx.next_timeout(), Some(t0), "first eACK due at once");
+        assert!(rx.poll_eack(t0).is_some());
+        assert_eq!(rx.next_timeout(), Some(t0 + ms(30)), "gap expiry");
+        rx.on_timeout(t0 + ms(29));
+        assert_eq!(ids(&mut rx), vec![0]);
+        rx.on_timeout(t0 + ms(30));
+        assert_eq!(ids(&mut rx), vec![2]);
+        assert_eq!(rx.stats().gaps_expired, 1);
+        assert_eq!(rx.open_gaps(), 0);
+    }
+
+    #[test]
+    fn proxy_report_releases_early() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig::default());
+        rx.on_datagram(t0, dg(0), Some(0));
+        rx.on_datagram(t0, dg(2), Some(2));
+        assert!(rx.poll_eack(t0 + ms(1)).is_some());
+        rx.on_proxy_nothing_missing(t0 + ms(4));
+        assert_eq!(ids(&mut rx), vec![0, 2]);
+        assert_eq!(rx.stats().gaps_cleared_by_proxy, 1);
+    }
+
+    #[test]
+    fn unreadable_numbers_are_not_held() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig::default());
+        rx.on_datagram(t0, dg(0), Some(0));
+        rx.on_datagram(t0, dg(5), Some(5));
+        rx.on_datagram(t0, dg(9), None);
+        assert_eq!(ids(&mut rx), vec![0, 9]);
+        assert_eq!(rx.stats().no_packet_number, 1);
+    }
+
+    #[test]
+    fn caps_bound_held_and_gaps() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig {
+            max_held: 2,
+            max_gaps: 3,
+            ..PackratConfig::default()
+        });
+        rx.on_datagram(t0, dg(0), Some(0));
+        rx.on_datagram(t0, dg(10), Some(10));
+        assert_eq!(rx.open_gaps(), 3);
+        assert_eq!(rx.stats().gaps_untracked, 6);
+        rx.on_datagram(t0, dg(11), Some(11));
+        rx.on_datagram(t0, dg(12), Some(12));
+        assert_eq!(rx.held(), 2);
+        assert_eq!(rx.stats().held_overflow, 1);
+        assert_eq!(ids(&mut rx), vec![0, 10]);
+    }
+
+    #[test]
+    fn eacks_every_n_packets_and_every_interval() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig::default());
+        rx.on_datagram(t0, dg(0), Some(0));
+        assert!(rx.poll_eack(t0).is_some(), "first eACK at once");
+        for i in 1..16 {
+            rx.on_datagram(t0 + ms(1), dg(i), Some(u64::from(i)));
+            assert!(rx.poll_eack(t0 + ms(1)).is_none());
+        }
+        rx.on_datagram(t0 + ms(1), dg(16), Some(16));
+        assert!(rx.poll_eack(t0 + ms(1)).is_some(), "16 packets");
+        rx.on_datagram(t0 + ms(2), dg(17), Some(17));
+        assert!(rx.poll_eack(t0 + ms(10)).is_none());
+        assert!(rx.poll_eack(t0 + ms(11)).is_some(), "10 ms");
+        assert!(rx.poll_eack(t0 + ms(40)).is_none(), "nothing new");
+        assert_eq!(rx.stats().eacks, 3);
+    }
+
+    #[test]
+    fn selective_eacks_only_on_gaps_and_sized_by_gaps() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig {
+            selective: true,
+            ..PackratConfig::default()
+        });
+        for i in 0..40 {
+            rx.on_datagram(t0, dg(i), Some(u64::from(i)));
+        }
+        assert!(rx.poll_eack(t0 + ms(20)).is_none(), "no gap: no eACK");
+        rx.on_datagram(t0 + ms(21), dg(41), Some(41)); // 40 missing
+        let wire = rx.poll_eack(t0 + ms(21)).unwrap();
+        assert_eq!(rx.stats().eacks, 1);
+        assert_eq!(rx.stats().eack_symbols, eack::symbols_for(1, 0.95) as u64);
+        // The eACK lets a proxy that forwarded 0..42 find the missing packet.
+        let mut proxy = ProxyEack::new(160, 4096);
+        for i in 0..42 {
+            proxy.insert(i);
+        }
+        let diff = proxy.on_eack(&wire).unwrap();
+        assert_eq!(diff.missing, vec![40]);
+        // Five more gaps → a larger eACK (rateless sizing, seed 002 §5.2.2).
+        rx.on_datagram(t0 + ms(22), dg(47), Some(47));
+        assert!(
+            rx.poll_eack(t0 + ms(22)).is_some(),
+            "a new gap triggers an eACK at once"
+        );
+        let sizes = rx.stats().eack_symbols - eack::symbols_for(1, 0.95) as u64;
+        assert_eq!(sizes, eack::symbols_for(6, 0.95) as u64);
+        assert!(sizes > eack::symbols_for(1, 0.95) as u64);
+    }
+
+    #[test]
+    fn reset_starts_a_new_epoch() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig::default());
+        rx.on_datagram(t0, dg(0), Some(0));
+        rx.reset(3);
+        assert_eq!(rx.epoch(), 3);
+        assert!(
+            rx.poll_eack(t0).is_none(),
+            "nothing received in the new epoch"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_holds_past_the_window(
+            pns in proptest::collection::vec(0u64..200, 1..100),
+            step in 0u64..5,
+        ) {
+            let t0 = Instant::now();
+            let mut rx = PackratReceiver::new(PackratConfig::default());
+            let mut delivered = 0usize;
+            for (k, pn) in pns.iter().enumerate() {
+                rx.on_datagram(t0 + ms(step * k as u64), dg(*pn as u32), Some(*pn));
+                delivered += rx.poll_ready().count();
+            }
+            let end = t0 + ms(step * pns.len() as u64) + ms(30);
+            rx.on_timeout(end);
+            delivered += rx.poll_ready().count();
+            proptest::prop_assert_eq!(delivered, pns.len());
+            proptest::prop_assert_eq!(rx.held(), 0);
+        }
+    }
+}
