@@ -3,3 +3,29 @@
 //! A receiver summarises the identifiers of the datagrams it received as a prefix of an infinite
 //! stream of coded symbols; the proxy subtracts the sketch from its own view and peels the
 //! difference to learn which cached packets to retransmit.
+//!
+//! - [`Sketch`]: the rIBLT (insert, subtract, decode, wire prefix).
+//! - [`ReceiverEack`] / [`ProxyEack`]: the client-side and proxy-side views with epochs.
+//! - [`symbols_for`]: how many symbols to send for an expected number of missing packets.
+//!
+//! Everything is sans-IO: bytes in, bytes or identifier lists out.
+
+mod decode;
+mod eack;
+pub mod experiment;
+mod hash;
+mod id;
+pub mod mapping;
+pub mod sizing;
+mod sketch;
+mod wire;
+
+pub use decode::{DecodeError, Decoder, Difference};
+pub use eack::{EackError, ProxyEack, ReceiverEack};
+pub use hash::HashKey;
+pub use id::Id;
+pub use sizing::symbols_for;
+pub use sketch::{CodedSymbol, MAX_SYMBOLS, Sketch};
+pub use wire::{
+    EncodeError, HEADER_LEN, WIRE_VERSION, WireError, encoded_len, fuzz_parse, symbol_wire_len,
+};
