@@ -3,3 +3,7 @@
 //! Captures the opaque packets of base connections, keeps a bounded flow table and runs one engine
 //! per flow: Robin (quACKs to senders), Packrat (cache and retransmit to receivers) or PEMI
 //! (transparent assistance). The engines are sans-IO; capture and injection live in thin backends.
+
+pub mod engine;
+pub mod flow;
+pub mod packet;

@@ -1,0 +1,471 @@
+//! The sharded, capped flow table keyed by the UDP 4-tuple (DESIGN §4 proxy: "flow table
+//! (sharded, capped, idle timeout 120 s)").
+//!
+//! Keys are normalised to (client, server) so both directions of a connection land in the same
+//! entry and the same shard (a symmetric hash, as PACKET_FANOUT workers need). Hashing is SipHash-1-3
+//! keyed per table, so an attacker cannot aim a flood at one bucket. Caps: a total flow cap split
+//! evenly over shards, and a separate cap on assisted flows (sessions). When a shard is full, idle
+//! flows are expired first; an assisted flow may then displace an unassisted one (a bounded scan);
+//! otherwise the new flow is refused and counted — the packet is still forwarded (fail-open).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use siphasher::sip::SipHasher13;
+
+/// A base connection as seen by the proxy: the client (near side) and the server (far side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    /// The assisted client's base address.
+    pub client: SocketAddr,
+    /// The remote server's address.
+    pub server: SocketAddr,
+}
+
+/// A keyed SipHash-1-3 hasher builder (per table; no process-wide state).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyedHasher {
+    k0: u64,
+    k1: u64,
+}
+
+impl KeyedHasher {
+    /// A hasher builder with the given 128-bit key.
+    pub fn new(k0: u64, k1: u64) -> Self {
+        Self { k0, k1 }
+    }
+}
+
+impl BuildHasher for KeyedHasher {
+    type Hasher = SipHasher13;
+    fn build_hasher(&self) -> SipHasher13 {
+        SipHasher13::new_with_keys(self.k0, self.k1)
+    }
+}
+
+/// State a flow-table value must expose.
+pub trait FlowState {
+    /// Whether the flow has an engine (counts against the session cap, protected from displacement).
+    fn assisted(&self) -> bool;
+}
+
+/// One flow-table entry.
+#[derive(Debug)]
+pub struct FlowEntry<V> {
+    /// Last time a packet of the flow was seen.
+    pub last_seen: Instant,
+    /// Packets seen.
+    pub packets: u64,
+    /// The per-flow state (engine).
+    pub value: V,
+}
+
+/// Caps and timeouts of a [`FlowTable`].
+#[derive(Debug, Clone, Copy)]
+pub struct FlowTableConfig {
+    /// Number of shards (≥1).
+    pub shards: usize,
+    /// Maximum number of flows in total.
+    pub max_flows: usize,
+    /// Maximum number of assisted flows (sessions) in total.
+    pub max_assisted: usize,
+    /// Idle timeout after which a flow is removed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for FlowTableConfig {
+    fn default() -> Self {
+        Self {
+            shards: 16,
+            max_flows: 65536,
+            max_assisted: 4096,
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Counters of a [`FlowTable`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowCounters {
+    /// Flows created.
+    pub created: u64,
+    /// Flows removed after the idle timeout.
+    pub expired: u64,
+    /// New flows refused because the table (or shard) was full.
+    pub refused_full: u64,
+    /// Assisted flows refused because the assisted cap was reached.
+    pub refused_assisted_cap: u64,
+    /// Unassisted flows evicted to make room for an assisted one.
+    pub displaced: u64,
+}
+
+/// Why an insertion failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InsertError {
+    /// The (shard of the) flow table is full.
+    #[error("flow table full")]
+    Full,
+    /// The cap on assisted flows is reached.
+    #[error("session cap reached")]
+    AssistedCap,
+}
+
+struct Shard<V> {
+    map: HashMap<FlowKey, FlowEntry<V>, KeyedHasher>,
+    last_sweep: Option<Instant>,
+}
+
+/// The sharded flow table.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use sidekick_proxy::flow::{FlowKey, FlowState, FlowTable, FlowTableConfig};
+/// struct S;
+/// impl FlowState for S { fn assisted(&self) -> bool { false } }
+/// let mut t = FlowTable::new(FlowTableConfig::default(), 1, 2);
+/// let k = FlowKey { client: "10.0.0.2:5000".parse().unwrap(), server: "1.1.1.1:443".parse().unwrap() };
+/// let now = Instant::now();
+/// t.get_or_insert_with(k, now, || S).unwrap();
+/// assert_eq!(t.len(), 1);
+/// t.expire(now + Duration::from_secs(121), |_, _| {});
+/// assert_eq!(t.len(), 0);
+/// ```
+pub struct FlowTable<V> {
+    shards: Vec<Shard<V>>,
+    cfg: FlowTableConfig,
+    per_shard: usize,
+    hasher: KeyedHasher,
+    len: usize,
+    assisted: usize,
+    /// Counters.
+    pub counters: FlowCounters,
+}
+
+impl<V: FlowState> FlowTable<V> {
+    /// A table with the given caps and SipHash key.
+    pub fn new(cfg: FlowTableConfig, k0: u64, k1: u64) -> Self {
+        let n = cfg.shards.max(1);
+        let per_shard = cfg.max_flows.div_ceil(n).max(1);
+        let hasher = KeyedHasher::new(k0, k1);
+        let shards = (0..n)
+            .map(|i| Shard {
+                map: HashMap::with_hasher(KeyedHasher::new(
+                    k0 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    k1,
+                )),
+                last_sweep: None,
+            })
+            .collect();
+        Self {
+            shards,
+            cfg,
+            per_shard,
+            hasher,
+            len: 0,
+            assisted: 0,
+            counters: FlowCounters::default(),
+        }
+    }
+
+    /// The shard index of a key (symmetric by construction: keys are normalised).
+    pub fn shard_of(&self, key: &FlowKey) -> usize {
+        let mut h = self.hasher.build_hasher();
+        key.hash(&mut h);
+        (h.finish() % self.shards.len() as u64) as usize
+    }
+
+    /// Number of flows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of assisted flows.
+    pub fn assisted_len(&self) -> usize {
+        self.assisted
+    }
+
+    /// Look a flow up and refresh its idle timer.
+    pub fn touch(&mut self, key: &FlowKey, now: Instant) -> Option<&mut FlowEntry<V>> {
+        let s = self.shard_of(key);
+        let e = self.shards[s].map.get_mut(key)?;
+        e.last_seen = now;
+        e.packets += 1;
+        Some(e)
+    }
+
+    /// Look a flow up without touching it.
+    pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut FlowEntry<V>> {
+        let s = self.shard_of(key);
+        self.shards[s].map.get_mut(key)
+    }
+
+    /// Look a flow up.
+    pub fn get(&self, key: &FlowKey) -> Option<&FlowEntry<V>> {
+        let s = self.shard_of(key);
+        self.shards[s].map.get(key)
+    }
+
+    /// Get the flow or create it with `make`, enforcing the caps.
+    pub fn get_or_insert_with(
+        &mut self,
+        key: FlowKey,
+        now: Instant,
+        make: impl FnOnce() -> V,
+    ) -> Result<&mut FlowEntry<V>, InsertError> {
+        let s = self.shard_of(&key);
+        if !self.shards[s].map.contains_key(&key) {
+            let value = make();
+            self.insert_new(s, key, now, value)?;
+        }
+        let e = self.shards[s]
+            .map
+            .get_mut(&key)
+            .ok_or(InsertError::Full)?;
+        e.last_seen = now;
+        Ok(e)
+    }
+
+    /// Replace the value of an existing flow (e.g. attach an engine), or insert it. Maintains the
+    /// assisted count and caps.
+    pub fn set(&mut self, key: FlowKey, now: Instant, value: V) -> Result<(), InsertError> {
+        let s = self.shard_of(&key);
+        if let Some(e) = self.shards[s].map.get_mut(&key) {
+            let was = e.value.assisted();
+            let will = value.assisted();
+            if will && !was && self.assisted >= self.cfg.max_assisted {
+                self.counters.refused_assisted_cap += 1;
+                return Err(InsertError::AssistedCap);
+            }
+            e.value = value;
+            e.last_seen = now;
+            self.assisted = self.assisted + usize::from(will) - usize::from(was);
+            return Ok(());
+        }
+        self.insert_new(s, key, now, value)
+    }
+
+    fn insert_new(
+        &mut self,
+        s: usize,
+        key: FlowKey,
+        now: Instant,
+        value: V,
+    ) -> Result<(), InsertError> {
+        let assisted = value.assisted();
+        if assisted && self.assisted >= self.cfg.max_assisted {
+            self.counters.refused_assisted_cap += 1;
+            return Err(InsertError::AssistedCap);
+        }
+        if self.shards[s].map.len() >= self.per_shard || self.len >= self.cfg.max_flows {
+            self.sweep_shard(s, now);
+        }
+        if self.shards[s].map.len() >= self.per_shard || self.len >= self.cfg.max_flows {
+            let victim = if assisted {
+                // Bounded scan for an unassisted flow to displace.
+                self.shards[s]
+                    .map
+                    .iter()
+                    .take(64)
+                    .filter(|(_, e)| !e.value.assisted())
+                    .min_by_key(|(_, e)| e.last_seen)
+                    .map(|(k, _)| *k)
+            } else {
+                None
+            };
+            match victim {
+                Some(v) => {
+                    self.shards[s].map.remove(&v);
+                    self.len -= 1;
+                    self.counters.displaced += 1;
+                }
+                None => {
+                    self.counters.refused_full += 1;
+                    return Err(InsertError::Full);
+                }
+            }
+        }
+        self.shards[s].map.insert(
+            key,
+            FlowEntry {
+                last_seen: now,
+                packets: 0,
+                value,
+            },
+        );
+        self.len += 1;
+        self.assisted += usize::from(assisted);
+        self.counters.created += 1;
+        Ok(())
+    }
+
+    /// Expire idle flows of one shard, at most once per second of `now` (amortised cost).
+    fn sweep_shard(&mut self, s: usize, now: Instant) {
+        let shard = &mut self.shards[s];
+        if shard
+            .last_sweep
+            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1))
+        {
+            return;
+        }
+        shard.last_sweep = Some(now);
+        let idle = self.cfg.idle_timeout;
+        let before = shard.map.len();
+        let mut assisted_removed = 0;
+        shard.map.retain(|_, e| {
+            let keep = now.saturating_duration_since(e.last_seen) < idle;
+            if !keep && e.value.assisted() {
+                assisted_removed += 1;
+            }
+            keep
+        });
+        let removed = before - shard.map.len();
+        self.len -= removed;
+        self.assisted -= assisted_removed;
+        self.counters.expired += removed as u64;
+    }
+
+    /// Remove every flow idle for longer than the idle timeout; `on_remove` sees each one.
+    pub fn expire(&mut self, now: Instant, mut on_remove: impl FnMut(&FlowKey, &FlowEntry<V>)) {
+        let idle = self.cfg.idle_timeout;
+        for shard in &mut self.shards {
+            let mut removed = 0usize;
+            let mut assisted_removed = 0usize;
+            shard.map.retain(|k, e| {
+                let keep = now.saturating_duration_since(e.last_seen) < idle;
+                if !keep {
+                    removed += 1;
+                    assisted_removed += usize::from(e.value.assisted());
+                    on_remove(k, e);
+                }
+                keep
+            });
+            shard.last_sweep = Some(now);
+            self.len -= removed;
+            self.assisted -= assisted_removed;
+            self.counters.expired += removed as u64;
+        }
+    }
+
+    /// Remove a flow.
+    pub fn remove(&mut self, key: &FlowKey) -> Option<FlowEntry<V>> {
+        let s = self.shard_of(key);
+        let e = self.shards[s].map.remove(key)?;
+        self.len -= 1;
+        self.assisted -= usize::from(e.value.assisted());
+        Some(e)
+    }
+
+    /// Iterate over all flows.
+    pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &FlowEntry<V>)> {
+        self.shards.iter().flat_map(|s| s.map.iter())
+    }
+
+    /// Iterate mutably over all flows.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FlowKey, &mut FlowEntry<V>)> {
+        self.shards.iter_mut().flat_map(|s| s.map.iter_mut())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct V(bool);
+    impl FlowState for V {
+        fn assisted(&self) -> bool {
+            self.0
+        }
+    }
+
+    fn key(i: u32) -> FlowKey {
+        FlowKey {
+            client: SocketAddr::from(([10, (i >> 16) as u8, (i >> 8) as u8, i as u8], 4000)),
+            server: "192.0.2.1:443".parse().unwrap(),
+        }
+    }
+
+    fn cfg(max: usize, assisted: usize) -> FlowTableConfig {
+        FlowTableConfig {
+            shards: 4,
+            max_flows: max,
+            max_assisted: assisted,
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+
+    #[test]
+    fn new_flow_flood_is_capped_and_counted() {
+        let mut t = FlowTable::new(cfg(1000, 10), 7, 9);
+        let now = Instant::now();
+        let mut ok = 0;
+        for i in 0..100_000 {
+            if t.get_or_insert_with(key(i), now, || V(false)).is_ok() {
+                ok += 1;
+            }
+        }
+        assert!(t.len() <= 1000);
+        assert_eq!(ok, t.len());
+        assert_eq!(t.counters.refused_full, 100_000 - ok as u64);
+        assert!(ok >= 900, "shards should fill nearly evenly: {ok}");
+        // An assisted flow still gets in by displacing an unassisted one.
+        t.set(key(999_999), now, V(true)).unwrap();
+        assert_eq!(t.counters.displaced, 1);
+        assert_eq!(t.assisted_len(), 1);
+    }
+
+    #[test]
+    fn assisted_cap() {
+        let mut t = FlowTable::new(cfg(1000, 3), 1, 1);
+        let now = Instant::now();
+        for i in 0..3 {
+            t.set(key(i), now, V(true)).unwrap();
+        }
+        assert_eq!(t.set(key(3), now, V(true)), Err(InsertError::AssistedCap));
+        assert_eq!(t.counters.refused_assisted_cap, 1);
+        // Downgrading frees a slot.
+        t.set(key(0), now, V(false)).unwrap();
+        t.set(key(3), now, V(true)).unwrap();
+        assert_eq!(t.assisted_len(), 3);
+    }
+
+    #[test]
+    fn idle_timeout_expires_and_frees_room() {
+        let mut t = FlowTable::new(cfg(8, 8), 3, 4);
+        let t0 = Instant::now();
+        for i in 0..100 {
+            let _ = t.get_or_insert_with(key(i), t0, || V(i % 2 == 0));
+        }
+        let full = t.len();
+        assert!(full <= 8);
+        // Still within the idle timeout: refreshing keeps flows.
+        t.expire(t0 + Duration::from_secs(119), |_, _| {});
+        assert_eq!(t.len(), full);
+        let mut seen = 0;
+        t.expire(t0 + Duration::from_secs(121), |_, _| seen += 1);
+        assert_eq!(seen, full);
+        assert!(t.is_empty());
+        assert_eq!(t.assisted_len(), 0);
+        // Lazy sweep on insert when full.
+        for i in 0..8 {
+            let _ = t.get_or_insert_with(key(i), t0, || V(false));
+        }
+        let later = t0 + Duration::from_secs(200);
+        assert!(t.get_or_insert_with(key(5000), later, || V(false)).is_ok());
+    }
+
+    #[test]
+    fn shard_is_stable_per_key() {
+        let t: FlowTable<V> = FlowTable::new(cfg(100, 10), 5, 6);
+        for i in 0..50 {
+            assert_eq!(t.shard_of(&key(i)), t.shard_of(&key(i)));
+        }
+    }
+}
