@@ -10,3 +10,4 @@ pub mod packrat;
 pub mod pacubic;
 pub mod robin;
 pub mod rtt;
+pub mod session;

@@ -1,0 +1,593 @@
+//! Session glue: discovery, the sidekick connection, the engines, and fallback.
+//!
+//! [`SidekickClient`] is the sans-IO object an adapter drives. It wraps the protocol's
+//! [`ClientSession`] (discovery marker on the base 4-tuple, Init/InitAck, Config, Reset, Close,
+//! quota refresh, idle timeout) and runs the Robin sender and the Packrat receiver on the base
+//! connection's datagrams, with packet numbers from the [`PacketNumberLens`].
+//!
+//! Fail open (DESIGN §3): on no proxy, a proxy gone silent, or anything inconsistent about the
+//! sidekick — forged, stale or undecodable quACKs, a proxy exceeding its quota, receipts of
+//! packets never sent, repeated eACK resets — the client counts the cause, closes the session
+//! and continues with plain end-to-end behaviour: every held datagram is released, nothing more
+//! is held or logged, and no quACK-driven event is produced.
+//!
+//! ```
+//! use std::time::Instant;
+//! use sidekick::session::{SidekickClient, SidekickConfig, Transmit};
+//!
+//! let now = Instant::now();
+//! let mut client = SidekickClient::new(SidekickConfig::robin(30, 10));
+//! client.start(now).unwrap();
+//! // The discovery request goes out inline on the base socket.
+//! assert!(matches!(client.poll_transmit(), Some(Transmit::Base(b)) if b.len() == 128));
+//! ```
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use quack::IdSource;
+use sidekick_protocol::messages::{IdentifierMode, IdentifierSpec, SessionConfig};
+use sidekick_protocol::{
+    ClientConfig, ClientEvent, ClientSession, ClientState, Destination, FallbackReason,
+    is_discovery_reply,
+};
+
+use crate::lens::{Direction, PacketNumberLens, Role};
+use crate::packrat::{PackratConfig, PackratReceiver};
+use crate::robin::{LostDatagram, QuackError, RobinConfig, RobinEvent, RobinSender};
+
+/// Why the client stopped using the sidekick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackCause {
+    /// The protocol gave up (no proxy, Init timeout, rejected, idle, control timeout).
+    Protocol(FallbackReason),
+    /// The proxy closed the session.
+    ClosedByProxy,
+    /// Too many inconsistent quACKs (forged, undecodable, unknown elements).
+    InconsistentQuacks,
+    /// A quACK claimed receipts of packets never sent.
+    NeverSent,
+    /// The proxy sent beyond the quota the client granted.
+    OverQuota,
+    /// The proxy reset the epoch too often (its eACK decodes keep failing).
+    TooManyResets,
+    /// The application asked for it.
+    Application,
+}
+
+/// Settings of the client.
+#[derive(Debug, Clone)]
+pub struct SidekickConfig {
+    /// Protocol settings (the session configuration requested in Init lives inside).
+    pub protocol: ClientConfig,
+    /// Robin engine settings (threshold and interval are overwritten by the negotiated ones).
+    pub robin: RobinConfig,
+    /// Packrat engine settings (symbols, interval, reorder window overwritten likewise).
+    pub packrat: PackratConfig,
+    /// Inconsistent quACKs tolerated before falling back.
+    pub max_inconsistent_quacks: u32,
+    /// Proxy resets tolerated per `reset_window` before falling back.
+    pub max_resets: u32,
+    /// Window for `max_resets`.
+    pub reset_window: Duration,
+}
+
+impl SidekickConfig {
+    /// Robin only: quACKs every `interval_ms` with threshold `t` (seed 001 Table 5).
+    pub fn robin(interval_ms: u32, threshold: u32) -> Self {
+        let session = SessionConfig {
+            robin: Some(sidekick_protocol::messages::RobinConfig {
+                interval_ms,
+                interval_packets: 0,
+                threshold,
+            }),
+            packrat: None,
+            identifier: Some(IdentifierSpec::quic_default()),
+        };
+        Self::with_session(session)
+    }
+
+    /// Packrat only, with the WiFi defaults of seed 002 (eACK every 10 ms / 16 packets, 160
+    /// symbols, 48 kB cache, 30 ms reorder window).
+    pub fn packrat() -> Self {
+        let session = SessionConfig {
+            robin: None,
+            packrat: Some(sidekick_protocol::messages::PackratConfig {
+                eack_interval_ms: 10,
+                eack_interval_packets: 16,
+                local_symbols: 160,
+                cache_capacity_bytes: 48_000,
+                reorder_delay_ms: 30,
+            }),
+            identifier: Some(IdentifierSpec::quic_default()),
+        };
+        Self::with_session(session)
+    }
+
+    /// Any session configuration with default engine settings.
+    pub fn with_session(session: SessionConfig) -> Self {
+        Self {
+            protocol: ClientConfig::new(session),
+            robin: RobinConfig::default(),
+            packrat: PackratConfig::default(),
+            max_inconsistent_quacks: 3,
+            max_resets: 5,
+            reset_window: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A datagram the adapter must send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transmit {
+    /// On the base socket to the base peer (discovery request, early retransmission).
+    Base(Vec<u8>),
+    /// On the sidekick socket to the proxy.
+    Sidekick(SocketAddr, Vec<u8>),
+}
+
+/// Events for the transport integration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SdkEvent {
+    /// The sidekick session is up.
+    Established,
+    /// A datagram was lost on the near segment (PACUBIC quACK congestion event).
+    NearLoss(LostDatagram),
+    /// The proxy received these bytes (ACK-reduction input).
+    Delivered {
+        /// Bytes.
+        bytes: u64,
+        /// Send time of the newest.
+        newest_sent: Instant,
+    },
+    /// Fell back to plain end-to-end behaviour.
+    Fallback(FallbackCause),
+}
+
+/// Counters of the glue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SdkStats {
+    /// quACKs handed to Robin.
+    pub quacks: u64,
+    /// Of which rejected as inconsistent.
+    pub inconsistent_quacks: u64,
+    /// Of which stale (ignored).
+    pub stale_quacks: u64,
+    /// eACKs sent.
+    pub eacks_sent: u64,
+    /// Resets the client requested.
+    pub resets_requested: u64,
+    /// Resets started by the proxy.
+    pub resets_by_proxy: u64,
+    /// Frames from the proxy over quota.
+    pub over_quota: u64,
+    /// Sidekick datagrams the protocol refused (forged MACs, replays, wrong source…).
+    pub rejected_frames: u64,
+    /// Early retransmissions queued on the base socket.
+    pub retransmissions: u64,
+    /// Events dropped because the event queue was full.
+    pub events_dropped: u64,
+}
+
+/// Cap on queued events and transmits.
+const MAX_QUEUE: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Idle,
+    Probing,
+    Active,
+    Fallback(FallbackCause),
+}
+
+/// The sidekick client (sans-IO).
+#[derive(Debug)]
+pub struct SidekickClient {
+    config: SidekickConfig,
+    session: ClientSession,
+    lens: PacketNumberLens,
+    robin: Option<RobinSender>,
+    packrat: Option<PackratReceiver>,
+    mode: Mode,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<SdkEvent>,
+    /// Datagrams received on the base socket that the stack may see (when not held).
+    deliver: VecDeque<Vec<u8>>,
+    resets: VecDeque<Instant>,
+    stats: SdkStats,
+}
+
+fn id_source(spec: Option<&IdentifierSpec>) -> IdSource {
+    match spec {
+        Some(s) if s.mode == IdentifierMode::KeyedHash as i32 => {
+            let mut key = [0u8; 16];
+            let n = s.hash_key.len().min(16);
+            key[..n].copy_from_slice(&s.hash_key[..n]);
+            IdSource::KeyedHash(key)
+        }
+        Some(s) => IdSource::Offset(s.offset as isize),
+        None => IdSource::QUIC_DEFAULT,
+    }
+}
+
+impl SidekickClient {
+    /// A client that has not started discovery.
+    pub fn new(config: SidekickConfig) -> Self {
+        Self {
+            session: ClientSession::new(config.protocol.clone()),
+            lens: PacketNumberLens::new(Role::Client),
+            robin: None,
+            packrat: None,
+            mode: Mode::Idle,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            deliver: VecDeque::new(),
+            resets: VecDeque::new(),
+            stats: SdkStats::default(),
+            config,
+        }
+    }
+
+    /// The packet-number lens (feed it the stack's key log).
+    pub fn lens_mut(&mut self) -> &mut PacketNumberLens {
+        &mut self.lens
+    }
+
+    /// The packet-number lens.
+    pub fn lens(&self) -> &PacketNumberLens {
+        &self.lens
+    }
+
+    /// The Robin engine while the session is active.
+    pub fn robin(&self) -> Option<&RobinSender> {
+        self.robin.as_ref()
+    }
+
+    /// The Packrat engine while the session is active.
+    pub fn packrat(&self) -> Option<&PackratReceiver> {
+        self.packrat.as_ref()
+    }
+
+    /// The protocol session.
+    pub fn protocol(&self) -> &ClientSession {
+        &self.session
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SdkStats {
+        self.stats
+    }
+
+    /// Whether the sidekick is in use.
+    pub fn is_active(&self) -> bool {
+        self.mode == Mode::Active
+    }
+
+    /// Why the client fell back, if it did.
+    pub fn fallback_cause(&self) -> Option<FallbackCause> {
+        match self.mode {
+            Mode::Fallback(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Starts discovery at `now`.
+    pub fn start(&mut self, now: Instant) -> Result<(), sidekick_protocol::Error> {
+        self.session.start(now)?;
+        self.mode = Mode::Probing;
+        self.pump_session();
+        Ok(())
+    }
+
+    fn push_event(&mut self, e: SdkEvent) {
+        if self.events.len() >= MAX_QUEUE {
+            self.events.pop_front();
+            self.stats.events_dropped += 1;
+        }
+        self.events.push_back(e);
+    }
+
+    fn pump_session(&mut self) {
+        while let Some(t) = self.session.poll_transmit() {
+            let t = match t.dest {
+                Destination::Base => Transmit::Base(t.bytes),
+                Destination::Sidekick(addr) => Transmit::Sidekick(addr, t.bytes),
+            };
+            if self.transmits.len() >= MAX_QUEUE {
+                self.transmits.pop_front();
+            }
+            self.transmits.push_back(t);
+        }
+    }
+
+    /// Stops using the sidekick: closes the session and releases everything held.
+    pub fn fall_back(&mut self, now: Instant, cause: FallbackCause) {
+        if matches!(self.mode, Mode::Fallback(_)) {
+            return;
+        }
+        tracing::info!(?cause, "sidekick: falling back to end-to-end behaviour");
+        if matches!(
+            self.session.state(),
+            ClientState::Established | ClientState::Initiating
+        ) {
+            self.session.close(now, 0);
+        }
+        self.pump_session();
+        if let Some(mut p) = self.packrat.take() {
+            // Release in order: nothing stays held once the sidekick is gone.
+            p.on_proxy_nothing_missing(now + p.config().reorder_window);
+            p.on_timeout(now + p.config().reorder_window);
+            self.deliver.extend(p.poll_ready());
+        }
+        self.robin = None;
+        self.mode = Mode::Fallback(cause);
+        self.push_event(SdkEvent::Fallback(cause));
+    }
+
+    /// The transport sent `datagram` on the base socket at `now`.
+    pub fn on_base_sent(&mut self, now: Instant, datagram: &[u8]) {
+        let pn = self.lens.observe(Direction::Outgoing, datagram).ok();
+        if let Some(r) = self.robin.as_mut() {
+            r.on_sent(now, datagram, pn);
+            self.drain_robin(now);
+        }
+    }
+
+    /// A datagram arrived on the base socket. Discovery replies are consumed; everything else
+    /// becomes available from [`Self::poll_deliver`] (possibly after the reorder window).
+    pub fn on_base_received(&mut self, now: Instant, datagram: Vec<u8>) {
+        if self.mode == Mode::Probing && is_discovery_reply(&datagram) {
+            let r = self.session.handle_base_datagram(now, &datagram);
+            if let Err(e) = r {
+                tracing::debug!(%e, "discovery reply refused");
+            }
+            self.pump_session();
+            return;
+        }
+        let pn = self.lens.observe(Direction::Incoming, &datagram).ok();
+        match self.packrat.as_mut() {
+            Some(p) => {
+                p.on_datagram(now, datagram, pn);
+                self.deliver.extend(p.poll_ready());
+                self.send_eack(now);
+            }
+            None => self.deliver.push_back(datagram),
+        }
+    }
+
+    /// Datagrams the QUIC stack may receive now.
+    pub fn poll_deliver(&mut self) -> Option<Vec<u8>> {
+        self.deliver.pop_front()
+    }
+
+    /// A datagram arrived on the sidekick socket from `from`.
+    pub fn on_sidekick_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        let granted = self.session.quota_granted();
+        let seq = sidekick_protocol::frame::Header::peek(datagram)
+            .map(|h| h.seq)
+            .ok();
+        let ev = match self.session.handle_datagram(now, from, datagram) {
+            Ok(ev) => ev,
+            Err(e) => {
+                // Off-path forgeries cannot pass the MAC: counted, not a reason to give up
+                // (otherwise anyone could switch the sidekick off).
+                tracing::debug!(%e, "sidekick frame refused");
+                self.stats.rejected_frames += 1;
+                self.pump_session();
+                return;
+            }
+        };
+        // Authentic but beyond what we authorised: the proxy ignores the quota.
+        if seq.is_some_and(|s| s > u64::from(granted)) && self.mode == Mode::Active {
+            self.stats.over_quota += 1;
+            self.fall_back(now, FallbackCause::OverQuota);
+            return;
+        }
+        self.on_client_event(now, ev);
+        self.pump_session();
+        self.drain_session_events(now);
+    }
+
+    fn drain_session_events(&mut self, now: Instant) {
+        while let Some(ev) = self.session.poll_event() {
+            self.on_client_event(now, ev);
+        }
+        self.pump_session();
+    }
+
+    fn on_client_event(&mut self, now: Instant, ev: ClientEvent) {
+        match ev {
+            ClientEvent::Established { config, epoch }
+            | ClientEvent::Reconfigured { config, epoch } => self.establish(&config, epoch),
+            ClientEvent::Quack { data, .. } => self.on_quack(now, &data),
+            ClientEvent::ResetByProxy { epoch, .. } => {
+                self.stats.resets_by_proxy += 1;
+                self.resets.push_back(now);
+                while self
+                    .resets
+                    .front()
+                    .is_some_and(|t| now.saturating_duration_since(*t) > self.config.reset_window)
+                {
+                    self.resets.pop_front();
+                }
+                if self.resets.len() as u32 > self.config.max_resets {
+                    self.fall_back(now, FallbackCause::TooManyResets);
+                    return;
+                }
+                self.new_epoch(epoch);
+            }
+            ClientEvent::ResetAcked { .. } => {}
+            ClientEvent::Closed { .. } => self.fall_back(now, FallbackCause::ClosedByProxy),
+            ClientEvent::Fallback(reason) => self.fall_back(now, FallbackCause::Protocol(reason)),
+            ClientEvent::Nothing
+            | ClientEvent::Discovered { .. }
+            | ClientEvent::ConfigRejected { .. }
+            | ClientEvent::ProxyError { .. } => {}
+        }
+    }
+
+    fn establish(&mut self, config: &SessionConfig, epoch: u32) {
+        if matches!(self.mode, Mode::Fallback(_)) {
+            return;
+        }
+        let ids = id_source(config.identifier.as_ref());
+        self.robin = config.robin.as_ref().map(|r| {
+            let mut c = self.config.robin.clone();
+            c.threshold = r.threshold as usize;
+            c.id_source = ids;
+            if r.interval_ms > 0 {
+                c.quack_interval = Duration::from_millis(u64::from(r.interval_ms));
+            }
+            RobinSender::new(c)
+        });
+        self.packrat = config.packrat.as_ref().map(|p| {
+            let mut c = self.config.packrat.clone();
+            c.id_source = ids;
+            c.local_symbols = p.local_symbols as usize;
+            if p.eack_interval_ms > 0 {
+                c.eack_interval = Duration::from_millis(u64::from(p.eack_interval_ms));
+            }
+            if p.eack_interval_packets > 0 {
+                c.eack_every_packets = p.eack_interval_packets;
+            }
+            c.reorder_window = Duration::from_millis(u64::from(p.reorder_delay_ms));
+            let mut rx = PackratReceiver::new(c);
+            rx.reset(epoch);
+            rx
+        });
+        if self.mode != Mode::Active {
+            self.mode = Mode::Active;
+            self.push_event(SdkEvent::Established);
+        }
+    }
+
+    fn new_epoch(&mut self, epoch: u32) {
+        if let Some(r) = self.robin.as_mut() {
+            r.reset();
+        }
+        if let Some(p) = self.packrat.as_mut() {
+            p.reset(epoch);
+        }
+    }
+
+    fn on_quack(&mut self, now: Instant, data: &[u8]) {
+        let Some(r) = self.robin.as_mut() else { return };
+        self.stats.quacks += 1;
+        match r.on_quack(now, data) {
+            Ok(()) => {}
+            Err(QuackError::Stale { .. }) => self.stats.stale_quacks += 1,
+            Err(QuackError::NeverSent { .. }) => {
+                self.stats.inconsistent_quacks += 1;
+                self.fall_back(now, FallbackCause::NeverSent);
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(%e, "inconsistent quACK");
+                self.stats.inconsistent_quacks += 1;
+                if self.stats.inconsistent_quacks >= u64::from(self.config.max_inconsistent_quacks)
+                {
+                    self.fall_back(now, FallbackCause::InconsistentQuacks);
+                    return;
+                }
+            }
+        }
+        self.drain_robin(now);
+    }
+
+    fn drain_robin(&mut self, now: Instant) {
+        let Some(r) = self.robin.as_mut() else { return };
+        let events: Vec<RobinEvent> = r.poll_events().collect();
+        let mut need_reset = false;
+        for e in events {
+            match e {
+                RobinEvent::Lost(l) => self.push_event(SdkEvent::NearLoss(l)),
+                RobinEvent::Retransmit(d) => {
+                    self.stats.retransmissions += 1;
+                    if self.transmits.len() < MAX_QUEUE {
+                        self.transmits.push_back(Transmit::Base(d));
+                    }
+                }
+                RobinEvent::Delivered { bytes, newest_sent } => {
+                    self.push_event(SdkEvent::Delivered { bytes, newest_sent });
+                }
+                RobinEvent::NeedReset => need_reset = true,
+            }
+        }
+        if need_reset && self.session.state() == ClientState::Established {
+            if let Ok(epoch) = self.session.reset(now, 0) {
+                self.stats.resets_requested += 1;
+                self.new_epoch(epoch);
+            }
+            self.pump_session();
+        }
+    }
+
+    fn send_eack(&mut self, now: Instant) {
+        let Some(p) = self.packrat.as_mut() else {
+            return;
+        };
+        if let Some(e) = p.poll_eack(now) {
+            if self.session.send_eack(now, &e).is_ok() {
+                self.stats.eacks_sent += 1;
+            }
+            self.pump_session();
+        }
+    }
+
+    /// Feeds the transport's end-to-end RTT (for PACUBIC's `r`).
+    pub fn on_e2e_rtt(&mut self, rtt: Duration) {
+        if let Some(r) = self.robin.as_mut() {
+            r.on_e2e_rtt(rtt);
+        }
+    }
+
+    /// PACUBIC's `r`, once both RTTs are known.
+    pub fn rtt_ratio(&self) -> Option<f64> {
+        self.robin.as_ref().and_then(RobinSender::rtt_ratio)
+    }
+
+    /// The next instant [`Self::handle_timeout`] must run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.session.poll_timeout(),
+            self.robin.as_ref().and_then(RobinSender::next_timeout),
+            self.packrat
+                .as_ref()
+                .and_then(PackratReceiver::next_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Runs timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.session.handle_timeout(now);
+        self.pump_session();
+        self.drain_session_events(now);
+        if let Some(r) = self.robin.as_mut() {
+            r.on_timeout(now);
+            self.drain_robin(now);
+        }
+        if let Some(p) = self.packrat.as_mut() {
+            p.on_timeout(now);
+            self.deliver.extend(p.poll_ready());
+            self.send_eack(now);
+        }
+    }
+
+    /// Next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// Next event.
+    pub fn poll_event(&mut self) -> Option<SdkEvent> {
+        self.events.pop_front()
+    }
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;
