@@ -417,10 +417,10 @@ impl SidekickClient {
                 }
                 self.new_epoch(epoch);
             }
-            ClientEvent::ResetAcked { .. } => {}
             ClientEvent::Closed { .. } => self.fall_back(now, FallbackCause::ClosedByProxy),
             ClientEvent::Fallback(reason) => self.fall_back(now, FallbackCause::Protocol(reason)),
             ClientEvent::Nothing
+            | ClientEvent::ResetAcked { .. }
             | ClientEvent::Discovered { .. }
             | ClientEvent::ConfigRejected { .. }
             | ClientEvent::ProxyError { .. } => {}
