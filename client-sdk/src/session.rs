@@ -194,6 +194,7 @@ pub struct SidekickClient {
     events: VecDeque<SdkEvent>,
     /// Datagrams received on the base socket that the stack may see (when not held).
     deliver: VecDeque<Vec<u8>>,
+    passthrough: VecDeque<(SocketAddr, Vec<u8>)>,
     resets: VecDeque<Instant>,
     stats: SdkStats,
 }
@@ -223,6 +224,7 @@ impl SidekickClient {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             deliver: VecDeque::new(),
+            passthrough: VecDeque::new(),
             resets: VecDeque::new(),
             stats: SdkStats::default(),
             config,
@@ -359,6 +361,33 @@ impl SidekickClient {
     /// Datagrams the QUIC stack may receive now.
     pub fn poll_deliver(&mut self) -> Option<Vec<u8>> {
         self.deliver.pop_front()
+    }
+
+    /// As [`Self::poll_deliver`], with the source: `peer` for base datagrams, the original
+    /// source for datagrams passed through from other addresses.
+    pub fn poll_deliver_from(&mut self, peer: SocketAddr) -> Option<(SocketAddr, Vec<u8>)> {
+        if let Some(p) = self.passthrough.pop_front() {
+            return Some(p);
+        }
+        self.deliver.pop_front().map(|d| (peer, d))
+    }
+
+    /// A datagram from another address than the base peer: handed to the stack untouched.
+    pub fn push_passthrough(&mut self, from: SocketAddr, datagram: Vec<u8>) {
+        if self.passthrough.len() >= MAX_QUEUE {
+            self.passthrough.pop_front();
+        }
+        self.passthrough.push_back((from, datagram));
+    }
+
+    /// Whether datagrams wait in [`Self::poll_deliver`].
+    pub fn has_deliverable(&self) -> bool {
+        !self.deliver.is_empty() || !self.passthrough.is_empty()
+    }
+
+    /// Whether discovery has not been started.
+    pub fn is_idle(&self) -> bool {
+        self.mode == Mode::Idle
     }
 
     /// A datagram arrived on the sidekick socket from `from`.
