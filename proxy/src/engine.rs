@@ -44,6 +44,9 @@ pub enum Action {
         /// The frame bytes.
         frame: Vec<u8>,
     },
+    /// A sidekick message for the flow's session; the core frames it (session id, epoch, MAC,
+    /// quota) and turns it into [`Action::SendSidekick`]. Backends never see this variant.
+    Message(Outgoing),
     /// Forward the base packet now (bridge mode; a no-op when sniffing: the kernel forwards).
     Forward,
     /// Forward the base packet no earlier than `until` (PEMI's bounded reply delay; bridge only).
@@ -51,6 +54,15 @@ pub enum Action {
         /// Earliest release time.
         until: Instant,
     },
+}
+
+/// A message an engine asks its session to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outgoing {
+    /// A quACK in its wire form (the quack crate's encoding).
+    Quack(Vec<u8>),
+    /// A proxy-initiated Reset: the engine has started a new epoch (seed 002 §6.1).
+    Reset,
 }
 
 /// One base-connection packet (or one segment of a GSO super-frame) as engines see it.

@@ -7,3 +7,8 @@
 pub mod engine;
 pub mod flow;
 pub mod packet;
+pub mod packrat;
+pub mod robin;
+pub mod core;
+pub mod metrics;
+pub mod session;

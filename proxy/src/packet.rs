@@ -494,6 +494,44 @@ pub fn gso_segments(pkt: &UdpPacket, gso_size: Option<u16>) -> impl Iterator<Ite
         .filter(move |(a, b)| b > a || pkt.payload_len == 0)
 }
 
+/// Build the frame of one segment of a GSO/GRO super-frame: the super-frame's link and IP headers
+/// (lengths and IPv4 header checksum patched), its UDP ports, `payload`, and a correct UDP
+/// checksum — what the kernel would have put on the wire for that segment.
+pub fn segment_frame(frame: &[u8], pkt: &UdpPacket, payload: &[u8]) -> Vec<u8> {
+    let hdrs = frame.get(..pkt.l4_offset + 4).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(pkt.l4_offset + 8 + payload.len());
+    out.extend_from_slice(hdrs);
+    let udp_len = (payload.len() + 8) as u16;
+    out.extend_from_slice(&udp_len.to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(payload);
+    let l3 = pkt.l3_offset;
+    let ip_len = out.len() - l3;
+    match out.get(l3).map(|b| b >> 4) {
+        Some(4) if out.len() >= l3 + 20 => {
+            out[l3 + 2..l3 + 4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+            out[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+            let ihl = usize::from(out[l3] & 0x0f) * 4;
+            if let Some(h) = out.get(l3..l3 + ihl) {
+                let c = ipv4_header_checksum(h);
+                out[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            }
+        }
+        Some(6) if out.len() >= l3 + 40 => {
+            let pl = (ip_len - 40) as u16;
+            out[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
+        }
+        _ => {}
+    }
+    let seg = UdpPacket {
+        payload_offset: pkt.l4_offset + 8,
+        payload_len: payload.len(),
+        ..*pkt
+    };
+    fill_udp_checksum(&mut out, &seg);
+    out
+}
+
 /// Fuzz body: parse arbitrary bytes as both link types and as a QUIC header; must never panic.
 /// Called by `fuzz/fuzz_targets/parse_frame.rs` and by the property tests.
 pub fn fuzz_parse(data: &[u8]) {
@@ -655,6 +693,13 @@ mod tests {
         let segs: Vec<_> = gso_segments(&p, Some(1200)).collect();
         assert_eq!(segs, vec![(28, 1228), (1228, 2428), (2428, 3028)]);
         assert_eq!(gso_segments(&p, None).count(), 1);
+        let (a, b) = segs[1];
+        let seg = segment_frame(&ip, &p, &ip[a..b]);
+        let q = parse_frame(&seg, LinkType::RawIp).unwrap();
+        assert_eq!(q.payload_len, 1200);
+        assert_eq!(q.ip_len(), seg.len());
+        assert!(udp_checksum_ok(&seg, &q));
+        assert_eq!(ipv4_header_checksum(&seg[..20]), 0);
     }
 
     proptest! {

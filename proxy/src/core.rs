@@ -1,0 +1,530 @@
+//! The sans-IO proxy core: capture → classify → flow table → per-flow engines → actions
+//! (DESIGN §4 proxy).
+//!
+//! Fail-open: [`ProxyCore::on_frame`] never asks to drop or alter a base packet — in bridge mode
+//! its verdict is always [`Action::Forward`]; engines only add side actions (quACKs, injected
+//! copies of cached packets, discovery replies).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
+use crate::flow::{FlowKey, FlowState, FlowTable, FlowTableConfig};
+use crate::metrics::Counters;
+use crate::packet::{
+    LinkType, ParseError, build_reply_frame, fill_udp_checksum, gso_segments, parse_frame,
+};
+use crate::packrat::{PackratCounters, PackratEngine};
+use crate::robin::{RobinCounters, RobinEngine};
+use crate::session::{EngineConfig, SessionEvent, SessionLayer};
+
+/// Per-frame metadata from the capture backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrameMeta {
+    /// The kernel left the transport checksum partial (`TP_STATUS_CSUMNOTREADY`).
+    pub csum_not_ready: bool,
+    /// UDP GSO segment size of a super-frame, when the backend knows it (virtio-net header).
+    pub gso_size: Option<u16>,
+}
+
+/// The state of one flow.
+#[derive(Debug)]
+pub struct FlowValue<Id> {
+    /// The session assisting the flow, if any.
+    pub session: Option<Id>,
+    /// Robin engine.
+    pub robin: Option<RobinEngine>,
+    /// Packrat engine.
+    pub packrat: Option<PackratEngine>,
+}
+
+impl<Id> FlowState for FlowValue<Id> {
+    fn assisted(&self) -> bool {
+        self.session.is_some()
+    }
+}
+
+impl<Id> FlowValue<Id> {
+    fn unassisted() -> Self {
+        Self {
+            session: None,
+            robin: None,
+            packrat: None,
+        }
+    }
+
+    fn next_timeout(&self) -> Option<Instant> {
+        self.robin.as_ref().and_then(FlowEngine::next_timeout)
+    }
+
+    fn memory(&self) -> usize {
+        self.robin.as_ref().map_or(0, FlowEngine::memory_bytes)
+            + self.packrat.as_ref().map_or(0, FlowEngine::memory_bytes)
+    }
+}
+
+/// Core settings.
+#[derive(Debug, Clone, Copy)]
+pub struct CoreConfig {
+    /// Link type of captured frames.
+    pub link: LinkType,
+    /// Flow-table caps.
+    pub flows: FlowTableConfig,
+    /// Track flows without a session (for metrics and PEMI); otherwise only sessions' flows.
+    pub track_unassisted: bool,
+    /// Per-flow memory cap in bytes; a session asking for more cache is clamped to it.
+    pub max_flow_memory: usize,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self {
+            link: LinkType::Ethernet,
+            flows: FlowTableConfig::default(),
+            track_unassisted: true,
+            max_flow_memory: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// The sans-IO proxy core.
+pub struct ProxyCore<S: SessionLayer> {
+    cfg: CoreConfig,
+    table: FlowTable<FlowValue<S::Id>>,
+    sessions: S,
+    by_session: HashMap<S::Id, FlowKey>,
+    next_engine_timeout: Option<Instant>,
+    scratch: Vec<u8>,
+    engine_out: Vec<Action>,
+    retired_robin: RobinCounters,
+    retired_packrat: PackratCounters,
+    /// Counters.
+    pub counters: Counters,
+}
+
+fn add_robin(a: &mut RobinCounters, b: &RobinCounters) {
+    a.inserted += b.inserted;
+    a.id_errors += b.id_errors;
+    a.quacks += b.quacks;
+    a.resets += b.resets;
+}
+
+fn add_packrat(a: &mut PackratCounters, b: &PackratCounters) {
+    a.cached += b.cached;
+    a.not_cached += b.not_cached;
+    a.evicted_acked += b.evicted_acked;
+    a.evicted_optimistic += b.evicted_optimistic;
+    a.eacks_decoded += b.eacks_decoded;
+    a.eacks_failed += b.eacks_failed;
+    a.eacks_stale += b.eacks_stale;
+    a.retransmissions += b.retransmissions;
+    a.missing_uncached += b.missing_uncached;
+    a.missing_in_flight += b.missing_in_flight;
+    a.extra += b.extra;
+    a.resets += b.resets;
+}
+
+impl<S: SessionLayer> ProxyCore<S> {
+    /// A core over a session layer; `hash_key` keys the flow table's SipHash.
+    pub fn new(cfg: CoreConfig, sessions: S, hash_key: (u64, u64)) -> Self {
+        Self {
+            cfg,
+            table: FlowTable::new(cfg.flows, hash_key.0, hash_key.1),
+            sessions,
+            by_session: HashMap::new(),
+            next_engine_timeout: None,
+            scratch: Vec::new(),
+            engine_out: Vec::new(),
+            retired_robin: RobinCounters::default(),
+            retired_packrat: PackratCounters::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The flow table.
+    pub fn flows(&self) -> &FlowTable<FlowValue<S::Id>> {
+        &self.table
+    }
+
+    /// The session layer.
+    pub fn sessions(&self) -> &S {
+        &self.sessions
+    }
+
+    /// Process one captured frame travelling in `dir`. Returns the verdict for the frame (always
+    /// [`Action::Forward`]: fail-open) and pushes side actions to `out`.
+    pub fn on_frame(
+        &mut self,
+        now: Instant,
+        dir: Direction,
+        frame: &[u8],
+        meta: FrameMeta,
+        out: &mut Vec<Action>,
+    ) -> Action {
+        self.counters.frames += 1;
+        let udp = match parse_frame(frame, self.cfg.link) {
+            Ok(u) => u,
+            Err(e) => {
+                match e {
+                    ParseError::NotIp(_) => self.counters.not_ip += 1,
+                    ParseError::NotUdp(_) => self.counters.not_udp += 1,
+                    ParseError::Fragment => self.counters.fragments += 1,
+                    _ => self.counters.malformed_frames += 1,
+                }
+                return Action::Forward;
+            }
+        };
+        self.counters.udp_packets += 1;
+        let key = match dir {
+            Direction::FromClient => FlowKey {
+                client: udp.src,
+                server: udp.dst,
+            },
+            Direction::ToClient => FlowKey {
+                client: udp.dst,
+                server: udp.src,
+            },
+        };
+        let payload = udp.payload(frame);
+
+        // Discovery (seed 001 §4.1): answered from the server's address, on the base path.
+        if dir == Direction::FromClient
+            && let Some(res) = self.sessions.on_base_payload(now, key, payload)
+        {
+            self.counters.discovery_seen += 1;
+            match res {
+                Ok(reply) => {
+                    out.push(Action::Inject {
+                        dir: Direction::ToClient,
+                        frame: build_reply_frame(frame, self.cfg.link, &udp, &reply),
+                    });
+                    self.counters.discovery_replied += 1;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "discovery refused");
+                    self.counters.discovery_refused += 1;
+                }
+            }
+            // The request itself is forwarded like any packet (fail-open).
+        }
+
+        let entry = if self.cfg.track_unassisted {
+            match self
+                .table
+                .get_or_insert_with(key, now, FlowValue::unassisted)
+            {
+                Ok(e) => {
+                    e.packets += 1;
+                    e
+                }
+                Err(_) => return Action::Forward,
+            }
+        } else {
+            match self.table.touch(&key, now) {
+                Some(e) => e,
+                None => return Action::Forward,
+            }
+        };
+        let Some(sid) = entry.value.session else {
+            return Action::Forward;
+        };
+
+        // A private copy with the checksum filled in, only when a copy may be cached/injected.
+        let needs_copy = meta.csum_not_ready && dir == Direction::ToClient && entry.value.packrat.is_some();
+        let frame: &[u8] = if needs_copy {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(frame);
+            fill_udp_checksum(&mut self.scratch, &udp);
+            self.counters.checksums_filled += 1;
+            &self.scratch
+        } else {
+            frame
+        };
+        let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
+        if gso.is_some() {
+            self.counters.gso_superframes += 1;
+        }
+        let whole = gso.is_none();
+        self.engine_out.clear();
+        for (a, b) in gso_segments(&udp, gso) {
+            let seg = frame.get(a..b).unwrap_or(&[]);
+            let pkt = Packet {
+                frame,
+                udp: &udp,
+                payload: seg,
+                whole_frame: whole,
+            };
+            if let Some(r) = entry.value.robin.as_mut() {
+                r.on_packet(now, dir, &pkt, &mut self.engine_out);
+            }
+            if let Some(p) = entry.value.packrat.as_mut() {
+                p.on_packet(now, dir, &pkt, &mut self.engine_out);
+            }
+        }
+        if let Some(t) = entry.value.next_timeout() {
+            self.next_engine_timeout = Some(self.next_engine_timeout.map_or(t, |n| n.min(t)));
+        }
+        if !self.engine_out.is_empty() {
+            let mut acts = std::mem::take(&mut self.engine_out);
+            self.dispatch(now, sid, key, &mut acts, out);
+            self.engine_out = acts;
+        }
+        Action::Forward
+    }
+
+    /// Turn engine actions into backend actions (framing messages through the session).
+    fn dispatch(
+        &mut self,
+        now: Instant,
+        sid: S::Id,
+        key: FlowKey,
+        acts: &mut Vec<Action>,
+        out: &mut Vec<Action>,
+    ) {
+        for a in acts.drain(..) {
+            match a {
+                Action::Message(msg) => {
+                    let is_quack = matches!(msg, Outgoing::Quack(_));
+                    match self.sessions.send(now, sid, msg) {
+                        Ok(Some(epoch)) => {
+                            self.counters.resets_sent += 1;
+                            if let Some(e) = self.table.get_mut(&key)
+                                && let Some(p) = e.value.packrat.as_mut()
+                            {
+                                p.reset(epoch);
+                            }
+                        }
+                        Ok(None) => {
+                            if is_quack {
+                                self.counters.quacks_sent += 1;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::trace!(error = %e, "sidekick message refused");
+                            self.counters.messages_refused += 1;
+                        }
+                    }
+                }
+                Action::Inject { dir, frame } => {
+                    self.counters.injected += 1;
+                    out.push(Action::Inject { dir, frame });
+                }
+                other => out.push(other),
+            }
+        }
+        self.drain_transmits(out);
+    }
+
+    fn drain_transmits(&mut self, out: &mut Vec<Action>) {
+        while let Some((to, bytes)) = self.sessions.poll_transmit() {
+            out.push(Action::SendSidekick { to, bytes });
+        }
+    }
+
+    /// A datagram arrived on the sidekick socket. Malformed or forged datagrams are counted and
+    /// dropped; they touch no flow.
+    pub fn on_sidekick(&mut self, now: Instant, from: SocketAddr, bytes: &[u8], out: &mut Vec<Action>) {
+        self.counters.sidekick_in += 1;
+        match self.sessions.on_datagram(now, from, bytes) {
+            Ok(ev) => self.on_event(now, ev, out),
+            Err(e) => {
+                tracing::debug!(%from, error = %e, "sidekick datagram dropped");
+                self.counters.sidekick_dropped += 1;
+            }
+        }
+        self.drain_transmits(out);
+    }
+
+    fn attach(&mut self, now: Instant, id: S::Id, flow: FlowKey, engines: EngineConfig, epoch: u32) {
+        let robin = engines.robin.map(|c| RobinEngine::new(c, now));
+        let packrat = engines.packrat.map(|mut c| {
+            c.cache_bytes = c.cache_bytes.min(self.cfg.max_flow_memory);
+            let mut p = PackratEngine::new(c);
+            p.reset(epoch);
+            p
+        });
+        let value = FlowValue {
+            session: Some(id),
+            robin,
+            packrat,
+        };
+        if let Some(old) = self.table.get_mut(&flow).and_then(|e| e.value.session) {
+            if old != id {
+                self.detach(old);
+            }
+        }
+        if let Some(t) = value.next_timeout() {
+            self.next_engine_timeout = Some(self.next_engine_timeout.map_or(t, |n| n.min(t)));
+        }
+        match self.table.set(flow, now, value) {
+            Ok(()) => {
+                self.by_session.insert(id, flow);
+                self.counters.sessions_started += 1;
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "session refused by the flow table");
+                self.counters.sessions_refused += 1;
+            }
+        }
+    }
+
+    fn detach(&mut self, id: S::Id) {
+        let Some(flow) = self.by_session.remove(&id) else {
+            return;
+        };
+        if let Some(e) = self.table.get(&flow) {
+            if let Some(r) = &e.value.robin {
+                add_robin(&mut self.retired_robin, &r.counters);
+            }
+            if let Some(p) = &e.value.packrat {
+                add_packrat(&mut self.retired_packrat, &p.counters);
+            }
+        }
+        if self.table.get(&flow).is_some() {
+            let now = self.table.get(&flow).map(|e| e.last_seen);
+            if let Some(now) = now {
+                let _ = self.table.set(flow, now, FlowValue::unassisted());
+            }
+        }
+    }
+
+    fn on_event(&mut self, now: Instant, ev: SessionEvent<S::Id>, out: &mut Vec<Action>) {
+        match ev {
+            SessionEvent::Nothing => {}
+            SessionEvent::Established {
+                id,
+                flow,
+                engines,
+                epoch,
+            } => self.attach(now, id, flow, engines, epoch),
+            SessionEvent::Reconfigured { id, engines, epoch } => {
+                if let Some(flow) = self.by_session.get(&id).copied() {
+                    self.attach(now, id, flow, engines, epoch);
+                }
+            }
+            SessionEvent::Reset { id, epoch } => {
+                if let Some(e) = self.entry_of(id) {
+                    if let Some(r) = e.value.robin.as_mut() {
+                        r.reset(now);
+                    }
+                    if let Some(p) = e.value.packrat.as_mut() {
+                        p.reset(epoch);
+                    }
+                }
+            }
+            SessionEvent::Eack { id, epoch: _, data } => {
+                self.counters.eacks_in += 1;
+                let Some(flow) = self.by_session.get(&id).copied() else {
+                    return;
+                };
+                let mut acts = std::mem::take(&mut self.engine_out);
+                acts.clear();
+                if let Some(p) = self
+                    .table
+                    .get_mut(&flow)
+                    .and_then(|e| e.value.packrat.as_mut())
+                {
+                    p.on_eack(&data, &mut acts);
+                }
+                self.dispatch(now, id, flow, &mut acts, out);
+                self.engine_out = acts;
+            }
+            SessionEvent::Closed { id } => {
+                self.detach(id);
+                self.counters.sessions_ended += 1;
+            }
+        }
+    }
+
+    fn entry_of(&mut self, id: S::Id) -> Option<&mut crate::flow::FlowEntry<FlowValue<S::Id>>> {
+        let flow = self.by_session.get(&id).copied()?;
+        self.table.get_mut(&flow)
+    }
+
+    /// When [`ProxyCore::on_timeout`] should next run.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        match (self.next_engine_timeout, self.sessions.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Run due timers: engine cadences (Robin time-driven quACKs), session timers, and the idle
+    /// sweep of the flow table (cheap when nothing is due; call at least once a second).
+    pub fn on_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
+        if self.sessions.poll_timeout().is_some_and(|t| t <= now) {
+            self.sessions.handle_timeout(now);
+        }
+        while let Some(ev) = self.sessions.poll_event() {
+            self.on_event(now, ev, out);
+        }
+        if self.next_engine_timeout.is_some_and(|t| t <= now) {
+            let mut next: Option<Instant> = None;
+            let ids: Vec<(S::Id, FlowKey)> = self.by_session.iter().map(|(a, b)| (*a, *b)).collect();
+            for (id, flow) in ids {
+                let mut acts = std::mem::take(&mut self.engine_out);
+                acts.clear();
+                if let Some(e) = self.table.get_mut(&flow) {
+                    if let Some(r) = e.value.robin.as_mut()
+                        && r.next_timeout().is_some_and(|t| t <= now)
+                    {
+                        r.on_timeout(now, &mut acts);
+                    }
+                    if let Some(t) = e.value.next_timeout() {
+                        next = Some(next.map_or(t, |n| n.min(t)));
+                    }
+                }
+                if !acts.is_empty() {
+                    self.dispatch(now, id, flow, &mut acts, out);
+                }
+                self.engine_out = acts;
+            }
+            self.next_engine_timeout = next;
+        }
+        self.drain_transmits(out);
+    }
+
+    /// Expire idle flows (120 s default). Sessions on expired flows are detached.
+    pub fn expire(&mut self, now: Instant) {
+        let mut gone = Vec::new();
+        self.table.expire(now, |_, e| {
+            if let Some(s) = e.value.session {
+                gone.push(s);
+            }
+        });
+        for id in gone {
+            self.by_session.remove(&id);
+        }
+    }
+
+    /// A snapshot of all counters and gauges (sums live engines and retired ones).
+    pub fn snapshot(&self) -> Counters {
+        let mut c = self.counters;
+        let mut robin = self.retired_robin;
+        let mut packrat = self.retired_packrat;
+        let mut cache_bytes = 0u64;
+        let mut memory = 0u64;
+        for flow in self.by_session.values() {
+            if let Some(e) = self.table.get(flow) {
+                if let Some(r) = &e.value.robin {
+                    add_robin(&mut robin, &r.counters);
+                }
+                if let Some(p) = &e.value.packrat {
+                    add_packrat(&mut packrat, &p.counters);
+                    cache_bytes += p.cache_bytes() as u64;
+                }
+                memory += e.value.memory() as u64;
+            }
+        }
+        c.robin = robin;
+        c.packrat = packrat;
+        c.cache_bytes = cache_bytes;
+        c.engine_memory_bytes = memory;
+        c.flows = self.table.len() as u64;
+        c.assisted_flows = self.table.assisted_len() as u64;
+        c.flow_table = self.table.counters;
+        c.session = self.sessions.stats();
+        c
+    }
+}

@@ -1,0 +1,195 @@
+//! Counters of the proxy and their Prometheus text exposition (format 0.0.4).
+//!
+//! The core keeps plain `u64` counters (no atomics on the hot path); the I/O loop publishes
+//! [`Counters`] snapshots to the metrics server periodically.
+
+use std::fmt::Write as _;
+
+use crate::flow::FlowCounters;
+use crate::packrat::PackratCounters;
+use crate::robin::RobinCounters;
+use crate::session::SessionStats;
+
+/// All counters and gauges of one core.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Frames seen.
+    pub frames: u64,
+    /// UDP datagrams (super-frames count once).
+    pub udp_packets: u64,
+    /// Frames that are not IP.
+    pub not_ip: u64,
+    /// IP packets that are not UDP.
+    pub not_udp: u64,
+    /// IP fragments (not classified).
+    pub fragments: u64,
+    /// Truncated or malformed frames.
+    pub malformed_frames: u64,
+    /// Frames whose UDP checksum was filled in before caching (`TP_STATUS_CSUMNOTREADY`).
+    pub checksums_filled: u64,
+    /// GSO/GRO super-frames split into segments.
+    pub gso_superframes: u64,
+    /// Discovery requests seen.
+    pub discovery_seen: u64,
+    /// Discovery replies injected.
+    pub discovery_replied: u64,
+    /// Discovery requests refused (rate limit, version, caps).
+    pub discovery_refused: u64,
+    /// Datagrams received on the sidekick socket.
+    pub sidekick_in: u64,
+    /// Sidekick datagrams dropped (malformed, forged, replayed, unknown session).
+    pub sidekick_dropped: u64,
+    /// eACKs received.
+    pub eacks_in: u64,
+    /// quACKs sent.
+    pub quacks_sent: u64,
+    /// Resets sent by the proxy.
+    pub resets_sent: u64,
+    /// Engine messages refused by the session (quota, amplification limit).
+    pub messages_refused: u64,
+    /// Frames injected (retransmissions and discovery replies).
+    pub injected: u64,
+    /// Sessions attached to flows.
+    pub sessions_started: u64,
+    /// Sessions refused by the flow table (caps).
+    pub sessions_refused: u64,
+    /// Sessions ended.
+    pub sessions_ended: u64,
+    /// Capture drops reported by the kernel (ring full).
+    pub capture_drops: u64,
+    /// Injection or send failures in the backend.
+    pub send_errors: u64,
+    /// Gauge: flows in the table.
+    pub flows: u64,
+    /// Gauge: flows with a session.
+    pub assisted_flows: u64,
+    /// Gauge: bytes in Packrat caches.
+    pub cache_bytes: u64,
+    /// Gauge: heap bytes held by engines.
+    pub engine_memory_bytes: u64,
+    /// Flow-table counters.
+    pub flow_table: FlowCounters,
+    /// Robin totals.
+    pub robin: RobinCounters,
+    /// Packrat totals.
+    pub packrat: PackratCounters,
+    /// Session layer counters.
+    pub session: SessionStats,
+}
+
+impl Counters {
+    /// Add another core's counters (multi-worker totals).
+    pub fn merge(&mut self, o: &Counters) {
+        macro_rules! add {
+            ($($f:ident).+) => { $( self.$f += o.$f; )+ };
+        }
+        add!(frames);
+        add!(udp_packets);
+        add!(not_ip);
+        add!(not_udp);
+        add!(fragments);
+        add!(malformed_frames);
+        add!(checksums_filled);
+        add!(gso_superframes);
+        add!(discovery_seen);
+        add!(discovery_replied);
+        add!(discovery_refused);
+        add!(sidekick_in);
+        add!(sidekick_dropped);
+        add!(eacks_in);
+        add!(quacks_sent);
+        add!(resets_sent);
+        add!(messages_refused);
+        add!(injected);
+        add!(sessions_started);
+        add!(sessions_refused);
+        add!(sessions_ended);
+        add!(capture_drops);
+        add!(send_errors);
+        add!(flows);
+        add!(assisted_flows);
+        add!(cache_bytes);
+        add!(engine_memory_bytes);
+    }
+
+    /// Render in the Prometheus text format.
+    pub fn render_prometheus(&self) -> String {
+        let mut s = String::with_capacity(4096);
+        let mut m = |name: &str, kind: &str, help: &str, v: u64| {
+            let _ = writeln!(s, "# HELP sidekick_{name} {help}");
+            let _ = writeln!(s, "# TYPE sidekick_{name} {kind}");
+            let _ = writeln!(s, "sidekick_{name} {v}");
+        };
+        m("frames_total", "counter", "Frames captured.", self.frames);
+        m("udp_packets_total", "counter", "UDP datagrams seen.", self.udp_packets);
+        m("flows", "gauge", "Flows in the flow table.", self.flows);
+        m("sessions", "gauge", "Flows with a sidekick session.", self.assisted_flows);
+        m("discovery_seen_total", "counter", "Discovery requests seen.", self.discovery_seen);
+        m("discovery_replied_total", "counter", "Discovery replies injected.", self.discovery_replied);
+        m("quacks_sent_total", "counter", "quACKs sent.", self.quacks_sent);
+        m("eacks_received_total", "counter", "eACKs received.", self.eacks_in);
+        m("eacks_decoded_total", "counter", "eACKs decoded.", self.packrat.eacks_decoded);
+        m("eacks_failed_total", "counter", "eACKs that did not decode (Reset sent).", self.packrat.eacks_failed);
+        m("eacks_stale_total", "counter", "eACKs of an old epoch.", self.packrat.eacks_stale);
+        m("retransmissions_total", "counter", "Cached packets retransmitted.", self.packrat.retransmissions);
+        m("cache_bytes", "gauge", "Bytes in Packrat caches.", self.cache_bytes);
+        m("cache_evicted_acked_total", "counter", "Cached packets evicted on acknowledgement.", self.packrat.evicted_acked);
+        m("cache_evicted_optimistic_total", "counter", "Cached packets evicted because the cache was full.", self.packrat.evicted_optimistic);
+        m("missing_uncached_total", "counter", "Missing packets no longer cached.", self.packrat.missing_uncached);
+        m("resets_sent_total", "counter", "Resets sent by the proxy.", self.resets_sent);
+        m("injected_total", "counter", "Frames injected.", self.injected);
+        m("engine_memory_bytes", "gauge", "Heap bytes held by engines.", self.engine_memory_bytes);
+        m("checksums_filled_total", "counter", "Partial checksums completed before caching.", self.checksums_filled);
+        m("gso_superframes_total", "counter", "GSO/GRO super-frames split.", self.gso_superframes);
+        m("capture_drops_total", "counter", "Frames dropped by the kernel capture ring.", self.capture_drops);
+        let _ = writeln!(s, "# HELP sidekick_drops_total Items dropped, by reason.");
+        let _ = writeln!(s, "# TYPE sidekick_drops_total counter");
+        let drops: [(&str, u64); 15] = [
+            ("not_ip", self.not_ip),
+            ("not_udp", self.not_udp),
+            ("fragment", self.fragments),
+            ("malformed_frame", self.malformed_frames),
+            ("sidekick_malformed", self.sidekick_dropped),
+            ("discovery_refused", self.discovery_refused),
+            ("discovery_rate_limited", self.session.discovery_rate_limited),
+            ("flow_table_full", self.flow_table.refused_full),
+            ("session_cap", self.flow_table.refused_assisted_cap + self.sessions_refused),
+            ("flow_displaced", self.flow_table.displaced),
+            ("quota", self.messages_refused),
+            ("outbox_full", self.session.outbox_dropped),
+            ("id_unreadable", self.robin.id_errors + self.packrat.not_cached),
+            ("send_error", self.send_errors),
+            ("flow_expired", self.flow_table.expired),
+        ];
+        for (reason, v) in drops {
+            let _ = writeln!(s, "sidekick_drops_total{{reason=\"{reason}\"}} {v}");
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_family_once() {
+        let mut c = Counters {
+            quacks_sent: 7,
+            ..Counters::default()
+        };
+        c.packrat.retransmissions = 3;
+        c.flow_table.refused_full = 9;
+        let text = c.render_prometheus();
+        assert!(text.contains("sidekick_quacks_sent_total 7\n"));
+        assert!(text.contains("sidekick_retransmissions_total 3\n"));
+        assert!(text.contains("sidekick_drops_total{reason=\"flow_table_full\"} 9\n"));
+        let types = text.lines().filter(|l| l.starts_with("# TYPE")).count();
+        let names: std::collections::HashSet<_> =
+            text.lines().filter(|l| l.starts_with("# TYPE")).collect();
+        assert_eq!(types, names.len());
+        let mut d = c;
+        d.merge(&c);
+        assert_eq!(d.quacks_sent, 14);
+    }
+}

@@ -1,0 +1,333 @@
+//! The session layer seen by the core: discovery, authenticated sidekick messages, quota.
+//!
+//! [`SessionLayer`] is the narrow interface the core needs; [`ProtocolSessions`] implements it
+//! over `sidekick_protocol::ProxySessionTable` (seed 001 §4.1–4.2, seed 002 §6.1: discovery reply
+//! from the peer's address, Init/InitAck, Config, Reset with epochs, quota, HMAC'd frames). The
+//! indirection keeps the engines and the flow pipeline testable on their own.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use eack::HashKey;
+use quack::IdSource;
+use sidekick_protocol::messages::{IdentifierMode, SessionConfig};
+use sidekick_protocol::{
+    BaseFlow, ErrorCode, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId,
+};
+
+use crate::engine::Outgoing;
+use crate::flow::FlowKey;
+use crate::packrat::PackratConfig;
+use crate::robin::RobinConfig;
+
+/// Engines requested by a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EngineConfig {
+    /// Robin, if on.
+    pub robin: Option<RobinConfig>,
+    /// Packrat, if on.
+    pub packrat: Option<PackratConfig>,
+}
+
+/// What the session layer reports to the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionEvent<Id> {
+    /// Nothing for the engines.
+    Nothing,
+    /// A session is established: attach engines to `flow`.
+    Established {
+        /// Session.
+        id: Id,
+        /// The base flow.
+        flow: FlowKey,
+        /// Engines and parameters.
+        engines: EngineConfig,
+        /// Epoch in force.
+        epoch: u32,
+    },
+    /// New parameters and epoch.
+    Reconfigured {
+        /// Session.
+        id: Id,
+        /// Engines and parameters.
+        engines: EngineConfig,
+        /// New epoch.
+        epoch: u32,
+    },
+    /// The client reset the session: reinitialise state for `epoch`.
+    Reset {
+        /// Session.
+        id: Id,
+        /// New epoch.
+        epoch: u32,
+    },
+    /// A client eACK.
+    Eack {
+        /// Session.
+        id: Id,
+        /// Its epoch.
+        epoch: u32,
+        /// eack wire bytes.
+        data: Vec<u8>,
+    },
+    /// The session ended (client Close, expiry, eviction).
+    Closed {
+        /// Session.
+        id: Id,
+    },
+}
+
+/// Why the session layer refused something (counted by the core; never fatal).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SessionError(pub String);
+
+/// Counters of the session layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Discovery requests answered.
+    pub discovery_replies: u64,
+    /// Discovery requests refused by the rate limit.
+    pub discovery_rate_limited: u64,
+    /// Sidekick datagrams that were malformed, unauthentic or replayed.
+    pub malformed: u64,
+    /// Messages refused by the quota or the anti-amplification limit.
+    pub quota_refused: u64,
+    /// Outgoing datagrams dropped because a queue was full.
+    pub outbox_dropped: u64,
+    /// Established sessions.
+    pub sessions: u64,
+    /// Half-open sessions.
+    pub half_open: u64,
+}
+
+/// The session layer interface.
+pub trait SessionLayer {
+    /// Session handle.
+    type Id: Copy + Eq + std::hash::Hash + std::fmt::Debug;
+    /// If `payload` (client→server on `flow`) is a discovery request, the reply payload to send
+    /// from the server's address (`Some(Err)` when refused, e.g. rate limited).
+    fn on_base_payload(
+        &mut self,
+        now: Instant,
+        flow: FlowKey,
+        payload: &[u8],
+    ) -> Option<Result<Vec<u8>, SessionError>>;
+    /// A datagram arrived on the sidekick socket.
+    fn on_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        bytes: &[u8],
+    ) -> Result<SessionEvent<Self::Id>, SessionError>;
+    /// Send an engine's message. For [`Outgoing::Reset`] returns the new epoch.
+    fn send(&mut self, now: Instant, id: Self::Id, msg: Outgoing) -> Result<Option<u32>, SessionError>;
+    /// Next datagram for the sidekick socket.
+    fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)>;
+    /// Next event produced by timers.
+    fn poll_event(&mut self) -> Option<SessionEvent<Self::Id>>;
+    /// Next timer.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Run timers.
+    fn handle_timeout(&mut self, now: Instant);
+    /// Counters.
+    fn stats(&self) -> SessionStats;
+}
+
+/// [`SessionLayer`] over the `sidekick-protocol` crate.
+pub struct ProtocolSessions {
+    table: ProxySessionTable,
+    pending: VecDeque<(SocketAddr, Vec<u8>)>,
+    pending_dropped: u64,
+}
+
+/// Cap on quACK datagrams queued between the engines and the sidekick socket.
+const PENDING_CAP: usize = 1024;
+
+impl ProtocolSessions {
+    /// Sessions under `policy`.
+    pub fn new(policy: ProxyPolicy) -> Self {
+        Self {
+            table: ProxySessionTable::new(policy),
+            pending: VecDeque::new(),
+            pending_dropped: 0,
+        }
+    }
+
+    /// The underlying table.
+    pub fn table(&self) -> &ProxySessionTable {
+        &self.table
+    }
+}
+
+fn to_flow(b: BaseFlow) -> FlowKey {
+    FlowKey {
+        client: b.client,
+        server: b.server,
+    }
+}
+
+/// Map a negotiated protocol configuration to engine parameters. Identifiers are 32-bit in both
+/// engines (seed 002 §5.2.1 default); other widths are refused.
+pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError> {
+    let id = match &config.identifier {
+        None => IdSource::QUIC_DEFAULT,
+        Some(spec) => {
+            if spec.width != 4 {
+                return Err(SessionError(format!(
+                    "identifier width {} not supported (4 only)",
+                    spec.width
+                )));
+            }
+            match IdentifierMode::try_from(spec.mode) {
+                Ok(IdentifierMode::Offset) => IdSource::Offset(spec.offset as isize),
+                Ok(IdentifierMode::KeyedHash) => {
+                    let key: [u8; 16] = spec
+                        .hash_key
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| SessionError("hash key length".into()))?;
+                    IdSource::KeyedHash(key)
+                }
+                Err(_) => return Err(SessionError("identifier mode".into())),
+            }
+        }
+    };
+    let robin = config.robin.as_ref().map(|r| RobinConfig {
+        threshold: r.threshold.max(1) as usize,
+        every_packets: r.interval_packets,
+        every: Duration::from_millis(u64::from(r.interval_ms)),
+        id,
+    });
+    let packrat = config.packrat.as_ref().map(|p| PackratConfig {
+        local_symbols: (p.local_symbols as usize).clamp(1, eack::MAX_SYMBOLS),
+        cache_bytes: usize::try_from(p.cache_capacity_bytes).unwrap_or(usize::MAX),
+        id,
+        key: HashKey::DEFAULT,
+    });
+    Ok(EngineConfig { robin, packrat })
+}
+
+fn map_event(ev: ProxyEvent) -> Result<SessionEvent<SessionId>, SessionError> {
+    Ok(match ev {
+        ProxyEvent::SessionEstablished {
+            id,
+            base,
+            config,
+            epoch,
+        } => SessionEvent::Established {
+            id,
+            flow: to_flow(base),
+            engines: engines_from(&config)?,
+            epoch,
+        },
+        ProxyEvent::Reconfigured { id, config, epoch } => SessionEvent::Reconfigured {
+            id,
+            engines: engines_from(&config)?,
+            epoch,
+        },
+        ProxyEvent::Reset { id, epoch } => SessionEvent::Reset { id, epoch },
+        ProxyEvent::Eack { id, epoch, data } => SessionEvent::Eack { id, epoch, data },
+        ProxyEvent::Closed { id } | ProxyEvent::Expired { id, .. } => SessionEvent::Closed { id },
+        _ => SessionEvent::Nothing,
+    })
+}
+
+impl SessionLayer for ProtocolSessions {
+    type Id = SessionId;
+
+    fn on_base_payload(
+        &mut self,
+        now: Instant,
+        flow: FlowKey,
+        payload: &[u8],
+    ) -> Option<Result<Vec<u8>, SessionError>> {
+        let req = sidekick_protocol::is_discovery_request(payload)?;
+        let base = BaseFlow {
+            client: flow.client,
+            server: flow.server,
+        };
+        Some(
+            self.table
+                .handle_discovery(now, base, &req)
+                .map(|t| t.bytes.to_vec())
+                .map_err(|e| SessionError(e.to_string())),
+        )
+    }
+
+    fn on_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        bytes: &[u8],
+    ) -> Result<SessionEvent<SessionId>, SessionError> {
+        let ev = self
+            .table
+            .handle_datagram(now, from, bytes)
+            .map_err(|e| SessionError(e.to_string()))?;
+        map_event(ev)
+    }
+
+    fn send(&mut self, now: Instant, id: SessionId, msg: Outgoing) -> Result<Option<u32>, SessionError> {
+        match msg {
+            Outgoing::Quack(data) => {
+                let t = self
+                    .table
+                    .send_quack(now, &id, &data)
+                    .map_err(|e| SessionError(e.to_string()))?;
+                // send_quack returns the datagram directly; route it through our outbox order.
+                if self.pending.len() >= PENDING_CAP {
+                    self.pending_dropped += 1;
+                } else {
+                    self.pending.push_back((t.to, t.bytes));
+                }
+                Ok(None)
+            }
+            Outgoing::Reset => self
+                .table
+                .send_reset(now, &id, ErrorCode::DecodeFailure)
+                .map(Some)
+                .map_err(|e| SessionError(e.to_string())),
+        }
+    }
+
+    fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
+        if let Some(t) = self.pending.pop_front() {
+            return Some(t);
+        }
+        self.table.poll_transmit().map(|t| (t.to, t.bytes))
+    }
+
+    fn poll_event(&mut self) -> Option<SessionEvent<SessionId>> {
+        loop {
+            let ev = self.table.poll_event()?;
+            match map_event(ev) {
+                Ok(SessionEvent::Nothing) => {}
+                Ok(e) => return Some(e),
+                Err(e) => tracing::debug!(error = %e, "session event refused"),
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.table.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.table.handle_timeout(now);
+    }
+
+    fn stats(&self) -> SessionStats {
+        let s = self.table.stats();
+        SessionStats {
+            discovery_replies: s.discovery_replies,
+            discovery_rate_limited: s.discovery_rate_limited,
+            malformed: s.malformed + s.auth_failures + s.replays + s.unknown_session,
+            quota_refused: s.quota_refused + s.amplification_refused,
+            outbox_dropped: s.outbox_dropped + self.pending_dropped,
+            sessions: self.table.len() as u64,
+            half_open: self.table.half_open_len() as u64,
+        }
+    }
+}
