@@ -19,6 +19,8 @@
 //! let t0 = Instant::now();
 //! let mut robin = RobinSender::new(RobinConfig { threshold: 8, ..RobinConfig::default() });
 //! let mut proxy = PowerSumQuack::<u32>::new(8);
+//! // The first quACK of an epoch is the baseline (here: nothing counted yet).
+//! robin.on_quack(t0, &proxy.to_bytes()).unwrap();
 //! for i in 0u32..10 {
 //!     let datagram = [vec![0u8; 20], i.to_le_bytes().to_vec()].concat(); // id = last 4 bytes
 //!     robin.on_sent(t0, &datagram, Some(u64::from(i)));
@@ -200,6 +202,8 @@ pub struct RobinStats {
     pub events_dropped: u64,
     /// Resets performed.
     pub resets: u64,
+    /// Epoch baselines taken from a first quACK.
+    pub syncs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -229,6 +233,8 @@ pub struct RobinSender {
     received: PowerSumQuack<u32>,
     next_seq: u64,
     last_count: Option<u32>,
+    /// Whether the first quACK of the epoch set the baseline.
+    synced: bool,
     copy_bytes: usize,
     near_rtt: RttEstimator,
     e2e_min_rtt: Option<Duration>,
@@ -245,6 +251,7 @@ impl RobinSender {
             log: VecDeque::new(),
             next_seq: 0,
             last_count: None,
+            synced: false,
             copy_bytes: 0,
             near_rtt: RttEstimator::default(),
             e2e_min_rtt: None,
@@ -306,6 +313,16 @@ impl RobinSender {
         self.log_send(now, datagram, pn, 0)
     }
 
+    /// Withdraws the last `n` logged sends (the socket refused them; the transport retries).
+    pub fn withdraw_last(&mut self, n: usize) {
+        for _ in 0..n {
+            let Some(e) = self.log.pop_back() else { return };
+            self.copy_bytes -= e.copy.as_ref().map_or(0, Vec::len);
+            self.stats.sent_logged -= 1;
+            self.next_seq -= 1;
+        }
+    }
+
     fn log_send(
         &mut self,
         now: Instant,
@@ -347,13 +364,57 @@ impl RobinSender {
         Some(seq)
     }
 
-    /// Starts a new epoch (after asking the proxy to reset its quACK): forgets the log and sums.
+    /// Starts a new epoch (after a Reset): forgets the sums; the log is kept so that the first
+    /// quACK of the new epoch can synchronise on it (see [`Self::on_quack`]).
     pub fn reset(&mut self) {
-        self.log.clear();
-        self.copy_bytes = 0;
         self.received = PowerSumQuack::new(self.config.threshold);
         self.last_count = None;
+        self.synced = false;
+        for e in &mut self.log {
+            e.received_after = 0;
+            e.missing_since = None;
+        }
         self.stats.resets += 1;
+    }
+
+    /// Whether the first quACK of the epoch has been seen.
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// The first quACK of an epoch is the baseline: the proxy started counting at a moment the
+    /// sender cannot know exactly (Init or Reset in flight while base packets were), so what it
+    /// counted up to its last element is adopted as received, and log entries up to that
+    /// element are settled without a loss verdict (the end-to-end mechanisms cover them).
+    fn sync(&mut self, q: PowerSumQuack<u32>, now: Instant) -> Result<(), QuackError> {
+        let Some(last) = q.last_value() else {
+            if q.count() == 0 {
+                // Nothing counted yet: the baseline is empty.
+                self.last_count = Some(0);
+                self.received = q;
+                self.synced = true;
+                self.stats.quacks += 1;
+                self.stats.syncs += 1;
+                return Ok(());
+            }
+            return Err(self.reject(QuackError::UnknownLast));
+        };
+        let Some(idx) = self.log.iter().rposition(|e| e.id == last) else {
+            return Err(self.reject(QuackError::UnknownLast));
+        };
+        if let Some(e) = self.log.get(idx) {
+            self.near_rtt
+                .on_sample(now.saturating_duration_since(e.sent));
+        }
+        for e in self.log.drain(..=idx) {
+            self.copy_bytes -= e.copy.as_ref().map_or(0, Vec::len);
+        }
+        self.last_count = Some(q.count());
+        self.received = q;
+        self.synced = true;
+        self.stats.quacks += 1;
+        self.stats.syncs += 1;
+        Ok(())
     }
 
     /// Sent in this epoch and not declared lost.
@@ -391,6 +452,9 @@ impl RobinSender {
                 want: self.config.threshold,
             };
             return Err(self.reject(e));
+        }
+        if !self.synced {
+            return self.sync(q, now);
         }
         let count = q.count();
         if let Some(previous) = self.last_count {

@@ -18,6 +18,13 @@ struct Setup {
 }
 
 fn setup(t: usize) -> Setup {
+    let mut s = unsynced(t);
+    s.quack(0).unwrap();
+    assert!(s.robin.is_synced());
+    s
+}
+
+fn unsynced(t: usize) -> Setup {
     Setup {
         t0: Instant::now(),
         robin: RobinSender::new(RobinConfig {
@@ -80,6 +87,35 @@ fn hole_with_three_later_receipts_is_lost_and_resent() {
     s.quack(20).unwrap();
     assert_eq!(s.robin.outstanding(), 0);
     assert_eq!(s.robin.stats().retransmitted, 1);
+}
+
+#[test]
+fn first_quack_of_an_epoch_is_the_baseline() {
+    // The proxy started counting at packet 3 (its Init arrived while 0..3 were in flight) and
+    // packet 5 was lost: the baseline cannot tell the two apart, so it settles 0..=9 without
+    // verdicts; later losses are found normally.
+    let mut s = unsynced(8);
+    for i in 0..10 {
+        s.robin.on_sent(s.t0, &dg(i), Some(u64::from(i)));
+        if i >= 3 && i != 5 {
+            s.proxy.insert(i);
+        }
+    }
+    s.quack(10).unwrap();
+    assert!(s.robin.is_synced());
+    assert_eq!(s.robin.outstanding(), 0);
+    assert!(lost_pns(&s.events()).is_empty());
+    s.send(10..20, &[12]);
+    s.quack(25).unwrap();
+    assert_eq!(lost_pns(&s.events()), vec![(12, LossRule::Reordering)]);
+    // After a reset the log is kept and the next quACK synchronises again.
+    s.robin.reset();
+    assert!(!s.robin.is_synced());
+    s.proxy = PowerSumQuack::new(8);
+    s.send(20..24, &[]);
+    s.quack(30).unwrap();
+    assert!(s.robin.is_synced());
+    assert_eq!(s.robin.stats().syncs, 2);
 }
 
 #[test]
@@ -204,7 +240,7 @@ fn more_than_threshold_missing_needs_reset() {
     ));
     assert!(s.events().contains(&RobinEvent::NeedReset));
     s.robin.reset();
-    assert_eq!(s.robin.outstanding(), 0);
+    assert!(!s.robin.is_synced());
     assert_eq!(s.robin.stats().resets, 1);
 }
 
@@ -250,6 +286,7 @@ fn retransmit_buffer_is_bounded() {
         ..RobinConfig::default()
     });
     let mut proxy = PowerSumQuack::<u32>::new(8);
+    r.on_quack(t0, &proxy.to_bytes()).unwrap();
     for i in 0..10 {
         r.on_sent(t0, &dg(i), None);
         if i > 2 {
@@ -288,4 +325,17 @@ proptest! {
     fn arbitrary_quack_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..128)) {
         fuzz_quack(&data);
     }
+}
+
+#[test]
+fn withdrawn_sends_leave_no_trace() {
+    let mut s = setup(8);
+    s.send(0..5, &[]);
+    s.robin.on_sent(s.t0, &dg(99), None);
+    s.robin.withdraw_last(1);
+    assert_eq!(s.robin.outstanding(), 5);
+    assert_eq!(s.robin.stats().sent_logged, 5);
+    s.quack(10).unwrap();
+    assert!(lost_pns(&s.events()).is_empty());
+    assert_eq!(s.robin.outstanding(), 0);
 }

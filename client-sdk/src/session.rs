@@ -327,12 +327,23 @@ impl SidekickClient {
         self.push_event(SdkEvent::Fallback(cause));
     }
 
-    /// The transport sent `datagram` on the base socket at `now`.
-    pub fn on_base_sent(&mut self, now: Instant, datagram: &[u8]) {
+    /// The transport sends `datagram` on the base socket at `now` (call it just before the
+    /// send: a quACK naming the datagram may arrive before the send call returns). Returns
+    /// whether Robin logged it.
+    pub fn on_base_sent(&mut self, now: Instant, datagram: &[u8]) -> bool {
         let pn = self.lens.observe(Direction::Outgoing, datagram).ok();
+        let Some(r) = self.robin.as_mut() else {
+            return false;
+        };
+        let logged = r.on_sent(now, datagram, pn).is_some();
+        self.drain_robin(now);
+        logged
+    }
+
+    /// The last `n` datagrams reported by [`Self::on_base_sent`] were not sent after all.
+    pub fn withdraw_sent(&mut self, n: usize) {
         if let Some(r) = self.robin.as_mut() {
-            r.on_sent(now, datagram, pn);
-            self.drain_robin(now);
+            r.withdraw_last(n);
         }
     }
 

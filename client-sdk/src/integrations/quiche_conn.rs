@@ -91,6 +91,7 @@ impl SidekickQuiche {
     ) -> quiche::Result<(usize, quiche::SendInfo)> {
         let (n, info) = self.conn.send(out)?;
         self.drain_keylog();
+        // quiche hands the datagram to the caller, who sends it next.
         self.client.on_base_sent(now, &out[..n]);
         if self.client.is_idle() && self.conn.is_established() && out[0] & 0x80 == 0 {
             let _ = self.client.start(now);

@@ -256,21 +256,27 @@ impl AsyncUdpSocket for SidekickSocket {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
-        self.inner.try_send(transmit)?;
         if transmit.destination != self.shared.peer {
-            return Ok(());
+            return self.inner.try_send(transmit);
         }
         let now = Instant::now();
         let mut c = self.shared.client();
         self.drain_keylog(&mut c);
+        // Log before sending: a quACK naming this datagram may come back before `try_send`
+        // returns. On failure quinn retries the same transmit, so the entries are withdrawn.
         let seg = transmit
             .segment_size
             .unwrap_or(transmit.contents.len())
             .max(1);
         let mut start_discovery = false;
+        let mut logged = 0;
         for d in transmit.contents.chunks(seg) {
-            c.on_base_sent(now, d);
+            logged += usize::from(c.on_base_sent(now, d));
             start_discovery |= d.first().is_some_and(|b| b & 0x80 == 0);
+        }
+        if let Err(e) = self.inner.try_send(transmit) {
+            c.withdraw_sent(logged);
+            return Err(e);
         }
         if start_discovery && c.is_idle() {
             let _ = c.start(now);
