@@ -1,2 +1,16 @@
 //! Shared pieces of the sidekick example applications: low-latency media with NACKs and FEC,
-//! HTTP/3 upload and download. Each application is a binary usable alone and by the lab.
+//! bulk transfer over QUIC. Each application is a binary usable alone and by the lab.
+//!
+//! - [`transfer`]: bulk transfer over QUIC (quinn and quiche), binary `sidekick-transfer`.
+//! - [`media`]: Robin #1 low-latency media with NACKs and de-jitter delay, binary `sidekick-media`.
+//! - [`fec`]: Packrat media with FEC by repetition, stalls, binary `sidekick-media-fec`.
+//! - [`wire`], [`nack`], [`stats`], [`media_io`]: shared wire format, NACK bookkeeping,
+//!   statistics and tokio adapters.
+
+pub mod fec;
+pub mod media;
+pub mod media_io;
+pub mod nack;
+pub mod stats;
+pub mod transfer;
+pub mod wire;

@@ -1,0 +1,439 @@
+//! Bulk transfer over QUIC (raw bidirectional stream, no HTTP/3 yet) with two registry stacks,
+//! quinn and quiche, interoperable through the shared ALPN [`ALPN`].
+//!
+//! # Application protocol (one bidirectional stream, client-initiated)
+//!
+//! 1. The client opens stream 0 and writes a [`Request`] (13 bytes: magic `SKT1`, direction byte,
+//!    length `u64` big-endian).
+//! 2. *Download*: the server writes `bytes` bytes of payload; the client, once it holds all of them,
+//!    finishes its side of the stream; the server then appends a [`Summary`] and finishes.
+//!    *Upload*: the client writes `bytes` bytes after the request and finishes its side; when the
+//!    server has read everything up to the client's FIN it writes a [`Summary`] and finishes.
+//! 3. The client closes the connection.
+//!
+//! # Goodput, as the papers measure it
+//!
+//! Goodput is measured at the receiving application, from the moment the first byte is requested
+//! (the client writes the request, after the handshake) to the moment the last byte is received
+//! (seed 002 §6.2 measures at the client for a download; seed 001 §5.1 for an upload). For an upload
+//! the server reports in its [`Summary`] the wall-clock time (`CLOCK_REALTIME`) at which it received
+//! the last byte; the client uses it when it is consistent with its own clock (same host or
+//! synchronised clocks, as in the namespace lab), otherwise it falls back to the time the summary
+//! reached it (an over-estimate by one one-way delay).
+//!
+//! Transport statistics in the report come from the *data sender's* connection: the server's
+//! (carried in the [`Summary`]) for a download, the client's own for an upload.
+
+pub mod cert;
+pub mod quiche_stack;
+pub mod quinn_stack;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// ALPN shared by both stacks so that a quinn client talks to a quiche server and vice versa.
+pub const ALPN: &[u8] = b"sidekick-transfer";
+
+/// Size of a chunk of payload written per call.
+pub const CHUNK: usize = 64 * 1024;
+
+/// Which QUIC implementation an endpoint uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stack {
+    /// quinn 0.11 (rustls with ring).
+    Quinn,
+    /// quiche 0.24 (BoringSSL).
+    Quiche,
+}
+
+impl Stack {
+    /// Lower-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::Quinn => "quinn",
+            Stack::Quiche => "quiche",
+        }
+    }
+}
+
+/// Direction of the bulk data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Server sends to client.
+    Download,
+    /// Client sends to server.
+    Upload,
+}
+
+impl Direction {
+    /// Lower-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Download => "download",
+            Direction::Upload => "upload",
+        }
+    }
+}
+
+/// Congestion controller requested on the data sender's side (the client sets its own; a server
+/// uses its own `--cc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Cc {
+    /// CUBIC (default of both stacks).
+    #[default]
+    Cubic,
+    /// NewReno.
+    Reno,
+    /// BBR (quinn's BBR, quiche's BBRv2 "gcongestion").
+    Bbr,
+}
+
+/// Transport options shared by both stacks.
+#[derive(Debug, Clone, Copy)]
+pub struct TransportOptions {
+    /// Congestion controller.
+    pub cc: Cc,
+    /// quinn only: allow UDP segmentation offload (GSO). Off by default: the lab's userspace link
+    /// element forwards frames one by one and needs every datagram to fit the MTU; with GSO on,
+    /// quinn hands the kernel super-datagrams of up to 64 KiB which the element would see as such
+    /// where offloads are not disabled on the veth.
+    pub gso: bool,
+    /// Idle timeout.
+    pub idle_timeout: Duration,
+}
+
+impl Default for TransportOptions {
+    fn default() -> Self {
+        Self {
+            cc: Cc::Cubic,
+            gso: false,
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Errors of the transfer protocol's framing.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FrameError {
+    /// Fewer bytes than the fixed size.
+    #[error("truncated: need {need} bytes, have {have}")]
+    Truncated {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes present.
+        have: usize,
+    },
+    /// Magic mismatch.
+    #[error("bad magic")]
+    BadMagic,
+    /// Unknown direction byte.
+    #[error("unknown direction byte {0:#x}")]
+    BadDirection(u8),
+}
+
+/// The client's request, first bytes on the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// Direction of the payload.
+    pub direction: Direction,
+    /// Payload size in bytes.
+    pub bytes: u64,
+}
+
+impl Request {
+    /// Encoded size.
+    pub const LEN: usize = 13;
+    const MAGIC: &'static [u8; 4] = b"SKT1";
+
+    /// Encode to the wire form.
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut out = [0u8; Self::LEN];
+        out[..4].copy_from_slice(Self::MAGIC);
+        out[4] = match self.direction {
+            Direction::Download => b'D',
+            Direction::Upload => b'U',
+        };
+        out[5..].copy_from_slice(&self.bytes.to_be_bytes());
+        out
+    }
+
+    /// Decode from the wire form (exactly the first [`Request::LEN`] bytes are read).
+    pub fn decode(buf: &[u8]) -> Result<Self, FrameError> {
+        let b = buf.get(..Self::LEN).ok_or(FrameError::Truncated {
+            need: Self::LEN,
+            have: buf.len(),
+        })?;
+        if &b[..4] != Self::MAGIC {
+            return Err(FrameError::BadMagic);
+        }
+        let direction = match b[4] {
+            b'D' => Direction::Download,
+            b'U' => Direction::Upload,
+            other => return Err(FrameError::BadDirection(other)),
+        };
+        Ok(Self {
+            direction,
+            bytes: read_u64(&b[5..13]),
+        })
+    }
+}
+
+/// The server's summary, last bytes on the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Payload bytes the server received (upload) or sent (download).
+    pub bytes: u64,
+    /// Wall-clock time (ns since the Unix epoch) of the first payload byte received (upload only).
+    pub first_byte_unix_ns: u64,
+    /// Wall-clock time (ns since the Unix epoch) of the last payload byte received (upload only).
+    pub last_byte_unix_ns: u64,
+    /// Packets the server's connection sent.
+    pub sent_packets: u64,
+    /// Packets the server's connection declared lost.
+    pub lost_packets: u64,
+    /// Retransmissions counted by the server's stack.
+    pub retransmissions: u64,
+}
+
+impl Summary {
+    /// Encoded size.
+    pub const LEN: usize = 52;
+    const MAGIC: &'static [u8; 4] = b"SKS1";
+
+    /// Encode to the wire form.
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut out = [0u8; Self::LEN];
+        out[..4].copy_from_slice(Self::MAGIC);
+        let fields = [
+            self.bytes,
+            self.first_byte_unix_ns,
+            self.last_byte_unix_ns,
+            self.sent_packets,
+            self.lost_packets,
+            self.retransmissions,
+        ];
+        for (i, f) in fields.iter().enumerate() {
+            out[4 + 8 * i..12 + 8 * i].copy_from_slice(&f.to_be_bytes());
+        }
+        out
+    }
+
+    /// Decode from the wire form.
+    pub fn decode(buf: &[u8]) -> Result<Self, FrameError> {
+        let b = buf.get(..Self::LEN).ok_or(FrameError::Truncated {
+            need: Self::LEN,
+            have: buf.len(),
+        })?;
+        if &b[..4] != Self::MAGIC {
+            return Err(FrameError::BadMagic);
+        }
+        let f = |i: usize| read_u64(&b[4 + 8 * i..12 + 8 * i]);
+        Ok(Self {
+            bytes: f(0),
+            first_byte_unix_ns: f(1),
+            last_byte_unix_ns: f(2),
+            sent_packets: f(3),
+            lost_packets: f(4),
+            retransmissions: f(5),
+        })
+    }
+}
+
+fn read_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+/// Fuzz body for the transfer framing: decoding arbitrary bytes never panics and a successful
+/// decode re-encodes to the same prefix.
+pub fn fuzz_parse(data: &[u8]) {
+    if let Ok(r) = Request::decode(data) {
+        assert_eq!(&r.encode()[..], &data[..Request::LEN]);
+    }
+    if let Ok(s) = Summary::decode(data) {
+        assert_eq!(&s.encode()[..], &data[..Summary::LEN]);
+    }
+}
+
+/// The one-line JSON report of a client run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TransferReport {
+    /// Client stack.
+    pub stack: &'static str,
+    /// `download` or `upload`.
+    pub direction: &'static str,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// First byte requested → last byte received, seconds.
+    pub duration_s: f64,
+    /// Payload bits / duration, Mbit/s.
+    pub goodput_mbps: f64,
+    /// Retransmissions of the data sender (quiche: `Stats::retrans`; quinn has no such counter
+    /// and reports its lost packets, whose frames it retransmits).
+    pub retransmissions: u64,
+    /// Packets the data sender declared lost.
+    pub lost_packets: u64,
+    /// Packets the data sender sent.
+    pub sent_packets: u64,
+}
+
+/// Sender-side transport statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// Packets sent.
+    pub sent_packets: u64,
+    /// Packets declared lost.
+    pub lost_packets: u64,
+    /// Retransmissions.
+    pub retransmissions: u64,
+}
+
+impl TransferReport {
+    /// Build a report from measured values.
+    pub fn new(
+        stack: Stack,
+        direction: Direction,
+        bytes: u64,
+        duration: Duration,
+        stats: SenderStats,
+    ) -> Self {
+        let secs = duration.as_secs_f64();
+        let goodput_mbps = if secs > 0.0 {
+            bytes as f64 * 8.0 / secs / 1e6
+        } else {
+            0.0
+        };
+        Self {
+            stack: stack.name(),
+            direction: direction.name(),
+            bytes,
+            duration_s: secs,
+            goodput_mbps,
+            retransmissions: stats.retransmissions,
+            lost_packets: stats.lost_packets,
+            sent_packets: stats.sent_packets,
+        }
+    }
+}
+
+/// Nanoseconds since the Unix epoch (`CLOCK_REALTIME`), 0 if the clock is before the epoch.
+pub fn unix_ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Upload duration: from the client's request (wall clock `start_unix_ns`) to the server's
+/// reported last byte, if that lies within `[0, client_elapsed]` (clocks agree); otherwise the
+/// client's own elapsed time until the summary arrived.
+pub fn upload_duration(
+    start_unix_ns: u64,
+    summary: &Summary,
+    client_elapsed: Duration,
+) -> Duration {
+    if summary.last_byte_unix_ns >= start_unix_ns {
+        let d = Duration::from_nanos(summary.last_byte_unix_ns - start_unix_ns);
+        if d <= client_elapsed && !d.is_zero() {
+            return d;
+        }
+    }
+    client_elapsed
+}
+
+/// Fill `buf` with a deterministic, non-constant payload pattern.
+pub fn fill_pattern(buf: &mut [u8]) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn request_roundtrip() {
+        let r = Request {
+            direction: Direction::Upload,
+            bytes: 10_000_000,
+        };
+        assert_eq!(Request::decode(&r.encode()), Ok(r));
+        assert_eq!(
+            Request::decode(b"SKT1X00000000"),
+            Err(FrameError::BadDirection(b'X'))
+        );
+        assert_eq!(
+            Request::decode(b"SKT"),
+            Err(FrameError::Truncated { need: 13, have: 3 })
+        );
+    }
+
+    #[test]
+    fn summary_roundtrip() {
+        let s = Summary {
+            bytes: 1,
+            first_byte_unix_ns: 2,
+            last_byte_unix_ns: 3,
+            sent_packets: 4,
+            lost_packets: 5,
+            retransmissions: 6,
+        };
+        assert_eq!(Summary::decode(&s.encode()), Ok(s));
+        let mut bad = s.encode();
+        bad[0] = b'X';
+        assert_eq!(Summary::decode(&bad), Err(FrameError::BadMagic));
+    }
+
+    #[test]
+    fn upload_duration_uses_server_clock_when_consistent() {
+        let s = Summary {
+            last_byte_unix_ns: 1_500_000_000,
+            ..Summary::default()
+        };
+        assert_eq!(
+            upload_duration(1_000_000_000, &s, Duration::from_secs(1)),
+            Duration::from_millis(500)
+        );
+        // Server clock behind the client's: fall back to the client's elapsed time.
+        assert_eq!(
+            upload_duration(2_000_000_000, &s, Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+        // Server clock far ahead: fall back too.
+        assert_eq!(
+            upload_duration(0, &s, Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn report_goodput() {
+        let r = TransferReport::new(
+            Stack::Quiche,
+            Direction::Download,
+            10_000_000,
+            Duration::from_secs(2),
+            SenderStats::default(),
+        );
+        assert!((r.goodput_mbps - 40.0).abs() < 1e-9);
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.starts_with(r#"{"stack":"quiche","direction":"download","bytes":10000000,"duration_s":2.0,"goodput_mbps":40.0"#));
+    }
+
+    proptest! {
+        #[test]
+        fn fuzz_parse_never_panics(data in proptest::collection::vec(any::<u8>(), 0..80)) {
+            fuzz_parse(&data);
+        }
+
+        #[test]
+        fn summary_roundtrips(a in any::<u64>(), b in any::<u64>(), c in any::<u64>(), d in any::<u64>()) {
+            let s = Summary { bytes: a, first_byte_unix_ns: b, last_byte_unix_ns: c, sent_packets: d, lost_packets: a ^ d, retransmissions: b ^ c };
+            prop_assert_eq!(Summary::decode(&s.encode()), Ok(s));
+        }
+    }
+}

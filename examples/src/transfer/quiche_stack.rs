@@ -1,0 +1,483 @@
+//! quiche (0.24, BoringSSL) client and server for the bulk transfer: a blocking event loop over a
+//! `std::net::UdpSocket`, one datagram per `send` (no GSO; every datagram fits the MTU), no pacing
+//! (datagrams leave as soon as quiche releases them).
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context as _, bail};
+use ring::rand::SecureRandom as _;
+
+use super::cert::SelfSigned;
+use super::{
+    ALPN, CHUNK, Cc, Direction, Request, SenderStats, Stack, Summary, TransferReport,
+    TransportOptions, fill_pattern, unix_ns, upload_duration,
+};
+
+/// Client-initiated bidirectional stream 0.
+const STREAM: u64 = 0;
+/// Largest UDP payload quiche emits (its default).
+const MAX_DATAGRAM: usize = 1350;
+
+fn config(opts: &TransportOptions) -> anyhow::Result<quiche::Config> {
+    let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).context("quiche config")?;
+    c.set_application_protos(&[ALPN]).context("ALPN")?;
+    c.set_max_idle_timeout(u64::try_from(opts.idle_timeout.as_millis()).unwrap_or(u64::MAX));
+    c.set_max_recv_udp_payload_size(65_527);
+    c.set_max_send_udp_payload_size(MAX_DATAGRAM);
+    c.set_initial_max_data(64 << 20);
+    c.set_initial_max_stream_data_bidi_local(32 << 20);
+    c.set_initial_max_stream_data_bidi_remote(32 << 20);
+    c.set_initial_max_stream_data_uni(1 << 20);
+    c.set_initial_max_streams_bidi(16);
+    c.set_initial_max_streams_uni(16);
+    c.set_disable_active_migration(true);
+    let cc = match opts.cc {
+        Cc::Cubic => "cubic",
+        Cc::Reno => "reno",
+        Cc::Bbr => "bbr2_gcongestion",
+    };
+    c.set_cc_algorithm_name(cc)
+        .context("congestion controller")?;
+    Ok(c)
+}
+
+fn random_cid() -> anyhow::Result<[u8; quiche::MAX_CONN_ID_LEN]> {
+    let mut cid = [0u8; quiche::MAX_CONN_ID_LEN];
+    ring::rand::SystemRandom::new()
+        .fill(&mut cid)
+        .map_err(|_| anyhow::anyhow!("system random generator failed"))?;
+    Ok(cid)
+}
+
+/// Ordered bytes to write on one stream: literal segments and pattern payload, then optionally FIN.
+#[derive(Default)]
+struct Outbox {
+    queue: VecDeque<Segment>,
+    fin: bool,
+    fin_sent: bool,
+    pattern: Vec<u8>,
+}
+
+enum Segment {
+    Bytes(Vec<u8>, usize),
+    Pattern(u64),
+}
+
+impl Outbox {
+    fn new() -> Self {
+        let mut pattern = vec![0u8; CHUNK];
+        fill_pattern(&mut pattern);
+        Self {
+            pattern,
+            ..Self::default()
+        }
+    }
+
+    /// Write as much as flow and congestion control allow.
+    fn pump(&mut self, conn: &mut quiche::Connection) -> anyhow::Result<()> {
+        loop {
+            let last = self.queue.len() == 1;
+            let Some(seg) = self.queue.front_mut() else {
+                break;
+            };
+            let (buf, rest): (&[u8], u64) = match seg {
+                Segment::Bytes(b, off) => (&b[*off..], (b.len() - *off) as u64),
+                Segment::Pattern(left) => {
+                    let n = usize::try_from(*left).unwrap_or(usize::MAX).min(CHUNK);
+                    (&self.pattern[..n], *left)
+                }
+            };
+            let fin = self.fin && last && buf.len() as u64 == rest;
+            let written = match conn.stream_send(STREAM, buf, fin) {
+                Ok(n) => n,
+                Err(quiche::Error::Done) => return Ok(()),
+                Err(e) => bail!("stream_send: {e}"),
+            };
+            let full = written == buf.len();
+            match seg {
+                Segment::Bytes(_, off) => *off += written,
+                Segment::Pattern(left) => *left -= written as u64,
+            }
+            let empty = match seg {
+                Segment::Bytes(b, off) => *off == b.len(),
+                Segment::Pattern(left) => *left == 0,
+            };
+            if empty {
+                self.queue.pop_front();
+                if fin && full {
+                    self.fin_sent = true;
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+        if self.fin && !self.fin_sent {
+            match conn.stream_send(STREAM, &[], true) {
+                Ok(_) => self.fin_sent = true,
+                Err(quiche::Error::Done) => {}
+                Err(e) => bail!("stream_send fin: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    fn is_done(&self) -> bool {
+        self.queue.is_empty() && (!self.fin || self.fin_sent)
+    }
+}
+
+/// Socket plus buffers; sends everything quiche has, receives with quiche's timeout.
+struct Io {
+    socket: UdpSocket,
+    local: SocketAddr,
+    out: Vec<u8>,
+    inbuf: Vec<u8>,
+}
+
+impl Io {
+    fn new(socket: UdpSocket) -> anyhow::Result<Self> {
+        let local = socket.local_addr().context("local address")?;
+        Ok(Self {
+            socket,
+            local,
+            out: vec![0u8; 65_535],
+            inbuf: vec![0u8; 65_535],
+        })
+    }
+
+    fn flush(&mut self, conn: &mut quiche::Connection) -> anyhow::Result<()> {
+        loop {
+            match conn.send(&mut self.out) {
+                Ok((n, info)) => {
+                    self.socket
+                        .send_to(&self.out[..n], info.to)
+                        .with_context(|| format!("sending to {}", info.to))?;
+                }
+                Err(quiche::Error::Done) => return Ok(()),
+                Err(e) => bail!("quiche send: {e}"),
+            }
+        }
+    }
+
+    /// Wait for one datagram from `peer` (others are ignored) until quiche's timer; feed it to
+    /// `conn`, or fire the timer.
+    fn step(&mut self, conn: &mut quiche::Connection, peer: SocketAddr) -> anyhow::Result<()> {
+        let wait = conn
+            .timeout()
+            .unwrap_or(Duration::from_millis(100))
+            .clamp(Duration::from_micros(50), Duration::from_millis(100));
+        self.socket
+            .set_read_timeout(Some(wait))
+            .context("socket timeout")?;
+        match self.socket.recv_from(&mut self.inbuf) {
+            Ok((n, from)) => {
+                if from != peer {
+                    tracing::debug!(%from, "ignoring datagram from another peer");
+                    return Ok(());
+                }
+                let info = quiche::RecvInfo {
+                    from,
+                    to: self.local,
+                };
+                if let Err(e) = conn.recv(&mut self.inbuf[..n], info) {
+                    tracing::debug!("quiche recv: {e}");
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                conn.on_timeout();
+            }
+            Err(e) => return Err(e).context("receiving"),
+        }
+        if conn.timeout() == Some(Duration::ZERO) {
+            conn.on_timeout();
+        }
+        Ok(())
+    }
+}
+
+fn stats_of(conn: &quiche::Connection) -> SenderStats {
+    let s = conn.stats();
+    SenderStats {
+        sent_packets: s.sent as u64,
+        lost_packets: s.lost as u64,
+        retransmissions: s.retrans as u64,
+    }
+}
+
+/// Serve transfers on `listen`, one connection at a time (datagrams from other peers are ignored
+/// while a connection runs); with `once`, return after the first connection.
+pub fn serve(listen: SocketAddr, once: bool, opts: &TransportOptions) -> anyhow::Result<()> {
+    let socket = UdpSocket::bind(listen).with_context(|| format!("binding {listen}"))?;
+    serve_socket(socket, once, opts)
+}
+
+/// [`serve`] on an already bound socket (lets tests bind port 0 first).
+pub fn serve_socket(socket: UdpSocket, once: bool, opts: &TransportOptions) -> anyhow::Result<()> {
+    let cert = SelfSigned::generate()?;
+    let pem = cert.write_pem_files(&std::env::temp_dir())?;
+    let mut cfg = config(opts)?;
+    cfg.load_cert_chain_from_pem_file(&pem.cert.to_string_lossy())
+        .context("loading certificate")?;
+    cfg.load_priv_key_from_pem_file(&pem.key.to_string_lossy())
+        .context("loading key")?;
+    drop(pem);
+    let mut io = Io::new(socket)?;
+    loop {
+        io.socket.set_read_timeout(None).context("socket timeout")?;
+        let (n, from) = io.socket.recv_from(&mut io.inbuf).context("receiving")?;
+        let Ok(hdr) = quiche::Header::from_slice(&mut io.inbuf[..n], quiche::MAX_CONN_ID_LEN)
+        else {
+            continue;
+        };
+        if hdr.ty != quiche::Type::Initial {
+            continue;
+        }
+        if !quiche::version_is_supported(hdr.version) {
+            if let Ok(len) = quiche::negotiate_version(&hdr.scid, &hdr.dcid, &mut io.out) {
+                let _ = io.socket.send_to(&io.out[..len], from);
+            }
+            continue;
+        }
+        let scid = random_cid()?;
+        let scid = quiche::ConnectionId::from_ref(&scid);
+        let mut conn = quiche::accept(&scid, None, io.local, from, &mut cfg).context("accept")?;
+        let info = quiche::RecvInfo { from, to: io.local };
+        if let Err(e) = conn.recv(&mut io.inbuf[..n], info) {
+            tracing::debug!("first packet: {e}");
+        }
+        match serve_connection(&mut io, &mut conn, from) {
+            Ok(()) => tracing::info!(%from, "connection done"),
+            Err(e) => tracing::warn!(%from, "connection failed: {e:#}"),
+        }
+        if once {
+            return Ok(());
+        }
+    }
+}
+
+fn serve_connection(
+    io: &mut Io,
+    conn: &mut quiche::Connection,
+    peer: SocketAddr,
+) -> anyhow::Result<()> {
+    let mut hdr = Vec::with_capacity(Request::LEN);
+    let mut req: Option<Request> = None;
+    let mut out = Outbox::new();
+    let mut got = 0u64;
+    let (mut first, mut last) = (0u64, 0u64);
+    let mut peer_fin = false;
+    let mut summary_queued = false;
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        io.flush(conn)?;
+        if conn.is_closed() {
+            break;
+        }
+        io.step(conn, peer)?;
+        let readable: Vec<u64> = conn.readable().collect();
+        for sid in readable {
+            loop {
+                let (n, fin) = match conn.stream_recv(sid, &mut buf) {
+                    Ok(v) => v,
+                    Err(quiche::Error::Done | quiche::Error::InvalidStreamState(_)) => break,
+                    Err(e) => bail!("stream_recv: {e}"),
+                };
+                if sid != STREAM {
+                    continue;
+                }
+                let mut data = &buf[..n];
+                if req.is_none() {
+                    let take = (Request::LEN - hdr.len()).min(data.len());
+                    hdr.extend_from_slice(&data[..take]);
+                    data = &data[take..];
+                    if hdr.len() == Request::LEN {
+                        let r = Request::decode(&hdr)?;
+                        tracing::info!(%peer, ?r, "request");
+                        if r.direction == Direction::Download {
+                            out.queue.push_back(Segment::Pattern(r.bytes));
+                        }
+                        req = Some(r);
+                    }
+                }
+                if !data.is_empty() {
+                    if got == 0 {
+                        first = unix_ns(SystemTime::now());
+                    }
+                    got += data.len() as u64;
+                    if let Some(r) = req {
+                        if r.direction == Direction::Upload && got >= r.bytes && last == 0 {
+                            last = unix_ns(SystemTime::now());
+                        }
+                    }
+                }
+                if fin {
+                    peer_fin = true;
+                    break;
+                }
+            }
+        }
+        if let Some(r) = req {
+            if peer_fin && !summary_queued && out.queue.is_empty() {
+                let mut s = Summary {
+                    bytes: r.bytes,
+                    ..Summary::default()
+                };
+                let st = stats_of(conn);
+                s.sent_packets = st.sent_packets;
+                s.lost_packets = st.lost_packets;
+                s.retransmissions = st.retransmissions;
+                if r.direction == Direction::Upload {
+                    s.bytes = got;
+                    s.first_byte_unix_ns = first;
+                    s.last_byte_unix_ns = last;
+                }
+                out.queue.push_back(Segment::Bytes(s.encode().to_vec(), 0));
+                out.fin = true;
+                summary_queued = true;
+            }
+        }
+        out.pump(conn)?;
+    }
+    if let Some(e) = conn.peer_error() {
+        if e.error_code != 0 {
+            bail!("peer closed with error {e:?}");
+        }
+    }
+    if !out.is_done() {
+        bail!("connection closed before the transfer completed");
+    }
+    Ok(())
+}
+
+/// Run one transfer as a quiche client; fails after `timeout`.
+pub fn run_client(
+    connect: SocketAddr,
+    req: Request,
+    opts: &TransportOptions,
+    timeout: Duration,
+) -> anyhow::Result<TransferReport> {
+    let deadline = Instant::now() + timeout;
+    let mut cfg = config(opts)?;
+    cfg.verify_peer(false);
+    let bind: SocketAddr = if connect.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let socket = UdpSocket::bind(bind).context("binding client socket")?;
+    let mut io = Io::new(socket)?;
+    let scid = random_cid()?;
+    let scid = quiche::ConnectionId::from_ref(&scid);
+    let mut conn = quiche::connect(Some("localhost"), &scid, io.local, connect, &mut cfg)
+        .context("quiche connect")?;
+
+    let mut out = Outbox::new();
+    let mut start: Option<(Instant, u64)> = None;
+    let mut got = 0u64;
+    let mut t_end: Option<Duration> = None;
+    let mut summary_buf = Vec::with_capacity(Summary::LEN);
+    let mut result: Option<(Duration, SenderStats)> = None;
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        io.flush(&mut conn)?;
+        if result.is_some() || conn.is_closed() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} ({got} of {} bytes)", req.bytes);
+        }
+        io.step(&mut conn, connect)?;
+        if conn.is_established() && start.is_none() {
+            start = Some((Instant::now(), unix_ns(SystemTime::now())));
+            out.queue
+                .push_back(Segment::Bytes(req.encode().to_vec(), 0));
+            if req.direction == Direction::Upload {
+                out.queue.push_back(Segment::Pattern(req.bytes));
+                out.fin = true;
+            }
+        }
+        let readable: Vec<u64> = conn.readable().collect();
+        for sid in readable {
+            loop {
+                let (n, fin) = match conn.stream_recv(sid, &mut buf) {
+                    Ok(v) => v,
+                    // A stream complete in both directions is collected by quiche.
+                    Err(quiche::Error::Done | quiche::Error::InvalidStreamState(_)) => break,
+                    Err(e) => bail!("stream_recv: {e}"),
+                };
+                if sid != STREAM {
+                    continue;
+                }
+                let mut data = &buf[..n];
+                if req.direction == Direction::Download && got < req.bytes {
+                    let take = usize::try_from(req.bytes - got)
+                        .unwrap_or(usize::MAX)
+                        .min(data.len());
+                    got += take as u64;
+                    data = &data[take..];
+                    if got == req.bytes {
+                        if let Some((s, _)) = start {
+                            t_end = Some(s.elapsed());
+                        }
+                        out.fin = true;
+                    }
+                }
+                let room = Summary::LEN
+                    .saturating_sub(summary_buf.len())
+                    .min(data.len());
+                summary_buf.extend_from_slice(&data[..room]);
+                if fin {
+                    break;
+                }
+            }
+        }
+        out.pump(&mut conn)?;
+        if summary_buf.len() == Summary::LEN {
+            let summary = Summary::decode(&summary_buf)?;
+            let (s, s_wall) = start.context("summary before request")?;
+            result = Some(match req.direction {
+                Direction::Download => (
+                    t_end.context("summary before payload")?,
+                    SenderStats {
+                        sent_packets: summary.sent_packets,
+                        lost_packets: summary.lost_packets,
+                        retransmissions: summary.retransmissions,
+                    },
+                ),
+                Direction::Upload => {
+                    if summary.bytes != req.bytes {
+                        bail!("server received {} of {} bytes", summary.bytes, req.bytes);
+                    }
+                    (
+                        upload_duration(s_wall, &summary, s.elapsed()),
+                        stats_of(&conn),
+                    )
+                }
+            });
+            conn.close(true, 0, b"done").ok();
+        }
+    }
+    let Some((duration, stats)) = result else {
+        bail!(
+            "connection closed before the transfer completed ({got} of {} bytes; peer error {:?}, local error {:?})",
+            req.bytes,
+            conn.peer_error(),
+            conn.local_error()
+        );
+    };
+    Ok(TransferReport::new(
+        Stack::Quiche,
+        req.direction,
+        req.bytes,
+        duration,
+        stats,
+    ))
+}

@@ -1,0 +1,324 @@
+//! quinn (0.11, rustls with ring) client and server for the bulk transfer.
+//!
+//! GSO: quinn sends with UDP segmentation offload by default. We disable it unless
+//! [`TransportOptions::gso`] is set (`TransportConfig::enable_segmentation_offload(false)`), so every
+//! datagram handed to the kernel fits the path MTU, as the lab's link element requires.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context as _, bail};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{Endpoint, TransportConfig, VarInt};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+
+use super::cert::SelfSigned;
+use super::{
+    ALPN, CHUNK, Cc, Direction, Request, SenderStats, Stack, Summary, TransferReport,
+    TransportOptions, fill_pattern, unix_ns, upload_duration,
+};
+
+fn transport_config(opts: &TransportOptions) -> anyhow::Result<TransportConfig> {
+    let mut t = TransportConfig::default();
+    t.enable_segmentation_offload(opts.gso);
+    // Windows large enough for a 50 Mbit/s × 300 ms path.
+    t.stream_receive_window(VarInt::from_u32(32 << 20));
+    t.receive_window(VarInt::from_u32(64 << 20));
+    t.send_window(64 << 20);
+    t.max_idle_timeout(Some(
+        opts.idle_timeout
+            .try_into()
+            .context("idle timeout out of range")?,
+    ));
+    match opts.cc {
+        Cc::Cubic => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default()))
+        }
+        Cc::Reno => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()))
+        }
+        Cc::Bbr => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()))
+        }
+    };
+    Ok(t)
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Build a quinn server endpoint bound to `listen` with a fresh self-signed certificate.
+pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::Result<Endpoint> {
+    let cert = SelfSigned::generate()?;
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .context("TLS 1.3 with ring")?
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert.cert_der.clone())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_der.clone())),
+        )
+        .context("server certificate")?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = QuicServerConfig::try_from(tls).context("QUIC server TLS config")?;
+    let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    cfg.transport_config(Arc::new(transport_config(opts)?));
+    Endpoint::server(cfg, listen).with_context(|| format!("binding {listen}"))
+}
+
+/// Serve transfers on `endpoint`: connections are handled concurrently; with `once`, return after
+/// the first connection ends.
+pub async fn serve(endpoint: Endpoint, once: bool) -> anyhow::Result<()> {
+    while let Some(incoming) = endpoint.accept().await {
+        let task = async move {
+            let conn = incoming.await.context("handshake")?;
+            serve_connection(conn).await
+        };
+        if once {
+            let r = task.await;
+            endpoint.wait_idle().await;
+            return r;
+        }
+        tokio::spawn(async move {
+            if let Err(e) = task.await {
+                tracing::warn!("connection failed: {e:#}");
+            }
+        });
+    }
+    Ok(())
+}
+
+async fn serve_connection(conn: quinn::Connection) -> anyhow::Result<()> {
+    let peer = conn.remote_address();
+    let (mut send, mut recv) = conn.accept_bi().await.context("accepting stream")?;
+    let mut hdr = [0u8; Request::LEN];
+    recv.read_exact(&mut hdr).await.context("reading request")?;
+    let req = Request::decode(&hdr)?;
+    tracing::info!(%peer, ?req, "request");
+    let summary = match req.direction {
+        Direction::Download => {
+            let mut buf = vec![0u8; CHUNK];
+            fill_pattern(&mut buf);
+            let mut left = req.bytes;
+            while left > 0 {
+                let n = usize::try_from(left).unwrap_or(usize::MAX).min(CHUNK);
+                send.write_all(&buf[..n]).await.context("sending payload")?;
+                left -= n as u64;
+            }
+            // The client finishes its side once it holds every byte.
+            while recv
+                .read_chunk(CHUNK, true)
+                .await
+                .context("awaiting client FIN")?
+                .is_some()
+            {}
+            let stats = conn.stats();
+            Summary {
+                bytes: req.bytes,
+                sent_packets: stats.path.sent_packets,
+                lost_packets: stats.path.lost_packets,
+                retransmissions: stats.path.lost_packets,
+                ..Summary::default()
+            }
+        }
+        Direction::Upload => {
+            let mut got = 0u64;
+            let mut first = 0u64;
+            let mut last = 0u64;
+            while let Some(chunk) = recv
+                .read_chunk(CHUNK, true)
+                .await
+                .context("receiving payload")?
+            {
+                if got == 0 {
+                    first = unix_ns(SystemTime::now());
+                }
+                got += chunk.bytes.len() as u64;
+                if got >= req.bytes && last == 0 {
+                    last = unix_ns(SystemTime::now());
+                }
+            }
+            if got != req.bytes {
+                bail!("upload from {peer}: got {got} of {} bytes", req.bytes);
+            }
+            let stats = conn.stats();
+            Summary {
+                bytes: got,
+                first_byte_unix_ns: first,
+                last_byte_unix_ns: last,
+                sent_packets: stats.path.sent_packets,
+                lost_packets: stats.path.lost_packets,
+                retransmissions: stats.path.lost_packets,
+            }
+        }
+    };
+    send.write_all(&summary.encode())
+        .await
+        .context("sending summary")?;
+    send.finish().context("finishing stream")?;
+    // Wait for the client to close (it does so once it has the summary).
+    let reason = conn.closed().await;
+    tracing::info!(%peer, %reason, "connection closed");
+    Ok(())
+}
+
+/// Certificate verifier that accepts any server certificate (self-signed test servers) but still
+/// checks the handshake signatures.
+#[derive(Debug)]
+struct AcceptAnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Run one transfer as a quinn client and return the report.
+pub async fn run_client(
+    connect: SocketAddr,
+    req: Request,
+    opts: &TransportOptions,
+) -> anyhow::Result<TransferReport> {
+    let provider = provider();
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .context("TLS 1.3 with ring")?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let mut cfg = quinn::ClientConfig::new(Arc::new(
+        QuicClientConfig::try_from(tls).context("QUIC client TLS config")?,
+    ));
+    cfg.transport_config(Arc::new(transport_config(opts)?));
+    let bind: SocketAddr = if connect.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let mut endpoint = Endpoint::client(bind).context("binding client socket")?;
+    endpoint.set_default_client_config(cfg);
+    let conn = endpoint
+        .connect(connect, "localhost")
+        .context("starting connection")?
+        .await
+        .with_context(|| format!("handshake with {connect}"))?;
+    let (mut send, mut recv) = conn.open_bi().await.context("opening stream")?;
+
+    let start = Instant::now();
+    let start_wall = unix_ns(SystemTime::now());
+    send.write_all(&req.encode())
+        .await
+        .context("sending request")?;
+    let (duration, stats) = match req.direction {
+        Direction::Download => {
+            let mut got = 0u64;
+            while got < req.bytes {
+                let want = usize::try_from(req.bytes - got)
+                    .unwrap_or(usize::MAX)
+                    .min(CHUNK);
+                match recv
+                    .read_chunk(want, true)
+                    .await
+                    .context("receiving payload")?
+                {
+                    Some(c) => got += c.bytes.len() as u64,
+                    None => bail!("server finished after {got} of {} bytes", req.bytes),
+                }
+            }
+            let duration = start.elapsed();
+            send.finish().context("finishing stream")?;
+            let summary = read_summary(&mut recv).await?;
+            (
+                duration,
+                SenderStats {
+                    sent_packets: summary.sent_packets,
+                    lost_packets: summary.lost_packets,
+                    retransmissions: summary.retransmissions,
+                },
+            )
+        }
+        Direction::Upload => {
+            let mut buf = vec![0u8; CHUNK];
+            fill_pattern(&mut buf);
+            let mut left = req.bytes;
+            while left > 0 {
+                let n = usize::try_from(left).unwrap_or(usize::MAX).min(CHUNK);
+                send.write_all(&buf[..n]).await.context("sending payload")?;
+                left -= n as u64;
+            }
+            send.finish().context("finishing stream")?;
+            let summary = read_summary(&mut recv).await?;
+            let elapsed = start.elapsed();
+            if summary.bytes != req.bytes {
+                bail!("server received {} of {} bytes", summary.bytes, req.bytes);
+            }
+            let s = conn.stats();
+            (
+                upload_duration(start_wall, &summary, elapsed),
+                SenderStats {
+                    sent_packets: s.path.sent_packets,
+                    lost_packets: s.path.lost_packets,
+                    retransmissions: s.path.lost_packets,
+                },
+            )
+        }
+    };
+    conn.close(VarInt::from_u32(0), b"done");
+    endpoint.wait_idle().await;
+    Ok(TransferReport::new(
+        Stack::Quinn,
+        req.direction,
+        req.bytes,
+        duration,
+        stats,
+    ))
+}
+
+async fn read_summary(recv: &mut quinn::RecvStream) -> anyhow::Result<Summary> {
+    let mut buf = [0u8; Summary::LEN];
+    recv.read_exact(&mut buf).await.context("reading summary")?;
+    Ok(Summary::decode(&buf)?)
+}

@@ -1,0 +1,151 @@
+//! Loopback transfers between every stack pair (quinn/quiche client × quinn/quiche server), both
+//! directions, through the real `sidekick-transfer` binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sidekick-transfer");
+const BYTES: u64 = 4_000_000;
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> SocketAddr {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.local_addr().unwrap()
+}
+
+fn server(stack: &str) -> (Server, SocketAddr) {
+    let addr = free_port();
+    let child = Command::new(BIN)
+        .args(["server", "--stack", stack, "--listen", &addr.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    (Server(child), addr)
+}
+
+fn client(stack: &str, addr: SocketAddr, dir: &str, bytes: u64) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args([
+            "client",
+            "--stack",
+            stack,
+            "--connect",
+            &addr.to_string(),
+            dir,
+            &bytes.to_string(),
+            "--json",
+            "--timeout",
+            "60",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one JSON line: {stdout}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
+fn check(v: &serde_json::Value, stack: &str, direction: &str) {
+    assert_eq!(v["stack"], stack);
+    assert_eq!(v["direction"], direction);
+    assert_eq!(v["bytes"], BYTES);
+    let d = v["duration_s"].as_f64().unwrap();
+    let g = v["goodput_mbps"].as_f64().unwrap();
+    assert!(d > 0.0 && d < 60.0, "duration {d}");
+    // Loopback: well above 1 Mbit/s, below 1 Tbit/s; consistent with bytes / duration.
+    assert!(g > 1.0 && g < 1e6, "goodput {g}");
+    assert!((g - BYTES as f64 * 8.0 / d / 1e6).abs() < 1e-6 * g.max(1.0));
+    // The data sender needs at least one packet per ~1.5 kB of payload.
+    let sent = v["sent_packets"].as_u64().unwrap();
+    assert!(sent >= BYTES / 1500, "sent_packets {sent}");
+    for k in ["retransmissions", "lost_packets"] {
+        assert!(v[k].as_u64().is_some(), "{k}");
+    }
+}
+
+fn pair(client_stack: &str, server_stack: &str) {
+    let (_srv, addr) = server(server_stack);
+    let v = client(client_stack, addr, "--download", BYTES);
+    check(&v, client_stack, "download");
+    let v = client(client_stack, addr, "--upload", BYTES);
+    check(&v, client_stack, "upload");
+}
+
+#[test]
+fn quinn_to_quinn() {
+    pair("quinn", "quinn");
+}
+
+#[test]
+fn quiche_to_quiche() {
+    pair("quiche", "quiche");
+}
+
+#[test]
+fn quinn_client_quiche_server() {
+    pair("quinn", "quiche");
+}
+
+#[test]
+fn quiche_client_quinn_server() {
+    pair("quiche", "quinn");
+}
+
+#[test]
+fn once_server_exits_after_one_connection() {
+    let addr = free_port();
+    let mut child = Command::new(BIN)
+        .args([
+            "server",
+            "--stack",
+            "quiche",
+            "--listen",
+            &addr.to_string(),
+            "--once",
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let v = client("quinn", addr, "--download", 100_000);
+    assert_eq!(v["bytes"], 100_000);
+    let mut waited = 0;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success());
+            break;
+        }
+        assert!(waited < 100, "server with --once did not exit");
+        std::thread::sleep(Duration::from_millis(100));
+        waited += 1;
+    }
+}
+
+#[test]
+fn help_works() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("server") && s.contains("client"));
+    let out = Command::new(BIN)
+        .args(["client", "--help"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("--download") && s.contains("--upload") && s.contains("--cc"));
+}
