@@ -47,6 +47,9 @@ pub struct PackratConfig {
     pub success_probability: f64,
     /// The reorder window (30 ms WiFi/cellular, 65 ms satellite).
     pub reorder_window: Duration,
+    /// Packets added to the open gaps when sizing an eACK: those in flight from the proxy when
+    /// the eACK is built also differ from the proxy's set unless the proxy discounts them.
+    pub inflight_allowance: usize,
     /// Cap on held datagrams; beyond it the oldest is released early.
     pub max_held: usize,
     /// Cap on tracked missing packet numbers; beyond it new gaps are not tracked.
@@ -63,6 +66,7 @@ impl Default for PackratConfig {
             selective: false,
             success_probability: 0.95,
             reorder_window: Duration::from_millis(30),
+            inflight_allowance: 0,
             max_held: 1024,
             max_gaps: 512,
         }
@@ -316,9 +320,10 @@ impl PackratReceiver {
         }
         // Rateless sizing (seed 002 §5.2.2): the open gaps are the expected retransmissions.
         let mut buf = Vec::new();
+        let expected = self.gaps.len() + self.config.inflight_allowance;
         let n = self
             .eack
-            .encode_for(self.gaps.len(), self.config.success_probability, &mut buf);
+            .encode_for(expected, self.config.success_probability, &mut buf);
         self.stats.eacks += 1;
         self.stats.eack_symbols += n as u64;
         self.packets_since_eack = 0;
