@@ -6,7 +6,8 @@
 //!   the prefix length the sizing function recommends for p = 0.99 (the rateless eACK), and
 //!   `decode_full160/m` with all 160 local symbols (Fig. 3b);
 //! - the symbols-per-missing multiplier distribution (Fig. 4) at m = 10, 20, 40;
-//! - the power-sum vs rIBLT comparison at Table 2's conditions.
+//! - the power-sum vs rIBLT comparison at Table 2's conditions (`table2/...`, plus a printed
+//!   summary with the gain).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -14,7 +15,10 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use eack::experiment::{NeededDistribution, SplitMix};
-use eack::{Decoder, Difference, ProxyEack, ReceiverEack, Sketch, symbols_for};
+use eack::{
+    Decoder, Difference, EackScheme, PowerSumEack, ProxyEack, ReceiverEack, RibltEack, Sketch,
+    symbols_for,
+};
 
 fn insert(c: &mut Criterion) {
     let mut g = c.benchmark_group("insert");
@@ -118,8 +122,109 @@ fn multiplier_distribution() {
     }
 }
 
+/// Seed 002 Table 2's network conditions: (label, throughput bit/s, loss fraction of an eACK
+/// interval, eACK RTT s). "<1%" is taken as 1%.
+const TABLE2: [(&str, f64, f64, f64); 5] = [
+    ("20Mbps_1pct_10ms", 20e6, 0.01, 0.010),
+    ("20Mbps_15pct_10ms", 20e6, 0.15, 0.010),
+    ("50Mbps_50pct_10ms", 50e6, 0.50, 0.010),
+    ("20Mbps_10pct_100ms", 20e6, 0.10, 0.100),
+    ("100Mbps_1pct_100ms", 100e6, 0.01, 0.100),
+];
+
+/// One Table 2 case for scheme `S`: the proxy has N = throughput·RTT / 1500 B unacknowledged
+/// packets (its log), the client misses m = loss·N of them (at least 1) and sends `n` symbols.
+/// Returns proxy, wire bytes and log, for a seed where the case decodes.
+fn table2_case<S: EackScheme>(
+    rate: f64,
+    loss: f64,
+    rtt: f64,
+    symbols: usize,
+    n: usize,
+) -> (S, Vec<u8>, Vec<u32>, usize) {
+    let big_n = (rate * rtt / (8.0 * 1500.0)).ceil() as usize;
+    let m = ((loss * big_n as f64).round() as usize).max(1);
+    for seed in 0.. {
+        let mut rng = SplitMix::new(seed);
+        let log = rng.distinct_ids(big_n);
+        let mut proxy = S::with_symbols(symbols);
+        let mut client = S::with_symbols(symbols);
+        for (k, &id) in log.iter().enumerate() {
+            proxy.insert_id(id);
+            if k >= m {
+                client.insert_id(id);
+            }
+        }
+        let mut wire = Vec::new();
+        client.encode(n, &mut wire).unwrap();
+        let mut out = Difference::default();
+        if proxy.decode_against(&wire, &log, &mut out).is_ok() && out.missing.len() == m {
+            return (proxy, wire, log, m);
+        }
+    }
+    unreachable!()
+}
+
+/// Median nanoseconds per call of `f` (51 batches of `iters`).
+fn median_ns(iters: u32, mut f: impl FnMut()) -> f64 {
+    let mut v: Vec<f64> = (0..51)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / f64::from(iters)
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn table2(c: &mut Criterion) {
+    println!("Table 2: decode time per eACK, power sum (t = m) vs rIBLT (symbols_for(m, 0.99))");
+    println!(
+        "{:<20} {:>5} {:>4} {:>12} {:>12} {:>8}",
+        "condition", "N", "m", "psum ns", "rIBLT ns", "gain"
+    );
+    let mut g = c.benchmark_group("table2");
+    for (label, rate, loss, rtt) in TABLE2 {
+        let big_n = (rate * rtt / (8.0 * 1500.0)).ceil() as usize;
+        let m = ((loss * big_n as f64).round() as usize).max(1);
+        let (mut ps, ps_wire, log, _) = table2_case::<PowerSumEack>(rate, loss, rtt, m, m);
+        let n = symbols_for(m, 0.99);
+        let (mut rb, rb_wire, _, _) = table2_case::<RibltEack>(rate, loss, rtt, 160.max(n), n);
+        let mut out = Difference::default();
+        let ps_ns = median_ns(200, || {
+            ps.decode_against(black_box(&ps_wire), &log, &mut out)
+                .unwrap();
+        });
+        let rb_ns = median_ns(200, || {
+            rb.decode_against(black_box(&rb_wire), &log, &mut out)
+                .unwrap();
+        });
+        println!(
+            "{label:<20} {big_n:>5} {m:>4} {ps_ns:>12.0} {rb_ns:>12.0} {:>7.2}x",
+            ps_ns / rb_ns
+        );
+        g.bench_function(BenchmarkId::new("psum", label), |b| {
+            b.iter(|| {
+                ps.decode_against(black_box(&ps_wire), &log, &mut out)
+                    .unwrap();
+            });
+        });
+        g.bench_function(BenchmarkId::new("riblt", label), |b| {
+            b.iter(|| {
+                rb.decode_against(black_box(&rb_wire), &log, &mut out)
+                    .unwrap();
+            });
+        });
+    }
+    g.finish();
+}
+
 fn figures(c: &mut Criterion) {
     multiplier_distribution();
+    table2(c);
     insert(c);
     decode(c);
     on_eack(c);

@@ -7,6 +7,8 @@
 //! - [`Sketch`]: the rIBLT (insert, subtract, decode, wire prefix).
 //! - [`ReceiverEack`] / [`ProxyEack`]: the client-side and proxy-side views with epochs.
 //! - [`symbols_for`]: how many symbols to send for an expected number of missing packets.
+//! - [`PowerSumEack`]: the power-sum construction on `quack`, behind the same [`EackScheme`]
+//!   trait as [`RibltEack`], for the comparison of seed 002 Table 2.
 //!
 //! Everything is sans-IO: bytes in, bytes or identifier lists out.
 
@@ -16,6 +18,7 @@ pub mod experiment;
 mod hash;
 mod id;
 pub mod mapping;
+mod scheme;
 pub mod sizing;
 mod sketch;
 mod wire;
@@ -24,6 +27,7 @@ pub use decode::{DecodeError, Decoder, Difference};
 pub use eack::{EackError, ProxyEack, ReceiverEack};
 pub use hash::HashKey;
 pub use id::Id;
+pub use scheme::{EackScheme, PowerSumEack, PowerSumError, RibltEack};
 pub use sizing::symbols_for;
 pub use sketch::{CodedSymbol, MAX_SYMBOLS, Sketch};
 pub use wire::{

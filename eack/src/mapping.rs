@@ -51,23 +51,45 @@ impl IndexWalk {
     /// Moves to the next index of the sequence (strictly larger than the current one).
     #[inline(always)]
     pub fn advance(&mut self) {
-        // PRNG step: SplitMix64 (Weyl increment + finaliser). Independent of the index, so the
-        // CPU computes it ahead of the index chain.
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        // F = 2^32 / (max(U1, U2) + 1) ∈ (1, 2^32]: P(F > f) = 1/f² (see the module docs).
-        let m = (z >> 32).max(z & 0xffff_ffff) as u32;
-        let f = 4_294_967_296.0_f64 / (f64::from(m) + 1.0);
-        // G = F − 1 in fixed point, at least one ulp so that every gap is ≥ 1.
-        let g = (((f - 1.0) * f64::from(1u32 << G_FRAC)) as i64 as u64).clamp(1, G_MAX);
+        // PRNG step: 64-bit multiplicative congruential state; the output folds the two halves
+        // of the 128-bit product (the high half alone is bounded by the multiplier, the low
+        // half alone has weak low bits). Independent of the index, so the CPU computes it
+        // ahead of the index chain.
+        let prod = u128::from(self.state) * u128::from(PRNG_MUL);
+        self.state = prod as u64;
+        let z = (prod >> 64) as u64 ^ prod as u64;
+        // P = max(U1, U2) + 1 over two 32-bit uniforms; F = 2^32 / P has P(F > f) = 1/f².
+        let p = (z >> 32).max(z & 0xffff_ffff) + 1;
+        // G = F − 1 = (2^32 − P) / P, in fixed point with G_FRAC fraction bits, from an 8-bit
+        // reciprocal table (relative error < 2^-9, see RECIP).
+        let lz = p.leading_zeros(); // 31..=63
+        let idx = ((p << lz) >> 55) as usize & 0xff;
+        let d = (1u64 << 32) - p;
+        let g = ((d * u64::from(RECIP[idx])) >> (70 - lz)).clamp(1, G_MAX);
         // gap = ceil((index + 1.5)·G) = ceil(y·G_fixed / 2^(G_FRAC+1)).
         let gap = self.y.wrapping_mul(g).wrapping_add((1 << (G_FRAC + 1)) - 1) >> (G_FRAC + 1);
         self.y = self.y.wrapping_add(gap << 1);
     }
 }
+
+/// Multiplier of the PRNG (an odd 64-bit constant with good spectral properties, from
+/// L'Ecuyer's tables of MCG multipliers).
+const PRNG_MUL: u64 = 0xd1342543de82ef95;
+
+/// `RECIP[k] = round(2^31 / (1 + (k + 0.5)/256))`: reciprocal of a normalised mantissa whose top
+/// eight fraction bits are `k`. For `P = 2^e·(1 + f)`, `1/P ≈ RECIP[k]·2^-(31+e)`, so
+/// `G·2^24 = (2^32 − P)·2^24/P ≈ ((2^32 − P)·RECIP[k]) >> (e + 7)` with `e = 63 − lz`.
+const RECIP: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut k = 0;
+    while k < 256 {
+        // 2^31 / (1 + (k+0.5)/256) = 2^39 / (256 + k + 0.5) = 2^40 / (513 + 2k), rounded.
+        let den = 513 + 2 * k as u64;
+        t[k] = (((1u64 << 40) + den / 2) / den) as u32;
+        k += 1;
+    }
+    t
+};
 
 /// Iterates the indices of `seed`'s sequence that are below `limit` (at most [`INDEX_BOUND`]).
 #[derive(Clone, Debug)]
