@@ -1,1 +1,213 @@
-fn main() {}
+//! Per-packet and per-eACK cost of the proxy core (issue 7 "Performance"; seed 002 §7.3.4 reports
+//! 1002 cycles per data packet and 27,716 per eACK on 2.3 GHz; seed 001 Table 6).
+//!
+//! Targets: ≤ 150 ns per data packet, ≤ 5 µs per eACK at the Packrat WiFi setting (160 symbols,
+//! 48 kB cache, one eACK per 16 packets, 4 % loss). Cycles are printed as ns × the CPU clock read
+//! from /proc/cpuinfo.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use eack::ReceiverEack;
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
+use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::flow::FlowKey;
+use sidekick_proxy::packet::build_udp_ip;
+use sidekick_proxy::packrat::{PackratConfig, PackratEngine};
+use sidekick_proxy::robin::RobinConfig;
+use sidekick_proxy::session::{EngineConfig, StaticSessions};
+
+fn eth(ip: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.extend_from_slice(ip);
+    f
+}
+
+fn ident(i: u32) -> u32 {
+    i.wrapping_mul(0x9e37_79b9) ^ 0x5bd1_e995
+}
+
+fn frames(src: SocketAddr, dst: SocketAddr, n: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let mut p = vec![0x40u8; 1196];
+            p.extend_from_slice(&ident(i).to_le_bytes());
+            eth(&build_udp_ip(src, dst, &p, 64))
+        })
+        .collect()
+}
+
+fn core_with(
+    engines: EngineConfig,
+    flow: FlowKey,
+    background_flows: u32,
+) -> ProxyCore<StaticSessions> {
+    let mut core = ProxyCore::new(CoreConfig::default(), StaticSessions::new(), (11, 22));
+    let now = Instant::now();
+    let sk: SocketAddr = "10.0.0.2:50001".parse().unwrap();
+    core.sessions_mut().add(flow, engines, sk);
+    let mut out = Vec::new();
+    core.on_timeout(now, &mut out);
+    // A realistically populated table.
+    for i in 0..background_flows {
+        let c = SocketAddr::from(([10, 2, (i >> 8) as u8, i as u8], 40000));
+        let f = eth(&build_udp_ip(c, flow.server, b"0123456789", 64));
+        core.on_frame(
+            now,
+            Direction::FromClient,
+            &f,
+            FrameMeta::default(),
+            &mut out,
+        );
+    }
+    assert_eq!(core.flows().assisted_len(), 1);
+    core
+}
+
+fn per_packet(c: &mut Criterion) {
+    let client: SocketAddr = "10.0.0.2:50000".parse().unwrap();
+    let server: SocketAddr = "198.51.100.10:443".parse().unwrap();
+    let flow = FlowKey { client, server };
+    let up = frames(client, server, 1024);
+    let down = frames(server, client, 1024);
+    let mut g = c.benchmark_group("per_packet");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+
+    let robin = EngineConfig {
+        robin: Some(RobinConfig::default()),
+        packrat: None,
+    };
+    let mut core = core_with(robin, flow, 10_000);
+    let now = Instant::now();
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    g.bench_function("classify_lookup_robin_insert", |b| {
+        b.iter(|| {
+            i = (i + 1) & 1023;
+            let v = core.on_frame(
+                now,
+                Direction::FromClient,
+                black_box(&up[i]),
+                FrameMeta::default(),
+                &mut out,
+            );
+            out.clear();
+            black_box(v)
+        });
+    });
+    assert!(core.snapshot().robin.inserted > 0);
+
+    let packrat = EngineConfig {
+        robin: None,
+        packrat: Some(PackratConfig::default()),
+    };
+    let mut core = core_with(packrat, flow, 10_000);
+    g.bench_function("classify_lookup_packrat_cache_insert", |b| {
+        b.iter(|| {
+            i = (i + 1) & 1023;
+            let v = core.on_frame(
+                now,
+                Direction::ToClient,
+                black_box(&down[i]),
+                FrameMeta::default(),
+                &mut out,
+            );
+            out.clear();
+            black_box(v)
+        });
+    });
+    assert!(core.snapshot().packrat.cached > 0);
+
+    let mut core = core_with(EngineConfig::default(), flow, 10_000);
+    let other = frames("10.0.0.3:1".parse().unwrap(), server, 1);
+    g.bench_function("classify_lookup_unassisted", |b| {
+        b.iter(|| {
+            let v = core.on_frame(
+                now,
+                Direction::FromClient,
+                black_box(&other[0]),
+                FrameMeta::default(),
+                &mut out,
+            );
+            out.clear();
+            black_box(v)
+        });
+    });
+    g.finish();
+}
+
+/// One eACK cycle at the Packrat WiFi setting: 16 packets forwarded (1 in 25 lost), the client's
+/// eACK sized for its missing count; timed: the proxy's eACK processing (delta encode, decode,
+/// cache update, retransmissions).
+fn per_eack(c: &mut Criterion) {
+    let mut g = c.benchmark_group("per_eack");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    g.bench_function("packrat_wifi_160sym_48kB_16pkt", |b| {
+        b.iter_custom(|iters| {
+            let mut e = PackratEngine::new(PackratConfig::default());
+            let mut rx = ReceiverEack::new(160);
+            let mut out = Vec::new();
+            let mut seq = 0u32;
+            let mut missing = 0usize;
+            let mut wire = Vec::new();
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                for _ in 0..16 {
+                    let id = ident(seq);
+                    e.cache_packet(&id.to_le_bytes(), || {
+                        let mut f = vec![0u8; 1246];
+                        f.extend_from_slice(&id.to_le_bytes());
+                        f
+                    });
+                    if seq % 25 == 7 {
+                        missing += 1;
+                    } else {
+                        rx.on_receive(id);
+                    }
+                    seq += 1;
+                }
+                wire.clear();
+                rx.encode_for(missing.max(1), 0.99, &mut wire);
+                out.clear();
+                let failed = e.counters.eacks_failed;
+                let t = Instant::now();
+                e.on_eack(black_box(&wire), &mut out);
+                total += t.elapsed();
+                // Retransmissions arrive at the client.
+                for a in &out {
+                    if let Action::Inject { frame, .. } = a {
+                        let id = u32::from_le_bytes(frame[frame.len() - 4..].try_into().unwrap());
+                        rx.on_receive(id);
+                        missing = missing.saturating_sub(1);
+                    }
+                }
+                if e.counters.eacks_failed > failed {
+                    rx.reset(e.epoch());
+                    missing = 0;
+                }
+            }
+            assert!(e.counters.eacks_decoded > 0);
+            total
+        });
+    });
+    g.finish();
+    if let Some(mhz) = cpu_mhz() {
+        println!("cpu clock {mhz:.0} MHz: cycles = ns × {:.3}", mhz / 1000.0);
+    }
+}
+
+fn cpu_mhz() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    s.lines()
+        .find(|l| l.starts_with("cpu MHz"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+criterion_group!(benches, per_packet, per_eack);
+criterion_main!(benches);

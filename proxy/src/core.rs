@@ -152,6 +152,11 @@ impl<S: SessionLayer> ProxyCore<S> {
         &self.sessions
     }
 
+    /// The session layer, mutably (out-of-band session configuration).
+    pub fn sessions_mut(&mut self) -> &mut S {
+        &mut self.sessions
+    }
+
     /// Process one captured frame travelling in `dir`. Returns the verdict for the frame (always
     /// [`Action::Forward`]: fail-open) and pushes side actions to `out`.
     pub fn on_frame(
@@ -231,7 +236,8 @@ impl<S: SessionLayer> ProxyCore<S> {
         };
 
         // A private copy with the checksum filled in, only when a copy may be cached/injected.
-        let needs_copy = meta.csum_not_ready && dir == Direction::ToClient && entry.value.packrat.is_some();
+        let needs_copy =
+            meta.csum_not_ready && dir == Direction::ToClient && entry.value.packrat.is_some();
         let frame: &[u8] = if needs_copy {
             self.scratch.clear();
             self.scratch.extend_from_slice(frame);
@@ -324,7 +330,13 @@ impl<S: SessionLayer> ProxyCore<S> {
 
     /// A datagram arrived on the sidekick socket. Malformed or forged datagrams are counted and
     /// dropped; they touch no flow.
-    pub fn on_sidekick(&mut self, now: Instant, from: SocketAddr, bytes: &[u8], out: &mut Vec<Action>) {
+    pub fn on_sidekick(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        bytes: &[u8],
+        out: &mut Vec<Action>,
+    ) {
         self.counters.sidekick_in += 1;
         match self.sessions.on_datagram(now, from, bytes) {
             Ok(ev) => self.on_event(now, ev, out),
@@ -336,7 +348,14 @@ impl<S: SessionLayer> ProxyCore<S> {
         self.drain_transmits(out);
     }
 
-    fn attach(&mut self, now: Instant, id: S::Id, flow: FlowKey, engines: EngineConfig, epoch: u32) {
+    fn attach(
+        &mut self,
+        now: Instant,
+        id: S::Id,
+        flow: FlowKey,
+        engines: EngineConfig,
+        epoch: u32,
+    ) {
         let robin = engines.robin.map(|c| RobinEngine::new(c, now));
         let packrat = engines.packrat.map(|mut c| {
             c.cache_bytes = c.cache_bytes.min(self.cfg.max_flow_memory);
@@ -461,7 +480,8 @@ impl<S: SessionLayer> ProxyCore<S> {
         }
         if self.next_engine_timeout.is_some_and(|t| t <= now) {
             let mut next: Option<Instant> = None;
-            let ids: Vec<(S::Id, FlowKey)> = self.by_session.iter().map(|(a, b)| (*a, *b)).collect();
+            let ids: Vec<(S::Id, FlowKey)> =
+                self.by_session.iter().map(|(a, b)| (*a, *b)).collect();
             for (id, flow) in ids {
                 let mut acts = std::mem::take(&mut self.engine_out);
                 acts.clear();

@@ -9,7 +9,7 @@
 //! otherwise the new flow is refused and counted — the packet is still forwarded (fail-open).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -171,9 +171,7 @@ impl<V: FlowState> FlowTable<V> {
 
     /// The shard index of a key (symmetric by construction: keys are normalised).
     pub fn shard_of(&self, key: &FlowKey) -> usize {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        (h.finish() % self.shards.len() as u64) as usize
+        (self.hasher.hash_one(key) % self.shards.len() as u64) as usize
     }
 
     /// Number of flows.
@@ -224,10 +222,7 @@ impl<V: FlowState> FlowTable<V> {
             let value = make();
             self.insert_new(s, key, now, value)?;
         }
-        let e = self.shards[s]
-            .map
-            .get_mut(&key)
-            .ok_or(InsertError::Full)?;
+        let e = self.shards[s].map.get_mut(&key).ok_or(InsertError::Full)?;
         e.last_seen = now;
         Ok(e)
     }
@@ -279,17 +274,13 @@ impl<V: FlowState> FlowTable<V> {
             } else {
                 None
             };
-            match victim {
-                Some(v) => {
-                    self.shards[s].map.remove(&v);
-                    self.len -= 1;
-                    self.counters.displaced += 1;
-                }
-                None => {
-                    self.counters.refused_full += 1;
-                    return Err(InsertError::Full);
-                }
-            }
+            let Some(v) = victim else {
+                self.counters.refused_full += 1;
+                return Err(InsertError::Full);
+            };
+            self.shards[s].map.remove(&v);
+            self.len -= 1;
+            self.counters.displaced += 1;
         }
         self.shards[s].map.insert(
             key,

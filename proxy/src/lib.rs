@@ -4,11 +4,14 @@
 //! per flow: Robin (quACKs to senders), Packrat (cache and retransmit to receivers) or PEMI
 //! (transparent assistance). The engines are sans-IO; capture and injection live in thin backends.
 
+pub mod config;
+pub mod core;
+pub mod daemon;
 pub mod engine;
 pub mod flow;
+pub mod metrics;
 pub mod packet;
 pub mod packrat;
 pub mod robin;
-pub mod core;
-pub mod metrics;
 pub mod session;
+pub mod sys;

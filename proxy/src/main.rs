@@ -1,1 +1,174 @@
-fn main() {}
+//! `sidekick-proxy`: the sidekick proxy daemon. See docs/proxy.md.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+use sidekick_proxy::config::{Config, Faces, Mode};
+
+/// Sidekick proxy: Robin quACKs and Packrat retransmissions for encrypted transports.
+///
+/// Every configuration key can be given as a flag; flags override the file.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Cli {
+    /// TOML configuration file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Check the configuration, print it and exit.
+    #[arg(long)]
+    check_config: bool,
+    /// `sniff` or `bridge`.
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
+    /// Sniff mode: interface to capture on.
+    #[arg(long)]
+    interface: Option<String>,
+    /// Sniff mode: which side the interface faces.
+    #[arg(long, value_enum)]
+    faces: Option<Faces>,
+    /// Bridge mode: client-side interface.
+    #[arg(long)]
+    client_interface: Option<String>,
+    /// Bridge mode: server-side interface.
+    #[arg(long)]
+    server_interface: Option<String>,
+    /// Sidekick UDP socket address.
+    #[arg(long)]
+    sidekick_listen: Option<SocketAddr>,
+    /// Address advertised in discovery replies.
+    #[arg(long)]
+    sidekick_advertise: Option<SocketAddr>,
+    /// Metrics endpoint address.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+    /// Disable the metrics endpoint.
+    #[arg(long)]
+    no_metrics: bool,
+    /// Log filter (e.g. `info`, `sidekick_proxy=debug`).
+    #[arg(long)]
+    log: Option<String>,
+    /// Flow-table shards.
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Maximum flows.
+    #[arg(long)]
+    max_flows: Option<usize>,
+    /// Maximum sessions.
+    #[arg(long)]
+    max_sessions: Option<usize>,
+    /// Maximum half-open sessions.
+    #[arg(long)]
+    max_half_open: Option<usize>,
+    /// Flow idle timeout (s).
+    #[arg(long)]
+    idle_timeout_s: Option<u64>,
+    /// Session idle timeout (s).
+    #[arg(long)]
+    session_idle_timeout_s: Option<u64>,
+    /// Track flows without a session (true/false).
+    #[arg(long)]
+    track_unassisted: Option<bool>,
+    /// Per-flow memory cap (bytes).
+    #[arg(long)]
+    max_flow_memory: Option<usize>,
+    /// Largest quACK threshold granted.
+    #[arg(long)]
+    max_threshold: Option<u32>,
+    /// Smallest quACK interval granted (ms).
+    #[arg(long)]
+    min_quack_interval_ms: Option<u32>,
+    /// Largest local eACK symbol count granted.
+    #[arg(long)]
+    max_symbols: Option<u32>,
+    /// Largest per-session cache (bytes).
+    #[arg(long)]
+    max_cache_bytes: Option<u64>,
+    /// Discovery requests answered per second.
+    #[arg(long)]
+    discovery_rate: Option<u32>,
+    /// Discovery burst.
+    #[arg(long)]
+    discovery_burst: Option<u32>,
+    /// Capture ring block size (bytes).
+    #[arg(long)]
+    ring_block_size: Option<u32>,
+    /// Capture ring blocks.
+    #[arg(long)]
+    ring_blocks: Option<u32>,
+    /// Ring block retire timeout (ms).
+    #[arg(long)]
+    ring_retire_ms: Option<u32>,
+    /// Request virtio-net headers (true/false).
+    #[arg(long)]
+    vnet_hdr: Option<bool>,
+}
+
+macro_rules! apply {
+    ($cfg:ident, $cli:ident, $($f:ident),+) => { $( if let Some(v) = $cli.$f.clone() { $cfg.$f = v; } )+ };
+}
+
+fn load(cli: &Cli) -> anyhow::Result<Config> {
+    let mut cfg = match &cli.config {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()))?;
+            Config::from_toml(&text).with_context(|| format!("parse {}", p.display()))?
+        }
+        None => Config::default(),
+    };
+    apply!(
+        cfg,
+        cli,
+        mode,
+        interface,
+        faces,
+        client_interface,
+        server_interface,
+        sidekick_listen,
+        log,
+        shards,
+        max_flows,
+        max_sessions,
+        max_half_open,
+        idle_timeout_s,
+        session_idle_timeout_s,
+        track_unassisted,
+        max_flow_memory,
+        max_threshold,
+        min_quack_interval_ms,
+        max_symbols,
+        max_cache_bytes,
+        discovery_rate,
+        discovery_burst,
+        ring_block_size,
+        ring_blocks,
+        ring_retire_ms,
+        vnet_hdr
+    );
+    if cli.sidekick_advertise.is_some() {
+        cfg.sidekick_advertise = cli.sidekick_advertise;
+    }
+    if cli.metrics_listen.is_some() {
+        cfg.metrics_listen = cli.metrics_listen;
+    }
+    if cli.no_metrics {
+        cfg.metrics_listen = None;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let cfg = load(&cli)?;
+    if cli.check_config {
+        println!("configuration OK: {cfg:#?}");
+        return Ok(());
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&cfg.log))
+        .init();
+    sidekick_proxy::daemon::run(&cfg)
+}

@@ -121,27 +121,127 @@ impl Counters {
             let _ = writeln!(s, "sidekick_{name} {v}");
         };
         m("frames_total", "counter", "Frames captured.", self.frames);
-        m("udp_packets_total", "counter", "UDP datagrams seen.", self.udp_packets);
+        m(
+            "udp_packets_total",
+            "counter",
+            "UDP datagrams seen.",
+            self.udp_packets,
+        );
         m("flows", "gauge", "Flows in the flow table.", self.flows);
-        m("sessions", "gauge", "Flows with a sidekick session.", self.assisted_flows);
-        m("discovery_seen_total", "counter", "Discovery requests seen.", self.discovery_seen);
-        m("discovery_replied_total", "counter", "Discovery replies injected.", self.discovery_replied);
-        m("quacks_sent_total", "counter", "quACKs sent.", self.quacks_sent);
-        m("eacks_received_total", "counter", "eACKs received.", self.eacks_in);
-        m("eacks_decoded_total", "counter", "eACKs decoded.", self.packrat.eacks_decoded);
-        m("eacks_failed_total", "counter", "eACKs that did not decode (Reset sent).", self.packrat.eacks_failed);
-        m("eacks_stale_total", "counter", "eACKs of an old epoch.", self.packrat.eacks_stale);
-        m("retransmissions_total", "counter", "Cached packets retransmitted.", self.packrat.retransmissions);
-        m("cache_bytes", "gauge", "Bytes in Packrat caches.", self.cache_bytes);
-        m("cache_evicted_acked_total", "counter", "Cached packets evicted on acknowledgement.", self.packrat.evicted_acked);
-        m("cache_evicted_optimistic_total", "counter", "Cached packets evicted because the cache was full.", self.packrat.evicted_optimistic);
-        m("missing_uncached_total", "counter", "Missing packets no longer cached.", self.packrat.missing_uncached);
-        m("resets_sent_total", "counter", "Resets sent by the proxy.", self.resets_sent);
-        m("injected_total", "counter", "Frames injected.", self.injected);
-        m("engine_memory_bytes", "gauge", "Heap bytes held by engines.", self.engine_memory_bytes);
-        m("checksums_filled_total", "counter", "Partial checksums completed before caching.", self.checksums_filled);
-        m("gso_superframes_total", "counter", "GSO/GRO super-frames split.", self.gso_superframes);
-        m("capture_drops_total", "counter", "Frames dropped by the kernel capture ring.", self.capture_drops);
+        m(
+            "sessions",
+            "gauge",
+            "Flows with a sidekick session.",
+            self.assisted_flows,
+        );
+        m(
+            "discovery_seen_total",
+            "counter",
+            "Discovery requests seen.",
+            self.discovery_seen,
+        );
+        m(
+            "discovery_replied_total",
+            "counter",
+            "Discovery replies injected.",
+            self.discovery_replied,
+        );
+        m(
+            "quacks_sent_total",
+            "counter",
+            "quACKs sent.",
+            self.quacks_sent,
+        );
+        m(
+            "eacks_received_total",
+            "counter",
+            "eACKs received.",
+            self.eacks_in,
+        );
+        m(
+            "eacks_decoded_total",
+            "counter",
+            "eACKs decoded.",
+            self.packrat.eacks_decoded,
+        );
+        m(
+            "eacks_failed_total",
+            "counter",
+            "eACKs that did not decode (Reset sent).",
+            self.packrat.eacks_failed,
+        );
+        m(
+            "eacks_stale_total",
+            "counter",
+            "eACKs of an old epoch.",
+            self.packrat.eacks_stale,
+        );
+        m(
+            "retransmissions_total",
+            "counter",
+            "Cached packets retransmitted.",
+            self.packrat.retransmissions,
+        );
+        m(
+            "cache_bytes",
+            "gauge",
+            "Bytes in Packrat caches.",
+            self.cache_bytes,
+        );
+        m(
+            "cache_evicted_acked_total",
+            "counter",
+            "Cached packets evicted on acknowledgement.",
+            self.packrat.evicted_acked,
+        );
+        m(
+            "cache_evicted_optimistic_total",
+            "counter",
+            "Cached packets evicted because the cache was full.",
+            self.packrat.evicted_optimistic,
+        );
+        m(
+            "missing_uncached_total",
+            "counter",
+            "Missing packets no longer cached.",
+            self.packrat.missing_uncached,
+        );
+        m(
+            "resets_sent_total",
+            "counter",
+            "Resets sent by the proxy.",
+            self.resets_sent,
+        );
+        m(
+            "injected_total",
+            "counter",
+            "Frames injected.",
+            self.injected,
+        );
+        m(
+            "engine_memory_bytes",
+            "gauge",
+            "Heap bytes held by engines.",
+            self.engine_memory_bytes,
+        );
+        m(
+            "checksums_filled_total",
+            "counter",
+            "Partial checksums completed before caching.",
+            self.checksums_filled,
+        );
+        m(
+            "gso_superframes_total",
+            "counter",
+            "GSO/GRO super-frames split.",
+            self.gso_superframes,
+        );
+        m(
+            "capture_drops_total",
+            "counter",
+            "Frames dropped by the kernel capture ring.",
+            self.capture_drops,
+        );
         let _ = writeln!(s, "# HELP sidekick_drops_total Items dropped, by reason.");
         let _ = writeln!(s, "# TYPE sidekick_drops_total counter");
         let drops: [(&str, u64); 15] = [
@@ -151,13 +251,22 @@ impl Counters {
             ("malformed_frame", self.malformed_frames),
             ("sidekick_malformed", self.sidekick_dropped),
             ("discovery_refused", self.discovery_refused),
-            ("discovery_rate_limited", self.session.discovery_rate_limited),
+            (
+                "discovery_rate_limited",
+                self.session.discovery_rate_limited,
+            ),
             ("flow_table_full", self.flow_table.refused_full),
-            ("session_cap", self.flow_table.refused_assisted_cap + self.sessions_refused),
+            (
+                "session_cap",
+                self.flow_table.refused_assisted_cap + self.sessions_refused,
+            ),
             ("flow_displaced", self.flow_table.displaced),
             ("quota", self.messages_refused),
             ("outbox_full", self.session.outbox_dropped),
-            ("id_unreadable", self.robin.id_errors + self.packrat.not_cached),
+            (
+                "id_unreadable",
+                self.robin.id_errors + self.packrat.not_cached,
+            ),
             ("send_error", self.send_errors),
             ("flow_expired", self.flow_table.expired),
         ];

@@ -117,7 +117,9 @@ pub fn parse_frame(frame: &[u8], link: LinkType) -> Result<UdpPacket, ParseError
 }
 
 fn parse_ipv4(frame: &[u8], l3: usize) -> Result<UdpPacket, ParseError> {
-    let hdr = frame.get(l3..l3 + 20).ok_or(ParseError::Truncated("ipv4"))?;
+    let hdr = frame
+        .get(l3..l3 + 20)
+        .ok_or(ParseError::Truncated("ipv4"))?;
     let ihl = usize::from(hdr[0] & 0x0f) * 4;
     if ihl < 20 {
         return Err(ParseError::BadIp);
@@ -145,18 +147,13 @@ fn parse_ipv4(frame: &[u8], l3: usize) -> Result<UdpPacket, ParseError> {
         }
         (l3 + total).min(frame.len())
     };
-    parse_udp(
-        frame,
-        l3,
-        l3 + ihl,
-        end,
-        IpAddr::V4(src),
-        IpAddr::V4(dst),
-    )
+    parse_udp(frame, l3, l3 + ihl, end, IpAddr::V4(src), IpAddr::V4(dst))
 }
 
 fn parse_ipv6(frame: &[u8], l3: usize) -> Result<UdpPacket, ParseError> {
-    let hdr = frame.get(l3..l3 + 40).ok_or(ParseError::Truncated("ipv6"))?;
+    let hdr = frame
+        .get(l3..l3 + 40)
+        .ok_or(ParseError::Truncated("ipv6"))?;
     let payload_len = usize::from(u16::from_be_bytes([hdr[4], hdr[5]]));
     let mut next = hdr[6];
     let mut s = [0u8; 16];
@@ -276,7 +273,9 @@ pub fn parse_quic_long(payload: &[u8]) -> Result<Option<LongHeader<'_>>, ParseEr
     if first & 0x80 == 0 {
         return Ok(None);
     }
-    let v = payload.get(1..5).ok_or(ParseError::Truncated("quic version"))?;
+    let v = payload
+        .get(1..5)
+        .ok_or(ParseError::Truncated("quic version"))?;
     let version = u32::from_be_bytes([v[0], v[1], v[2], v[3]]);
     let dlen = usize::from(*payload.get(5).ok_or(ParseError::Truncated("quic dcid"))?);
     let dcid = payload
@@ -481,7 +480,10 @@ pub fn build_reply_frame(frame: &[u8], link: LinkType, pkt: &UdpPacket, payload:
 /// `gso_size` is the per-segment UDP payload size (from the virtio-net header when the backend
 /// has it); every segment except possibly the last has exactly that size. With no `gso_size`, or
 /// when the payload fits in one segment, returns the whole payload.
-pub fn gso_segments(pkt: &UdpPacket, gso_size: Option<u16>) -> impl Iterator<Item = (usize, usize)> {
+pub fn gso_segments(
+    pkt: &UdpPacket,
+    gso_size: Option<u16>,
+) -> impl Iterator<Item = (usize, usize)> {
     let seg = match gso_size {
         Some(s) if s > 0 && usize::from(s) < pkt.payload_len => usize::from(s),
         _ => pkt.payload_len.max(1),
@@ -634,13 +636,13 @@ mod tests {
             64,
         );
         ip[6] = 0x20; // MF
-        assert_eq!(
-            parse_frame(&ip, LinkType::RawIp),
-            Err(ParseError::Fragment)
-        );
+        assert_eq!(parse_frame(&ip, LinkType::RawIp), Err(ParseError::Fragment));
         ip[6] = 0x40;
         ip[9] = 6;
-        assert_eq!(parse_frame(&ip, LinkType::RawIp), Err(ParseError::NotUdp(6)));
+        assert_eq!(
+            parse_frame(&ip, LinkType::RawIp),
+            Err(ParseError::NotUdp(6))
+        );
     }
 
     #[test]
@@ -652,10 +654,7 @@ mod tests {
         assert_eq!(h.dcid, &[1, 2, 3, 4]);
         assert_eq!(h.scid, &[9, 9]);
         p[1..5].copy_from_slice(&QUIC_V2.to_be_bytes());
-        assert_eq!(
-            parse_quic_long(&p).unwrap().unwrap().ty,
-            LongType::ZeroRtt
-        );
+        assert_eq!(parse_quic_long(&p).unwrap().unwrap().ty, LongType::ZeroRtt);
         assert_eq!(parse_quic_long(&[0x40, 1, 2]).unwrap(), None);
         assert!(parse_quic_long(&[0xc0, 0, 0, 0, 1, 20, 1]).is_err());
     }

@@ -231,7 +231,8 @@ impl PackratEngine {
         for mut c in self.cache.drain(..) {
             if self.missing.binary_search(&c.id).is_ok() {
                 found += 1;
-                let eligible = max_acked.is_some_and(|m| m > c.seq && c.retx_mark.is_none_or(|r| m > r));
+                let eligible =
+                    max_acked.is_some_and(|m| m > c.seq && c.retx_mark.is_none_or(|r| m > r));
                 if eligible {
                     out.push(Action::Inject {
                         dir: Direction::ToClient,
@@ -263,7 +264,13 @@ impl PackratEngine {
 }
 
 impl FlowEngine for PackratEngine {
-    fn on_packet(&mut self, _now: Instant, dir: Direction, pkt: &Packet<'_>, _out: &mut Vec<Action>) {
+    fn on_packet(
+        &mut self,
+        _now: Instant,
+        dir: Direction,
+        pkt: &Packet<'_>,
+        _out: &mut Vec<Action>,
+    ) {
         if dir != Direction::ToClient {
             return;
         }

@@ -110,17 +110,14 @@ impl RobinEngine {
     /// Insert one identifier (the hot path).
     #[inline]
     pub fn insert_payload(&mut self, payload: &[u8]) -> bool {
-        match self.cfg.id.extract::<u32>(payload) {
-            Ok(id) => {
-                self.quack.insert(id);
-                self.since_emit += 1;
-                self.counters.inserted += 1;
-                true
-            }
-            Err(_) => {
-                self.counters.id_errors += 1;
-                false
-            }
+        if let Ok(id) = self.cfg.id.extract::<u32>(payload) {
+            self.quack.insert(id);
+            self.since_emit += 1;
+            self.counters.inserted += 1;
+            true
+        } else {
+            self.counters.id_errors += 1;
+            false
         }
     }
 

@@ -122,7 +122,12 @@ pub trait SessionLayer {
         bytes: &[u8],
     ) -> Result<SessionEvent<Self::Id>, SessionError>;
     /// Send an engine's message. For [`Outgoing::Reset`] returns the new epoch.
-    fn send(&mut self, now: Instant, id: Self::Id, msg: Outgoing) -> Result<Option<u32>, SessionError>;
+    fn send(
+        &mut self,
+        now: Instant,
+        id: Self::Id,
+        msg: Outgoing,
+    ) -> Result<Option<u32>, SessionError>;
     /// Next datagram for the sidekick socket.
     fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)>;
     /// Next event produced by timers.
@@ -269,7 +274,12 @@ impl SessionLayer for ProtocolSessions {
         map_event(ev)
     }
 
-    fn send(&mut self, now: Instant, id: SessionId, msg: Outgoing) -> Result<Option<u32>, SessionError> {
+    fn send(
+        &mut self,
+        now: Instant,
+        id: SessionId,
+        msg: Outgoing,
+    ) -> Result<Option<u32>, SessionError> {
         match msg {
             Outgoing::Quack(data) => {
                 let t = self
@@ -328,6 +338,113 @@ impl SessionLayer for ProtocolSessions {
             outbox_dropped: s.outbox_dropped + self.pending_dropped,
             sessions: self.table.len() as u64,
             half_open: self.table.half_open_len() as u64,
+        }
+    }
+}
+
+/// Sessions configured out of band (explicitly configured proxies, seed 001 §4.1; simulations and
+/// benchmarks): [`StaticSessions::add`] announces a session; engine messages are delivered
+/// unframed to the configured sidekick address. Datagrams from clients are refused (counted).
+#[derive(Debug, Default)]
+pub struct StaticSessions {
+    next_id: u64,
+    events: VecDeque<SessionEvent<u64>>,
+    outbox: VecDeque<(SocketAddr, Vec<u8>)>,
+    targets: std::collections::HashMap<u64, SocketAddr>,
+    refused: u64,
+    epochs: std::collections::HashMap<u64, u32>,
+}
+
+impl StaticSessions {
+    /// No sessions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Announce a session for `flow`, messages to `sidekick`; delivered at the next core timeout.
+    pub fn add(&mut self, flow: FlowKey, engines: EngineConfig, sidekick: SocketAddr) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.targets.insert(id, sidekick);
+        self.epochs.insert(id, 0);
+        self.events.push_back(SessionEvent::Established {
+            id,
+            flow,
+            engines,
+            epoch: 0,
+        });
+        id
+    }
+
+    /// Queue an eACK from the client of session `id` (delivered at the next core timeout).
+    pub fn eack(&mut self, id: u64, data: Vec<u8>) {
+        let epoch = self.epochs.get(&id).copied().unwrap_or(0);
+        self.events
+            .push_back(SessionEvent::Eack { id, epoch, data });
+    }
+}
+
+impl SessionLayer for StaticSessions {
+    type Id = u64;
+
+    fn on_base_payload(
+        &mut self,
+        _: Instant,
+        _: FlowKey,
+        _: &[u8],
+    ) -> Option<Result<Vec<u8>, SessionError>> {
+        None
+    }
+
+    fn on_datagram(
+        &mut self,
+        _: Instant,
+        _: SocketAddr,
+        _: &[u8],
+    ) -> Result<SessionEvent<u64>, SessionError> {
+        self.refused += 1;
+        Err(SessionError("static sessions take no datagrams".into()))
+    }
+
+    fn send(&mut self, _: Instant, id: u64, msg: Outgoing) -> Result<Option<u32>, SessionError> {
+        let to = *self
+            .targets
+            .get(&id)
+            .ok_or_else(|| SessionError("unknown session".into()))?;
+        match msg {
+            Outgoing::Quack(b) => {
+                if self.outbox.len() < PENDING_CAP {
+                    self.outbox.push_back((to, b));
+                }
+                Ok(None)
+            }
+            Outgoing::Reset => {
+                let e = self.epochs.entry(id).or_insert(0);
+                *e = e.wrapping_add(1);
+                Ok(Some(*e))
+            }
+        }
+    }
+
+    fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
+        self.outbox.pop_front()
+    }
+
+    fn poll_event(&mut self) -> Option<SessionEvent<u64>> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _: Instant) {}
+
+    fn stats(&self) -> SessionStats {
+        SessionStats {
+            malformed: self.refused,
+            sessions: self.targets.len() as u64,
+            ..SessionStats::default()
         }
     }
 }

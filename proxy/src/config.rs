@@ -1,0 +1,218 @@
+//! Proxy configuration: a TOML file whose every key is also a command-line flag
+//! (`--key value`, dashes for underscores). See `docs/proxy.example.toml`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// How the proxy sits in the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Capture on one interface; the kernel forwards; inject copies.
+    Sniff,
+    /// Forward between two interfaces in user space.
+    Bridge,
+}
+
+/// Which side the sniffed interface faces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Faces {
+    /// The interface faces the clients (the lossy Wi-Fi/cellular side): incoming = from client.
+    Client,
+    /// The interface faces the servers: incoming = to client.
+    Server,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `sniff` or `bridge`.
+    pub mode: Mode,
+    /// Sniff mode: the interface to capture on.
+    pub interface: String,
+    /// Sniff mode: which side that interface faces.
+    pub faces: Faces,
+    /// Bridge mode: the client-side interface.
+    pub client_interface: String,
+    /// Bridge mode: the server-side interface.
+    pub server_interface: String,
+    /// Local address of the sidekick UDP socket.
+    pub sidekick_listen: SocketAddr,
+    /// Address advertised in discovery replies (defaults to `sidekick_listen`).
+    pub sidekick_advertise: Option<SocketAddr>,
+    /// Prometheus metrics endpoint (empty to disable).
+    pub metrics_listen: Option<SocketAddr>,
+    /// Log filter (tracing env-filter syntax).
+    pub log: String,
+    /// Flow-table shards.
+    pub shards: usize,
+    /// Maximum flows tracked.
+    pub max_flows: usize,
+    /// Maximum sessions (assisted flows).
+    pub max_sessions: usize,
+    /// Maximum half-open sessions (discovery answered, no Init yet).
+    pub max_half_open: usize,
+    /// Flow idle timeout in seconds.
+    pub idle_timeout_s: u64,
+    /// Session idle timeout in seconds (no authentic client message).
+    pub session_idle_timeout_s: u64,
+    /// Track flows without a session.
+    pub track_unassisted: bool,
+    /// Per-flow memory cap (bytes), bounds each Packrat cache.
+    pub max_flow_memory: usize,
+    /// Largest quACK threshold granted.
+    pub max_threshold: u32,
+    /// Smallest quACK interval granted (ms).
+    pub min_quack_interval_ms: u32,
+    /// Largest local eACK symbol count granted.
+    pub max_symbols: u32,
+    /// Largest per-session cache granted (bytes).
+    pub max_cache_bytes: u64,
+    /// Discovery requests answered per second.
+    pub discovery_rate: u32,
+    /// Discovery token-bucket depth.
+    pub discovery_burst: u32,
+    /// Capture ring block size (bytes, multiple of the page size).
+    pub ring_block_size: u32,
+    /// Capture ring block count.
+    pub ring_blocks: u32,
+    /// Ring block retire timeout (ms).
+    pub ring_retire_ms: u32,
+    /// Request virtio-net headers (GSO sizes, checksum state).
+    pub vnet_hdr: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Sniff,
+            interface: String::new(),
+            faces: Faces::Client,
+            client_interface: String::new(),
+            server_interface: String::new(),
+            sidekick_listen: SocketAddr::from(([0, 0, 0, 0], 7788)),
+            sidekick_advertise: None,
+            metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
+            log: "info".into(),
+            shards: 16,
+            max_flows: 65536,
+            max_sessions: 4096,
+            max_half_open: 1024,
+            idle_timeout_s: 120,
+            session_idle_timeout_s: 30,
+            track_unassisted: true,
+            max_flow_memory: 4 << 20,
+            max_threshold: 64,
+            min_quack_interval_ms: 1,
+            max_symbols: 4096,
+            max_cache_bytes: 4 << 20,
+            discovery_rate: 200,
+            discovery_burst: 50,
+            ring_block_size: 1 << 20,
+            ring_blocks: 64,
+            ring_retire_ms: 1,
+            vnet_hdr: true,
+        }
+    }
+}
+
+/// A configuration problem.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// TOML syntax or an unknown key.
+    #[error("config file: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// A value out of range or a missing required value.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Parse a TOML document (missing keys take defaults; unknown keys are errors).
+    pub fn from_toml(s: &str) -> Result<Self, ConfigError> {
+        let c: Config = toml::from_str(s)?;
+        Ok(c)
+    }
+
+    /// Check consistency.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        match self.mode {
+            Mode::Sniff if self.interface.is_empty() => return bad("sniff mode needs `interface`"),
+            Mode::Bridge
+                if self.client_interface.is_empty() || self.server_interface.is_empty() =>
+            {
+                return bad("bridge mode needs `client_interface` and `server_interface`");
+            }
+            Mode::Bridge if self.client_interface == self.server_interface => {
+                return bad("bridge interfaces must differ");
+            }
+            _ => {}
+        }
+        if self.shards == 0 || self.max_flows == 0 || self.max_sessions == 0 {
+            return bad("shards, max_flows and max_sessions must be positive");
+        }
+        if self.max_sessions > self.max_flows {
+            return bad("max_sessions must not exceed max_flows");
+        }
+        if self.idle_timeout_s == 0 || self.session_idle_timeout_s == 0 {
+            return bad("timeouts must be positive");
+        }
+        if self.ring_block_size < 4096 || !self.ring_block_size.is_power_of_two() {
+            return bad("ring_block_size must be a power of two ≥ 4096");
+        }
+        if self.ring_blocks == 0 {
+            return bad("ring_blocks must be positive");
+        }
+        if self.max_threshold == 0 || self.max_symbols == 0 || self.max_cache_bytes == 0 {
+            return bad("max_threshold, max_symbols and max_cache_bytes must be positive");
+        }
+        if self.sidekick_advertise.is_none() && self.sidekick_listen.ip().is_unspecified() {
+            return bad(
+                "sidekick_advertise is required when sidekick_listen is a wildcard address",
+            );
+        }
+        Ok(())
+    }
+
+    /// The advertised sidekick address.
+    pub fn advertise(&self) -> SocketAddr {
+        self.sidekick_advertise.unwrap_or(self.sidekick_listen)
+    }
+
+    /// The flow idle timeout.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.idle_timeout_s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses_and_validates() {
+        let text = include_str!("../../docs/proxy.example.toml");
+        let c = Config::from_toml(text).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.mode, Mode::Sniff);
+        assert_eq!(c.idle_timeout_s, 120);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_rejected() {
+        assert!(Config::from_toml("bogus = 1").is_err());
+        let c = Config::from_toml(
+            "mode = \"bridge\"\nclient_interface = \"a\"\nserver_interface = \"a\"",
+        )
+        .unwrap();
+        assert!(c.validate().is_err());
+        let c = Config::from_toml("interface = \"eth0\"").unwrap();
+        // Wildcard listen without an advertised address.
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,267 @@
+//! The I/O backends around [`ProxyCore`]: `sniff` (capture on one interface, the kernel forwards,
+//! copies are injected) and `bridge` (user-space forwarding between two interfaces), plus the
+//! sidekick UDP socket, the metrics endpoint and clean shutdown on SIGINT/SIGTERM.
+
+use std::collections::VecDeque;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, UdpSocket};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use sidekick_protocol::ProxyPolicy;
+
+use crate::config::{Config, Faces, Mode};
+use crate::core::{CoreConfig, FrameMeta, ProxyCore};
+use crate::engine::{Action, Direction};
+use crate::flow::FlowTableConfig;
+use crate::packet::LinkType;
+use crate::session::ProtocolSessions;
+use crate::sys::{FrameInfo, PacketSocket, RingOptions, StopSignals, poll_readable};
+
+/// Build the core a configuration describes.
+pub fn build_core(cfg: &Config) -> ProxyCore<ProtocolSessions> {
+    let mut policy = ProxyPolicy::new(cfg.advertise());
+    policy.max_threshold = cfg.max_threshold;
+    policy.min_quack_interval_ms = cfg.min_quack_interval_ms;
+    policy.max_symbols = cfg.max_symbols;
+    policy.max_cache_bytes = cfg.max_cache_bytes;
+    policy.max_sessions = cfg.max_sessions;
+    policy.max_half_open = cfg.max_half_open;
+    policy.idle_timeout = Duration::from_secs(cfg.session_idle_timeout_s);
+    policy.discovery_rate = cfg.discovery_rate;
+    policy.discovery_burst = cfg.discovery_burst;
+    let core_cfg = CoreConfig {
+        link: LinkType::Ethernet,
+        flows: FlowTableConfig {
+            shards: cfg.shards,
+            max_flows: cfg.max_flows,
+            max_assisted: cfg.max_sessions,
+            idle_timeout: cfg.idle_timeout(),
+        },
+        track_unassisted: cfg.track_unassisted,
+        max_flow_memory: cfg.max_flow_memory,
+    };
+    ProxyCore::new(
+        core_cfg,
+        ProtocolSessions::new(policy),
+        (rand::random(), rand::random()),
+    )
+}
+
+/// Serve `text` as Prometheus metrics on `addr` from a background thread.
+fn spawn_metrics(addr: std::net::SocketAddr, text: Arc<Mutex<String>>) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(addr).with_context(|| format!("metrics listen {addr}"))?;
+    tracing::info!(%addr, "metrics endpoint");
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut s) = conn else { continue };
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                let body = text.lock().map(|t| t.clone()).unwrap_or_default();
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+                    body.len(),
+                    body
+                );
+            }
+        })
+        .context("spawn metrics thread")?;
+    Ok(())
+}
+
+fn ring_opts(cfg: &Config, ignore_outgoing: bool) -> RingOptions {
+    RingOptions {
+        block_size: cfg.ring_block_size,
+        block_nr: cfg.ring_blocks,
+        frame_size: 2048,
+        retire_ms: cfg.ring_retire_ms,
+        vnet_hdr: cfg.vnet_hdr,
+        fanout_group: None,
+        ignore_outgoing,
+    }
+}
+
+struct Delayed {
+    until: Instant,
+    to_client: bool,
+    frame: Vec<u8>,
+    vnet: Option<[u8; 10]>,
+}
+
+/// Cap on frames held for PEMI's reply delay; beyond it frames are forwarded at once.
+const DELAY_CAP: usize = 4096;
+
+/// Run the proxy until SIGINT/SIGTERM.
+pub fn run(cfg: &Config) -> anyhow::Result<()> {
+    let signals = StopSignals::new().context("block SIGINT/SIGTERM")?;
+    let mut core = build_core(cfg);
+    let udp = UdpSocket::bind(cfg.sidekick_listen)
+        .with_context(|| format!("bind sidekick socket {}", cfg.sidekick_listen))?;
+    udp.set_nonblocking(true)?;
+    let metrics = Arc::new(Mutex::new(String::new()));
+    if let Some(addr) = cfg.metrics_listen {
+        spawn_metrics(addr, Arc::clone(&metrics))?;
+    }
+    use std::os::fd::AsRawFd as _;
+    let (mut a, mut b) = match cfg.mode {
+        Mode::Sniff => {
+            let s = PacketSocket::open(&cfg.interface, ring_opts(cfg, false))
+                .with_context(|| format!("AF_PACKET on {} (needs CAP_NET_RAW)", cfg.interface))?;
+            tracing::info!(interface = %cfg.interface, vnet = s.has_vnet_hdr(), "sniffing");
+            (s, None)
+        }
+        Mode::Bridge => {
+            let c = PacketSocket::open(&cfg.client_interface, ring_opts(cfg, true))
+                .with_context(|| format!("AF_PACKET on {}", cfg.client_interface))?;
+            let s = PacketSocket::open(&cfg.server_interface, ring_opts(cfg, true))
+                .with_context(|| format!("AF_PACKET on {}", cfg.server_interface))?;
+            tracing::info!(client = %cfg.client_interface, server = %cfg.server_interface, "bridging");
+            (c, Some(s))
+        }
+    };
+    let mut fds = vec![signals.fd(), udp.as_raw_fd(), a.fd()];
+    if let Some(s) = &b {
+        fds.push(s.fd());
+    }
+    let mut out: Vec<Action> = Vec::with_capacity(256);
+    let mut fwd: Vec<(bool, Vec<u8>, Option<[u8; 10]>)> = Vec::new();
+    let mut delayed: VecDeque<Delayed> = VecDeque::new();
+    let mut buf = vec![0u8; 65536];
+    let mut last_housekeeping = Instant::now();
+    let faces = cfg.faces;
+    let bridge = b.is_some();
+    loop {
+        let now = Instant::now();
+        let wait = core
+            .next_timeout()
+            .into_iter()
+            .chain(delayed.front().map(|d| d.until))
+            .min()
+            .map_or(100, |t| {
+                t.saturating_duration_since(now).as_millis().min(100) as i32
+            });
+        let ready = poll_readable(&fds, wait).context("poll")?;
+        if ready[0]
+            && let Some(sig) = signals.pending()
+        {
+            tracing::info!(signal = sig, "stopping");
+            break;
+        }
+        let now = Instant::now();
+        // Capture: a batch of ring blocks per interface.
+        let mut on_frames = |sock: &mut PacketSocket, from_client_side: bool| {
+            sock.for_each_frame(16, |info: FrameInfo, frame: &[u8]| {
+                let dir = if bridge {
+                    if from_client_side {
+                        Direction::FromClient
+                    } else {
+                        Direction::ToClient
+                    }
+                } else {
+                    match (faces, info.outgoing) {
+                        (Faces::Client, false) | (Faces::Server, true) => Direction::FromClient,
+                        (Faces::Client, true) | (Faces::Server, false) => Direction::ToClient,
+                    }
+                };
+                let meta = FrameMeta {
+                    csum_not_ready: info.csum_not_ready,
+                    gso_size: info.gso_size,
+                };
+                let verdict = core.on_frame(now, dir, frame, meta, &mut out);
+                if bridge {
+                    let to_client = dir == Direction::ToClient;
+                    match verdict {
+                        Action::Delay { until } if delayed.len() < DELAY_CAP => {
+                            delayed.push_back(Delayed {
+                                until,
+                                to_client,
+                                frame: frame.to_vec(),
+                                vnet: info.vnet,
+                            });
+                        }
+                        _ => fwd.push((to_client, frame.to_vec(), info.vnet)),
+                    }
+                }
+            })
+        };
+        on_frames(&mut a, true);
+        if let Some(s) = b.as_mut() {
+            on_frames(s, false);
+        }
+        // Sidekick socket: a batch of datagrams.
+        for _ in 0..64 {
+            match udp.recv_from(&mut buf) {
+                Ok((n, from)) => core.on_sidekick(now, from, &buf[..n], &mut out),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "sidekick recv");
+                    break;
+                }
+            }
+        }
+        core.on_timeout(now, &mut out);
+        while delayed.front().is_some_and(|d| d.until <= now) {
+            if let Some(d) = delayed.pop_front() {
+                fwd.push((d.to_client, d.frame, d.vnet));
+            }
+        }
+        // Transmit: forwarded frames first (order preserved), then side actions.
+        for (to_client, frame, vnet) in fwd.drain(..) {
+            let sock = match (&b, to_client) {
+                (Some(_), true) => Some(&a),
+                (Some(s), false) => Some(s),
+                (None, _) => None,
+            };
+            if let Some(sock) = sock
+                && sock.send(&frame, vnet.as_ref()).is_err()
+            {
+                core.counters.send_errors += 1;
+            }
+        }
+        for act in out.drain(..) {
+            match act {
+                Action::SendSidekick { to, bytes } => {
+                    let failed = udp.send_to(&bytes, to).is_err();
+                    core.counters.send_errors += u64::from(failed);
+                }
+                Action::Inject { dir, frame } => {
+                    let sock = match (&b, dir) {
+                        (Some(s), Direction::FromClient) => s,
+                        _ => &a,
+                    };
+                    if let Err(e) = sock.send(&frame, None) {
+                        tracing::debug!(error = %e, "inject");
+                        core.counters.send_errors += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if now.saturating_duration_since(last_housekeeping) >= Duration::from_secs(1) {
+            last_housekeeping = now;
+            core.expire(now);
+            for s in std::iter::once(&a).chain(b.as_ref()) {
+                if let Ok((_, drops)) = s.stats() {
+                    core.counters.capture_drops += u64::from(drops);
+                }
+            }
+            if let Ok(mut m) = metrics.lock() {
+                *m = core.snapshot().render_prometheus();
+            }
+        }
+    }
+    let snap = core.snapshot();
+    tracing::info!(
+        frames = snap.frames,
+        quacks = snap.quacks_sent,
+        retransmissions = snap.packrat.retransmissions,
+        "stopped"
+    );
+    Ok(())
+}

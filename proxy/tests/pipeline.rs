@@ -1,0 +1,421 @@
+//! End-to-end tests of the sans-IO core with the real session layer and a protocol client:
+//! discovery, quACKs for an upload, retransmission from the cache for a download, bad input and
+//! floods, fail-open.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use eack::ReceiverEack;
+use quack::PowerSumQuack;
+use sidekick_protocol::messages::{IdentifierSpec, PackratConfig, RobinConfig};
+use sidekick_protocol::{
+    ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
+};
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
+use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
+use sidekick_proxy::session::ProtocolSessions;
+
+const CLIENT: &str = "10.0.0.2:50000";
+const CLIENT_SK: &str = "10.0.0.2:50001";
+const SERVER: &str = "198.51.100.10:443";
+const PROXY: &str = "10.0.0.1:7788";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn eth(ip: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.extend_from_slice(ip);
+    f
+}
+
+fn data(id: u32, len: usize) -> Vec<u8> {
+    let mut p = vec![0x41u8; len];
+    p.extend_from_slice(&id.to_le_bytes());
+    p
+}
+
+struct Lab {
+    core: ProxyCore<ProtocolSessions>,
+    client: ClientSession,
+    out: Vec<Action>,
+    events: Vec<ClientEvent>,
+    injected: Vec<Vec<u8>>,
+}
+
+impl Lab {
+    fn new(session: SessionConfig) -> Self {
+        let cfg = CoreConfig {
+            link: LinkType::Ethernet,
+            ..CoreConfig::default()
+        };
+        let core = ProxyCore::new(
+            cfg,
+            ProtocolSessions::new(ProxyPolicy::new(addr(PROXY))),
+            (1, 2),
+        );
+        let client = ClientSession::new(ClientConfig::new(session));
+        Self {
+            core,
+            client,
+            out: Vec::new(),
+            events: Vec::new(),
+            injected: Vec::new(),
+        }
+    }
+
+    fn base_from_client(&mut self, now: Instant, payload: &[u8]) -> Action {
+        let f = eth(&build_udp_ip(addr(CLIENT), addr(SERVER), payload, 64));
+        self.core.on_frame(
+            now,
+            Direction::FromClient,
+            &f,
+            FrameMeta::default(),
+            &mut self.out,
+        )
+    }
+
+    fn base_to_client(&mut self, now: Instant, payload: &[u8]) -> Vec<u8> {
+        let f = eth(&build_udp_ip(addr(SERVER), addr(CLIENT), payload, 64));
+        let v = self.core.on_frame(
+            now,
+            Direction::ToClient,
+            &f,
+            FrameMeta::default(),
+            &mut self.out,
+        );
+        assert_eq!(v, Action::Forward);
+        f
+    }
+
+    /// Exchange datagrams between client and proxy until both are quiet.
+    fn pump(&mut self, now: Instant) {
+        for _ in 0..50 {
+            let mut moved = false;
+            while let Some(t) = self.client.poll_transmit() {
+                moved = true;
+                match t.dest {
+                    Destination::Base => {
+                        let _ = self.base_from_client(now, &t.bytes);
+                    }
+                    Destination::Sidekick(to) => {
+                        assert_eq!(to, addr(PROXY));
+                        self.core
+                            .on_sidekick(now, addr(CLIENT_SK), &t.bytes, &mut self.out);
+                    }
+                }
+            }
+            self.core.on_timeout(now, &mut self.out);
+            for a in std::mem::take(&mut self.out) {
+                moved = true;
+                match a {
+                    Action::SendSidekick { to, bytes } => {
+                        assert_eq!(to, addr(CLIENT_SK));
+                        let ev = self
+                            .client
+                            .handle_datagram(now, addr(PROXY), &bytes)
+                            .unwrap();
+                        self.events.push(ev);
+                    }
+                    Action::Inject { dir, frame } => {
+                        assert_eq!(dir, Direction::ToClient);
+                        let p = parse_frame(&frame, LinkType::Ethernet).unwrap();
+                        if p.src == addr(SERVER) && p.dst == addr(CLIENT) {
+                            if let Ok(ev) = self.client.handle_base_datagram(now, p.payload(&frame))
+                            {
+                                self.events.push(ev);
+                            }
+                        }
+                        self.injected.push(frame);
+                    }
+                    other => panic!("unexpected action {other:?}"),
+                }
+            }
+            while let Some(ev) = self.client.poll_event() {
+                self.events.push(ev);
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn establish(&mut self, now: Instant) {
+        self.client.start(now).unwrap();
+        self.pump(now);
+        assert!(
+            self.events
+                .iter()
+                .any(|e| matches!(e, ClientEvent::Established { .. })),
+            "no session: {:?}",
+            self.events
+        );
+        assert_eq!(self.core.flows().assisted_len(), 1);
+        self.injected.clear();
+    }
+}
+
+fn robin_config() -> SessionConfig {
+    SessionConfig {
+        robin: Some(RobinConfig {
+            interval_ms: 0,
+            interval_packets: 2,
+            threshold: 8,
+        }),
+        packrat: None,
+        identifier: Some(IdentifierSpec::quic_default()),
+    }
+}
+
+fn packrat_config() -> SessionConfig {
+    SessionConfig {
+        robin: None,
+        packrat: Some(PackratConfig {
+            eack_interval_ms: 10,
+            eack_interval_packets: 16,
+            local_symbols: 160,
+            cache_capacity_bytes: 48 * 1024,
+            reorder_delay_ms: 30,
+        }),
+        identifier: Some(IdentifierSpec::quic_default()),
+    }
+}
+
+#[test]
+fn discovery_then_quacks_for_an_upload() {
+    let now = Instant::now();
+    let mut lab = Lab::new(robin_config());
+    lab.establish(now);
+    let snap = lab.core.snapshot();
+    assert_eq!(snap.discovery_replied, 1);
+    for id in 0..10u32 {
+        assert_eq!(lab.base_from_client(now, &data(id, 100)), Action::Forward);
+        lab.pump(now);
+    }
+    let quacks: Vec<PowerSumQuack<u32>> = lab
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Quack { data, .. } => Some(PowerSumQuack::from_bytes(data).unwrap()),
+            _ => None,
+        })
+        .collect();
+    assert!(!quacks.is_empty(), "no quACK: {:?}", lab.core.snapshot());
+    let last = quacks.last().unwrap();
+    let mut expect = PowerSumQuack::<u32>::new(8);
+    for id in 0..(last.count()) {
+        expect.insert(id);
+    }
+    assert_eq!(*last, expect);
+    let snap = lab.core.snapshot();
+    assert_eq!(snap.robin.inserted, 10);
+    assert!(snap.quacks_sent as usize >= quacks.len());
+    // Quota: the proxy never sends more quACKs than the cadence asks for (every 2 packets).
+    assert!(snap.quacks_sent <= 5);
+    let text = snap.render_prometheus();
+    assert!(text.contains("sidekick_sessions 1"));
+}
+
+#[test]
+fn packrat_retransmits_exactly_the_missing_packets() {
+    let now = Instant::now();
+    let mut lab = Lab::new(packrat_config());
+    lab.establish(now);
+    let epoch = lab.client.epoch();
+    let mut rx = ReceiverEack::new(160);
+    rx.reset(epoch);
+    let mut frames = Vec::new();
+    for id in 0..16u32 {
+        let f = lab.base_to_client(now, &data(1000 + id, 1200));
+        frames.push(f);
+        if id != 3 && id != 7 {
+            rx.on_receive(1000 + id);
+        }
+    }
+    let mut wire = Vec::new();
+    rx.encode(40, &mut wire).unwrap();
+    lab.client.send_eack(now, &wire).unwrap();
+    lab.pump(now);
+    let mut got = lab.injected.clone();
+    got.sort();
+    let mut want = vec![frames[3].clone(), frames[7].clone()];
+    want.sort();
+    assert_eq!(got, want, "retransmissions must be the original frames");
+    let snap = lab.core.snapshot();
+    assert_eq!(snap.packrat.retransmissions, 2);
+    assert_eq!(snap.packrat.eacks_decoded, 1);
+    assert_eq!(snap.packrat.evicted_acked, 14);
+    assert!(snap.cache_bytes > 0);
+}
+
+#[test]
+fn undecodable_eack_sends_a_reset() {
+    let now = Instant::now();
+    let mut lab = Lab::new(packrat_config());
+    lab.establish(now);
+    let mut rx = ReceiverEack::new(160);
+    rx.reset(lab.client.epoch());
+    for id in 0..100u32 {
+        lab.base_to_client(now, &data(id, 300));
+    }
+    // The client saw none of them: 100 missing cannot decode from 4 symbols.
+    let mut wire = Vec::new();
+    rx.encode(4, &mut wire).unwrap();
+    let before = lab.client.epoch();
+    lab.client.send_eack(now, &wire).unwrap();
+    lab.pump(now);
+    let snap = lab.core.snapshot();
+    assert_eq!(snap.packrat.eacks_failed, 1);
+    assert_eq!(snap.resets_sent, 1);
+    assert!(
+        lab.events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::ResetByProxy { .. })),
+        "{:?}",
+        lab.events
+    );
+    assert!(lab.client.epoch() > before);
+    assert_eq!(snap.cache_bytes, 0);
+}
+
+#[test]
+fn malformed_sidekick_messages_are_counted_and_harmless() {
+    let now = Instant::now();
+    let mut lab = Lab::new(robin_config());
+    lab.establish(now);
+    let mut out = Vec::new();
+    let mut seed = 1u64;
+    for i in 0..2000u32 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let len = (seed >> 50) as usize % 200;
+        let bytes: Vec<u8> = (0..len).map(|j| (seed >> (j % 56)) as u8).collect();
+        let from = SocketAddr::from(([192, 0, 2, (i % 250) as u8], 1000 + (i % 5000) as u16));
+        lab.core.on_sidekick(now, from, &bytes, &mut out);
+    }
+    assert!(out.is_empty(), "garbage must not trigger sends");
+    let snap = lab.core.snapshot();
+    assert_eq!(snap.sidekick_dropped, 2000);
+    // The established session still works.
+    for id in 0..4u32 {
+        lab.base_from_client(now, &data(id, 50));
+        lab.pump(now);
+    }
+    assert!(
+        lab.events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Quack { .. }))
+    );
+}
+
+#[test]
+fn discovery_and_new_flow_floods_are_bounded() {
+    let now = Instant::now();
+    let cfg = CoreConfig {
+        link: LinkType::Ethernet,
+        flows: sidekick_proxy::flow::FlowTableConfig {
+            shards: 4,
+            max_flows: 1000,
+            max_assisted: 100,
+            idle_timeout: Duration::from_secs(120),
+        },
+        ..CoreConfig::default()
+    };
+    let mut core = ProxyCore::new(
+        cfg,
+        ProtocolSessions::new(ProxyPolicy::new(addr(PROXY))),
+        (3, 4),
+    );
+    // Real discovery requests from 5000 distinct flows.
+    let mut client = ClientSession::new(ClientConfig::new(robin_config()));
+    client.start(now).unwrap();
+    let req = client.poll_transmit().unwrap();
+    assert_eq!(req.dest, Destination::Base);
+    let mut out = Vec::new();
+    for i in 0..5000u32 {
+        let src = SocketAddr::from(([10, 1, (i >> 8) as u8, i as u8], 40000));
+        let f = eth(&build_udp_ip(src, addr(SERVER), &req.bytes, 64));
+        let v = core.on_frame(
+            now,
+            Direction::FromClient,
+            &f,
+            FrameMeta::default(),
+            &mut out,
+        );
+        assert_eq!(v, Action::Forward);
+    }
+    let snap = core.snapshot();
+    assert_eq!(snap.discovery_seen, 5000);
+    assert!(snap.discovery_replied <= 60, "{}", snap.discovery_replied);
+    assert_eq!(snap.discovery_replied + snap.discovery_refused, 5000);
+    assert_eq!(out.len() as u64, snap.discovery_replied);
+    assert!(snap.flows <= 1000);
+    assert!(snap.flow_table.refused_full >= 4000);
+    assert!(core.sessions().table().half_open_len() <= 1024);
+}
+
+#[test]
+fn fail_open_on_garbage_frames() {
+    let now = Instant::now();
+    let mut lab = Lab::new(packrat_config());
+    lab.establish(now);
+    let mut out = Vec::new();
+    for len in 0..200usize {
+        let f: Vec<u8> = (0..len).map(|i| (i * 31 + len) as u8).collect();
+        for dir in [Direction::FromClient, Direction::ToClient] {
+            let meta = FrameMeta {
+                csum_not_ready: len % 2 == 0,
+                gso_size: Some(7),
+            };
+            assert_eq!(
+                lab.core.on_frame(now, dir, &f, meta, &mut out),
+                Action::Forward
+            );
+        }
+    }
+    assert!(out.is_empty());
+    let snap = lab.core.snapshot();
+    assert_eq!(snap.frames, 400 + 1);
+}
+
+#[test]
+fn partial_checksums_are_completed_before_caching() {
+    let now = Instant::now();
+    let mut lab = Lab::new(packrat_config());
+    lab.establish(now);
+    let mut rx = ReceiverEack::new(160);
+    rx.reset(lab.client.epoch());
+    let mut good = Vec::new();
+    for id in 0..4u32 {
+        let f = eth(&build_udp_ip(
+            addr(SERVER),
+            addr(CLIENT),
+            &data(id, 500),
+            64,
+        ));
+        good.push(f.clone());
+        let mut partial = f.clone();
+        // CHECKSUM_PARTIAL leaves only the pseudo-header sum in the field.
+        partial[14 + 20 + 6] = 0x12;
+        partial[14 + 20 + 7] = 0x34;
+        let meta = FrameMeta {
+            csum_not_ready: true,
+            gso_size: None,
+        };
+        lab.core
+            .on_frame(now, Direction::ToClient, &partial, meta, &mut lab.out);
+        if id != 1 {
+            rx.on_receive(id);
+        }
+    }
+    let mut wire = Vec::new();
+    rx.encode(20, &mut wire).unwrap();
+    lab.client.send_eack(now, &wire).unwrap();
+    lab.pump(now);
+    assert_eq!(lab.injected, vec![good[1].clone()]);
+    assert_eq!(lab.core.snapshot().checksums_filled, 4);
+}
