@@ -211,16 +211,12 @@ impl Decoder {
             });
         }
         let m = missing as usize;
-        self.sums.clear();
-        self.sums.extend(diff.canonical_sums());
+        diff.canonical_sums_into(&mut self.sums);
         self.prepare_inverses::<T>(m);
         newton::<T>(&self.sums, &self.inverses, m, &mut self.coeffs);
         // Newton's identities for k > m: p_k + c_1 p_(k-1) + … + c_m p_(k-m) = 0.
         for k in m..t {
-            let mut acc = self.sums[k];
-            for (i, &c) in self.coeffs.iter().enumerate() {
-                acc = T::add_mod(acc, T::mul_mod(c, self.sums[k - 1 - i]));
-            }
+            let acc = T::add_mod(self.sums[k], T::dot_rev(&self.coeffs, &self.sums[k - m..k]));
             if acc != 0 {
                 return Err(DecodeError::InconsistentPowerSums { missing });
             }
@@ -259,26 +255,27 @@ impl Decoder {
     ) -> Result<(), DecodeError> {
         let missing = m as u32;
         let hits = &self.hits;
-        if hits.len() == m {
+        if hits.len() == m && m <= 64 {
             // Fast path: if the m hits carry m distinct field values, each is a simple root and
-            // the roots account for all of P (sum of multiplicities ≤ deg P = m).
-            self.groups.clear();
-            self.groups
-                .extend(hits.iter().map(|&i| (T::reduce(log[i].to_u64()), i)));
-            self.groups.sort_unstable();
-            if self.groups.windows(2).all(|w| w[0].0 != w[1].0) {
+            // the roots account for all of P (sum of multiplicities ≤ deg P = m). Pairwise
+            // comparison beats sorting for small m.
+            let mut vals = [0u64; 64];
+            for (v, &i) in vals.iter_mut().zip(hits) {
+                *v = T::reduce(log[i].to_u64());
+            }
+            let distinct = (1..m).all(|a| (0..a).all(|b| vals[a] != vals[b]));
+            if distinct {
                 out.missing.extend(hits.iter().map(|&i| Missing {
                     index: i,
                     id: log[i],
                 }));
                 return Ok(());
             }
-        } else {
-            self.groups.clear();
-            self.groups
-                .extend(hits.iter().map(|&i| (T::reduce(log[i].to_u64()), i)));
-            self.groups.sort_unstable();
         }
+        self.groups.clear();
+        self.groups
+            .extend(hits.iter().map(|&i| (T::reduce(log[i].to_u64()), i)));
+        self.groups.sort_unstable();
         // General path: group hits by field value, find each root's multiplicity in P.
         let mut accounted = 0usize;
         let mut start = 0;
@@ -332,10 +329,7 @@ fn newton<T: Identifier>(sums: &[u64], inverses: &[u64], m: usize, coeffs: &mut 
     coeffs.clear();
     for k in 1..=m {
         // c_(k-i) for i = 1..k-1 is coeffs[k-i-1]; the i = k term is c_0·p_k = p_k.
-        let mut acc = sums[k - 1];
-        for i in 1..k {
-            acc = T::add_mod(acc, T::mul_mod(coeffs[k - i - 1], sums[i - 1]));
-        }
+        let acc = T::add_mod(sums[k - 1], T::dot_rev(&sums[..k - 1], &coeffs[..k - 1]));
         coeffs.push(T::neg_mod(T::mul_mod(acc, inverses[k])));
     }
 }

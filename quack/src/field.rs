@@ -36,6 +36,9 @@ pub trait Identifier:
     /// Number of consecutive lazy insertions an accumulator tolerates before it must be
     /// normalised with [`Identifier::acc_canonical`].
     const LAZY_LIMIT: u32;
+    /// Whether [`PowerSumQuack::insert`](crate::PowerSumQuack::insert) buffers identifiers and
+    /// folds several at once with [`Identifier::acc_insert_batch`].
+    const BUFFERED: bool = false;
 
     /// The identifier as an integer (not reduced).
     fn to_u64(self) -> u64;
@@ -74,6 +77,14 @@ pub trait Identifier:
                 hits.push(i);
             }
         }
+    }
+
+    /// `Σ a[i]·b[len−1−i]` (a convolution term) for canonical inputs of equal length
+    /// (at most [`MAX_THRESHOLD`](crate::MAX_THRESHOLD) + 1), canonical.
+    fn dot_rev(a: &[u64], b: &[u64]) -> u64 {
+        a.iter()
+            .zip(b.iter().rev())
+            .fold(0, |acc, (&x, &y)| Self::add_mod(acc, Self::mul_mod(x, y)))
     }
 
     /// Sum of two canonical values, canonical.
@@ -199,14 +210,23 @@ impl Identifier for u16 {
             y = fold16(y * x);
         }
     }
+    fn dot_rev(a: &[u64], b: &[u64]) -> u64 {
+        // Products < 2^32; a few thousand of them fit a u64.
+        a.iter()
+            .zip(b.iter().rev())
+            .map(|(&x, &y)| x * y)
+            .sum::<u64>()
+            % Self::MODULUS
+    }
 }
 
 impl Identifier for u32 {
     const BYTES: usize = 4;
     const MODULUS: u64 = 4_294_967_291;
-    // Each lazy insertion adds a value < 2^32 to an accumulator that starts < p: 2^32 - 1
-    // insertions cannot overflow a u64. Keep a wide margin.
+    // Each lazy insertion adds a value < 2^33 (the SIMD path skips the last fold) to an
+    // accumulator that starts < p: 2^31 - 1 insertions cannot overflow a u64. Keep a margin.
     const LAZY_LIMIT: u32 = 1 << 30;
+    const BUFFERED: bool = true;
 
     #[inline]
     fn to_u64(self) -> u64 {
@@ -250,6 +270,16 @@ impl Identifier for u32 {
     }
     fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>) {
         crate::simd::find_roots_u32(coeffs, candidates, hits);
+    }
+    fn dot_rev(a: &[u64], b: &[u64]) -> u64 {
+        // Products < 2^64 summed exactly in 128 bits, one reduction at the end:
+        // 2^64 ≡ 25 (mod p) and the high word stays below 2^13.
+        let s: u128 = a
+            .iter()
+            .zip(b.iter().rev())
+            .map(|(&x, &y)| u128::from(x * y))
+            .sum();
+        Self::reduce(fold32(s as u64) + ((s >> 64) as u64) * 25)
     }
 }
 
