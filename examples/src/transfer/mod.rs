@@ -343,6 +343,24 @@ pub fn upload_duration(
     client_elapsed
 }
 
+/// Socket buffer size requested for QUIC sockets (Linux caps it at `net.core.rmem_max`/`wmem_max`).
+pub const SOCKET_BUFFER: usize = 4 << 20;
+
+/// A UDP socket bound to `addr` with [`SOCKET_BUFFER`]-byte send and receive buffers (best
+/// effort), so bursts at high rates are not dropped by the host before the transport sees them.
+pub fn udp_socket(addr: std::net::SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if let Err(e) = s.set_recv_buffer_size(SOCKET_BUFFER) {
+        tracing::debug!("SO_RCVBUF: {e}");
+    }
+    if let Err(e) = s.set_send_buffer_size(SOCKET_BUFFER) {
+        tracing::debug!("SO_SNDBUF: {e}");
+    }
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
 /// Fill `buf` with a deterministic, non-constant payload pattern.
 pub fn fill_pattern(buf: &mut [u8]) {
     for (i, b) in buf.iter_mut().enumerate() {

@@ -1,6 +1,6 @@
 //! quiche (0.24, BoringSSL) client and server for the bulk transfer: a blocking event loop over a
-//! `std::net::UdpSocket`, one datagram per `send` (no GSO; every datagram fits the MTU), no pacing
-//! (datagrams leave as soon as quiche releases them).
+//! `std::net::UdpSocket`, one datagram per `send` (no GSO; every datagram fits the MTU). quiche's
+//! pacing is honoured: each datagram leaves at the `SendInfo::at` quiche assigns to it.
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
@@ -129,12 +129,18 @@ impl Outbox {
     }
 }
 
-/// Socket plus buffers; sends everything quiche has, receives with quiche's timeout.
+/// Most datagrams held for pacing before `flush` stops asking quiche for more.
+const PACING_QUEUE: usize = 256;
+
+/// Socket plus buffers; sends what quiche releases at the paced times, receives with quiche's
+/// timeout.
 struct Io {
     socket: UdpSocket,
     local: SocketAddr,
     out: Vec<u8>,
     inbuf: Vec<u8>,
+    /// Datagrams waiting for their pacing time (bounded by [`PACING_QUEUE`]).
+    paced: VecDeque<(Instant, Vec<u8>, SocketAddr)>,
 }
 
 impl Io {
@@ -145,46 +151,94 @@ impl Io {
             local,
             out: vec![0u8; 65_535],
             inbuf: vec![0u8; 65_535],
+            paced: VecDeque::new(),
         })
     }
 
     fn flush(&mut self, conn: &mut quiche::Connection) -> anyhow::Result<()> {
-        loop {
+        while self.paced.len() < PACING_QUEUE {
             match conn.send(&mut self.out) {
-                Ok((n, info)) => {
-                    self.socket
-                        .send_to(&self.out[..n], info.to)
-                        .with_context(|| format!("sending to {}", info.to))?;
-                }
-                Err(quiche::Error::Done) => return Ok(()),
+                Ok((n, info)) => self
+                    .paced
+                    .push_back((info.at, self.out[..n].to_vec(), info.to)),
+                Err(quiche::Error::Done) => break,
                 Err(e) => bail!("quiche send: {e}"),
             }
+        }
+        let now = Instant::now();
+        while let Some((at, _, _)) = self.paced.front() {
+            if *at > now {
+                break;
+            }
+            if let Some((_, d, to)) = self.paced.pop_front() {
+                self.socket
+                    .send_to(&d, to)
+                    .with_context(|| format!("sending to {to}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Send every held datagram now (before leaving the loop).
+    fn drain(&mut self) -> anyhow::Result<()> {
+        while let Some((_, d, to)) = self.paced.pop_front() {
+            self.socket
+                .send_to(&d, to)
+                .with_context(|| format!("sending to {to}"))?;
+        }
+        Ok(())
+    }
+
+    /// Time until the next paced datagram is due, if any.
+    fn next_send(&self) -> Option<Duration> {
+        self.paced
+            .front()
+            .map(|(at, _, _)| at.saturating_duration_since(Instant::now()))
+    }
+
+    fn feed(
+        &mut self,
+        conn: &mut quiche::Connection,
+        peer: SocketAddr,
+        n: usize,
+        from: SocketAddr,
+    ) {
+        if from != peer {
+            tracing::debug!(%from, "ignoring datagram from another peer");
+            return;
+        }
+        let info = quiche::RecvInfo {
+            from,
+            to: self.local,
+        };
+        if let Err(e) = conn.recv(&mut self.inbuf[..n], info) {
+            tracing::debug!("quiche recv: {e}");
         }
     }
 
     /// Wait for one datagram from `peer` (others are ignored) until quiche's timer; feed it to
     /// `conn`, or fire the timer.
     fn step(&mut self, conn: &mut quiche::Connection, peer: SocketAddr) -> anyhow::Result<()> {
-        let wait = conn
-            .timeout()
-            .unwrap_or(Duration::from_millis(100))
-            .clamp(Duration::from_micros(50), Duration::from_millis(100));
+        let mut wait = conn.timeout().unwrap_or(Duration::from_millis(100));
+        if let Some(s) = self.next_send() {
+            wait = wait.min(s);
+        }
+        let wait = wait.clamp(Duration::from_micros(50), Duration::from_millis(100));
         self.socket
             .set_read_timeout(Some(wait))
             .context("socket timeout")?;
         match self.socket.recv_from(&mut self.inbuf) {
             Ok((n, from)) => {
-                if from != peer {
-                    tracing::debug!(%from, "ignoring datagram from another peer");
-                    return Ok(());
+                self.feed(conn, peer, n, from);
+                // Drain what else is queued before answering, so ACKs cover batches.
+                self.socket.set_nonblocking(true).context("nonblocking")?;
+                for _ in 0..64 {
+                    match self.socket.recv_from(&mut self.inbuf) {
+                        Ok((n, from)) => self.feed(conn, peer, n, from),
+                        Err(_) => break,
+                    }
                 }
-                let info = quiche::RecvInfo {
-                    from,
-                    to: self.local,
-                };
-                if let Err(e) = conn.recv(&mut self.inbuf[..n], info) {
-                    tracing::debug!("quiche recv: {e}");
-                }
+                self.socket.set_nonblocking(false).context("blocking")?;
             }
             Err(e)
                 if matches!(
@@ -215,7 +269,7 @@ fn stats_of(conn: &quiche::Connection) -> SenderStats {
 /// Serve transfers on `listen`, one connection at a time (datagrams from other peers are ignored
 /// while a connection runs); with `once`, return after the first connection.
 pub fn serve(listen: SocketAddr, once: bool, opts: &TransportOptions) -> anyhow::Result<()> {
-    let socket = UdpSocket::bind(listen).with_context(|| format!("binding {listen}"))?;
+    let socket = super::udp_socket(listen).with_context(|| format!("binding {listen}"))?;
     serve_socket(socket, once, opts)
 }
 
@@ -279,6 +333,7 @@ fn serve_connection(
     loop {
         io.flush(conn)?;
         if conn.is_closed() {
+            io.drain()?;
             break;
         }
         io.step(conn, peer)?;
@@ -372,7 +427,7 @@ pub fn run_client(
     } else {
         "[::]:0".parse()?
     };
-    let socket = UdpSocket::bind(bind).context("binding client socket")?;
+    let socket = super::udp_socket(bind).context("binding client socket")?;
     let mut io = Io::new(socket)?;
     let scid = random_cid()?;
     let scid = quiche::ConnectionId::from_ref(&scid);
@@ -389,6 +444,7 @@ pub fn run_client(
     loop {
         io.flush(&mut conn)?;
         if result.is_some() || conn.is_closed() {
+            io.drain()?;
             break;
         }
         if Instant::now() > deadline {
@@ -465,6 +521,7 @@ pub fn run_client(
             conn.close(true, 0, b"done").ok();
         }
     }
+    tracing::info!(stats = ?conn.stats(), path = ?conn.path_stats().next(), "client connection");
     let Some((duration, stats)) = result else {
         bail!(
             "connection closed before the transfer completed ({got} of {} bytes; peer error {:?}, local error {:?})",

@@ -66,7 +66,14 @@ pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::R
     let crypto = QuicServerConfig::try_from(tls).context("QUIC server TLS config")?;
     let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     cfg.transport_config(Arc::new(transport_config(opts)?));
-    Endpoint::server(cfg, listen).with_context(|| format!("binding {listen}"))
+    let socket = super::udp_socket(listen).with_context(|| format!("binding {listen}"))?;
+    Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(cfg),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .context("quinn endpoint")
 }
 
 /// Serve transfers on `endpoint`: connections are handled concurrently; with `once`, return after
@@ -238,7 +245,14 @@ pub async fn run_client(
     } else {
         "[::]:0".parse()?
     };
-    let mut endpoint = Endpoint::client(bind).context("binding client socket")?;
+    let socket = super::udp_socket(bind).context("binding client socket")?;
+    let mut endpoint = Endpoint::new(
+        quinn::EndpointConfig::default(),
+        None,
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .context("quinn endpoint")?;
     endpoint.set_default_client_config(cfg);
     let conn = endpoint
         .connect(connect, "localhost")
