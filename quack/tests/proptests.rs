@@ -1,5 +1,6 @@
 //! Property tests: random multisets, random missing subsets (≤ t), reordering, duplicates,
 //! wire round trips, hostile bytes; for u16, u32 and u64.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 
