@@ -251,7 +251,7 @@ proptest! {
         // Header bytes with a valid width parse with a small threshold.
         let mut header = bytes.clone();
         header[0] = 0x12;
-        header[2] = header[2] % 12;
+        header[2] %= 12;
         header[3] = 0;
         fuzz_parse(&header);
     }
