@@ -88,7 +88,8 @@ pub struct SenderCounters {
     pub retransmit_unknown: u64,
     /// Packets evicted from the history because of its cap.
     pub history_evicted: u64,
-    /// Datagrams that failed to decode.
+    /// Datagrams that failed to decode (at the sender).
+    #[serde(rename = "sender_bad_datagrams")]
     pub bad_datagrams: u64,
 }
 

@@ -67,6 +67,7 @@ pub async fn run_sender(
     summary_wait: Duration,
 ) -> SenderOutcome {
     let start = Instant::now();
+    let start_unix_us = unix_us();
     let stream_end = tokio::time::Instant::from_std(start + duration);
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
@@ -78,7 +79,12 @@ pub async fn run_sender(
         tokio::select! {
             _ = tick.tick(), if streaming => {
                 let seq = sender.total();
-                let d = sender.next_packet(unix_us());
+                // Production time of the packet's newest data: its scheduled time, so a sender
+                // delayed by the OS still reports how old the data really is.
+                let gen_us = start_unix_us.saturating_add(
+                    u64::from(seq).saturating_mul(u64::try_from(interval.as_micros()).unwrap_or(u64::MAX)),
+                );
+                let d = sender.next_packet(gen_us);
                 send(socket, &d, peer).await;
                 observer.on_send(seq, &d, false);
             }
