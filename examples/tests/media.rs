@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sidekick_examples::fec::FecConfig;
-use sidekick_examples::media::{MediaConfig, MediaSender, SendObserver};
+use sidekick_examples::media::{
+    MediaConfig, MediaSender, NoObserver, RetransmitHandle, SendObserver,
+};
 use sidekick_examples::media_io::{
     ReceiverTiming, parse_media_summary, run_fec_client, run_sender, serve_fec, serve_media,
 };
@@ -21,7 +23,16 @@ async fn relay(
     server: SocketAddr,
     drop: impl Fn(u64) -> bool + Send + 'static,
 ) -> (SocketAddr, Arc<AtomicU64>) {
-    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    delayed_relay(server, Duration::ZERO, drop).await
+}
+
+/// [`relay`] that also delays every datagram by `delay` (each direction).
+async fn delayed_relay(
+    server: SocketAddr,
+    delay: Duration,
+    drop: impl Fn(u64) -> bool + Send + 'static,
+) -> (SocketAddr, Arc<AtomicU64>) {
+    let sock = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
     let addr = sock.local_addr().unwrap();
     let dropped = Arc::new(AtomicU64::new(0));
     let d2 = dropped.clone();
@@ -51,7 +62,15 @@ async fn relay(
                     continue;
                 }
             }
-            let _ = sock.send_to(pkt, to).await;
+            if delay.is_zero() {
+                let _ = sock.send_to(pkt, to).await;
+            } else {
+                let (sock, pkt) = (sock.clone(), pkt.to_vec());
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = sock.send_to(&pkt, to).await;
+                });
+            }
         }
     });
     (addr, dropped)
@@ -178,4 +197,89 @@ async fn media_fec_recovers_single_losses_and_nacks_double_losses() {
     // Frame 30 arrives one packet interval late (revealed by packet 32) plus a loopback RTT:
     // ~20 ms after its turn at most, against a 40 ms buffer: no stall longer than that.
     assert!(m.stall_ms_total >= 15.0 && m.stall_ms_total < 60.0, "{m:?}");
+}
+
+#[tokio::test]
+async fn media_dejitter_delay_is_one_rtt_per_loss_with_end_to_end_nacks() {
+    // 10 ms each way (RTT 20 ms), one original packet in 15 dropped. Seed 001 §6.2: the receiver
+    // learns of a loss from the next packet (20 ms later) and gets the retransmission one RTT
+    // after that, so the packet after a loss waits one RTT in the de-jitter buffer and the lost
+    // packet arrives 20 ms + RTT + one-way delay after it was produced.
+    let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let saddr = server.local_addr().unwrap();
+    let cfg = MediaConfig::default();
+    let scfg = cfg.clone();
+    tokio::spawn(async move {
+        serve_media(&server, &scfg, ReceiverTiming::default(), true, |_| {})
+            .await
+            .unwrap();
+    });
+    let (raddr, _) = delayed_relay(saddr, Duration::from_millis(10), |i| i % 15 == 7).await;
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut tx = MediaSender::new(&cfg, 3);
+    let out = run_sender(
+        &sock,
+        raddr,
+        &mut tx,
+        cfg.interval,
+        Duration::from_millis(1500),
+        None,
+        &mut NoObserver,
+        Duration::from_secs(5),
+    )
+    .await;
+    let m = parse_media_summary(&out.summary.expect("summary")).unwrap();
+    assert_eq!(m.packets_missing, 0, "{m:?}");
+    assert!(tx.counters().retransmissions >= 4);
+    // RTT measured from NACK to retransmission.
+    assert!(m.rtt_ms > 19.0 && m.rtt_ms < 30.0, "{m:?}");
+    // De-jitter delay: one RTT for the packet after each loss (timer slack allowed).
+    assert!(
+        m.dejitter_max_ms > 17.0 && m.dejitter_max_ms < 32.0,
+        "{m:?}"
+    );
+    // Latency tail: 20 + 20 + 10 = 50 ms for the recovered packets (≈ 1 in 15 > 1 %).
+    assert!(m.latency_p99_ms > 45.0 && m.latency_p99_ms < 65.0, "{m:?}");
+    assert!(m.latency_p50_ms > 9.0 && m.latency_p50_ms < 16.0, "{m:?}");
+}
+
+#[tokio::test]
+async fn sidekick_hook_retransmits_on_request() {
+    let server = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let saddr = server.local_addr().unwrap();
+    let cfg = MediaConfig::default();
+    let scfg = cfg.clone();
+    tokio::spawn(async move {
+        serve_media(&server, &scfg, ReceiverTiming::default(), true, |_| {})
+            .await
+            .unwrap();
+    });
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut tx = MediaSender::new(&cfg, 9);
+    let (handle, requests) = RetransmitHandle::new();
+    let h = handle.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(h.retransmit(3));
+        assert!(h.retransmit(4));
+    });
+    let mut obs = Count::default();
+    let out = run_sender(
+        &sock,
+        saddr,
+        &mut tx,
+        cfg.interval,
+        Duration::from_millis(600),
+        Some(requests),
+        &mut obs,
+        Duration::from_secs(5),
+    )
+    .await;
+    let m = parse_media_summary(&out.summary.expect("summary")).unwrap();
+    assert_eq!(tx.counters().retransmissions, 2);
+    assert_eq!(obs.1, 2);
+    // No loss: the hook's copies arrive as duplicates.
+    assert_eq!(m.duplicates, 2, "{m:?}");
+    assert_eq!(m.nacked_seqs, 0);
+    drop(handle);
 }
