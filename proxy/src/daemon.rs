@@ -231,6 +231,9 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                     core.counters.send_errors += u64::from(failed);
                 }
                 Action::Inject { dir, frame } => {
+                    // Sent on the capture socket itself: the kernel does not hand a packet
+                    // socket its own frames back, so an injected copy is never captured (and
+                    // cached) again — verified by tests/afpacket.rs.
                     let sock = match (&b, dir) {
                         (Some(s), Direction::FromClient) => s,
                         _ => &a,
