@@ -519,4 +519,43 @@ mod tests {
             (1, 2, 0)
         );
     }
+
+    proptest::proptest! {
+        /// Any arrival trace: stalls are bounded by the span of arrivals and every frame is
+        /// accounted for exactly once (played, skipped or concealed) up to the last arrival.
+        #[test]
+        fn playout_accounts_for_frames(avail in proptest::collection::vec(proptest::option::of(0u64..2000), 0..80)) {
+            let a: Vec<Option<Duration>> = avail.iter().map(|x| x.map(Duration::from_millis)).collect();
+            let p = playout(&a, F, 2);
+            let last_arrival = a.iter().flatten().max().copied().unwrap_or_default();
+            proptest::prop_assert!(p.stall_total <= last_arrival);
+            let accounted = p.frames_played + p.frames_skipped + p.frames_concealed;
+            proptest::prop_assert!(accounted <= a.len() as u64);
+            if p.start.is_some() {
+                // Playback runs up to the last frame that ever arrives.
+                let last_idx = a.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+                proptest::prop_assert_eq!(accounted, last_idx as u64);
+            }
+        }
+
+        /// Arbitrary packets and junk never panic the FEC client.
+        #[test]
+        fn fec_receiver_handles_any_order(
+            seqs in proptest::collection::vec(0u32..200, 0..100),
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let mut rx = FecReceiver::new(&FecConfig::default());
+            let mut c = Codec::new(0);
+            for (i, s) in seqs.iter().enumerate() {
+                let d = c.seal(&crate::wire::MediaPacket { seq: *s, gen_unix_us: 1_000_000, echo_us: 0, payload: vec![] });
+                let _ = rx.on_datagram(&d, Duration::from_millis(i as u64), 2_000_000);
+            }
+            let _ = rx.on_datagram(&junk, Duration::from_secs(1), 0);
+            let _ = rx.on_timeout(Duration::from_secs(10));
+            let m = rx.metrics();
+            let distinct: std::collections::BTreeSet<u32> = seqs.iter().copied().collect();
+            proptest::prop_assert_eq!(m.packets_received, distinct.len() as u64);
+            proptest::prop_assert!(m.frames_received <= m.packets_expected);
+        }
+    }
 }
