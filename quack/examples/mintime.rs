@@ -17,6 +17,7 @@ fn min_ns(reps: usize, inner: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
+    breakdown();
     let ids: Vec<u32> = (0..1024u32)
         .map(|i| i.wrapping_mul(2_654_435_761) ^ 0x5bd1e995)
         .collect();
@@ -69,4 +70,40 @@ fn main() {
         });
         println!("decode n={n} m={m}: {:.3} us", d / 1000.0);
     }
+}
+
+#[allow(dead_code)]
+fn breakdown() {
+    let log: Vec<u32> = (0..25u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) ^ 0x1234_5678)
+        .collect();
+    let mut s = PowerSumQuack::<u32>::new(10);
+    s.insert_batch(&log);
+    let mut r = PowerSumQuack::<u32>::new(10);
+    r.insert_batch(&log[10..]);
+    let diff = s - &r;
+    let mut dec = Decoder::new();
+    let full = min_ns(300, 20, || {
+        black_box(dec.decode(black_box(&diff), black_box(&log)).unwrap());
+    });
+    let coeffs = min_ns(300, 20, || {
+        black_box(diff.to_coeffs().unwrap());
+    });
+    let sums = min_ns(300, 20, || {
+        black_box(diff.power_sums().count());
+    });
+    let empty: Vec<u32> = Vec::new();
+    let newton = min_ns(300, 20, || {
+        black_box(dec.decode(black_box(&diff), black_box(&empty)).unwrap_err());
+    });
+    let one = min_ns(300, 20, || {
+        black_box(
+            dec.decode(black_box(&diff), black_box(&log[..1]))
+                .unwrap_err(),
+        );
+    });
+    println!("newton only (reused decoder) {newton:.0} ns, with 1 candidate {one:.0} ns");
+    println!(
+        "breakdown n=25 m=10: full {full:.0} ns, to_coeffs (alloc decoder) {coeffs:.0} ns, power_sums {sums:.0} ns"
+    );
 }

@@ -80,37 +80,38 @@ pub(crate) fn insert_batch_u32(acc: &mut [u64], xs: &[u32]) {
 /// candidates where it vanishes.
 pub(crate) fn find_roots_u32(coeffs: &[u64], candidates: &[u32], hits: &mut Vec<usize>) {
     let mut base = 0usize;
-    let mut rest = candidates;
+    let rest = candidates;
     #[cfg(target_arch = "x86_64")]
-    if candidates.len() >= 8 && has_avx2() {
-        let mut it = candidates.chunks_exact(8);
-        for chunk in &mut it {
-            let block: [u32; 8] = core::array::from_fn(|i| chunk[i]);
+    if candidates.len() >= 4 && has_avx2() {
+        const B: usize = avx2::ROOTS_BLOCK;
+        let push = |mask: u32, base: usize, hits: &mut Vec<usize>| {
+            let mut m = mask;
+            while m != 0 {
+                hits.push(base + m.trailing_zeros() as usize);
+                m &= m - 1;
+            }
+        };
+        if candidates.len() <= B {
+            // Small logs are latency-bound: one pass with all candidates in flight.
             // SAFETY: AVX2 support was checked just above.
-            let mask = unsafe { avx2::roots8(coeffs, &block) };
-            if mask != 0 {
-                for i in 0..8 {
-                    if mask & (1 << i) != 0 {
-                        hits.push(base + i);
-                    }
-                }
-            }
-            base += 8;
-        }
-        rest = it.remainder();
-        if !rest.is_empty() {
-            // Pad the tail to a full block and ignore the padding lanes.
-            let mut block = [0u32; 8];
-            block[..rest.len()].copy_from_slice(rest);
-            // SAFETY: AVX2 support was checked above.
-            let mask = unsafe { avx2::roots8(coeffs, &block) } & ((1u32 << rest.len()) - 1);
-            for i in 0..rest.len() {
-                if mask & (1 << i) != 0 {
-                    hits.push(base + i);
-                }
-            }
+            let mask = unsafe { avx2::roots_block::<{ B / 4 }>(coeffs, candidates) };
+            push(mask, 0, hits);
             return;
         }
+        let mut it = candidates.chunks_exact(B);
+        for chunk in &mut it {
+            // SAFETY: AVX2 support was checked just above.
+            let mask = unsafe { avx2::roots_block::<{ B / 4 }>(coeffs, chunk) };
+            push(mask, base, hits);
+            base += B;
+        }
+        let rest = it.remainder();
+        if !rest.is_empty() {
+            // SAFETY: AVX2 support was checked above.
+            let mask = unsafe { avx2::roots_block::<{ B / 4 }>(coeffs, rest) };
+            push(mask, base, hits);
+        }
+        return;
     }
     const LANES: usize = 4;
     let mut chunks = rest.chunks_exact(LANES);
@@ -148,10 +149,13 @@ mod avx2 {
         __m256i, _mm_add_epi64, _mm_cvtsi128_si64, _mm_unpackhi_epi64, _mm256_add_epi64,
         _mm256_and_si256, _mm256_castsi256_pd, _mm256_castsi256_si128, _mm256_cmpeq_epi64,
         _mm256_extracti128_si256, _mm256_movemask_pd, _mm256_mul_epu32, _mm256_or_si256,
-        _mm256_set_epi64x, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_srli_epi64,
+        _mm256_set_epi64x, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_slli_epi64,
+        _mm256_srli_epi64,
     };
 
     use super::{P32, canon};
+
+    const MUL5: bool = false;
 
     /// One fold modulo `2^32 - 5` per lane: `lo + 5·hi` (the multiplication by 5 reads the
     /// low 32 bits of `hi`, which is all of it).
@@ -160,7 +164,7 @@ mod avx2 {
     fn fold(v: __m256i) -> __m256i {
         let hi = _mm256_srli_epi64::<32>(v);
         let lo = _mm256_and_si256(v, _mm256_set1_epi64x(0xFFFF_FFFF));
-        _mm256_add_epi64(lo, _mm256_mul_epu32(hi, _mm256_set1_epi64x(5)))
+        _mm256_add_epi64(lo, times5(hi))
     }
 
     /// For `v < 2^32 + 25`: a value whose LOW 32 bits are a representative of `v` (the high
@@ -169,10 +173,18 @@ mod avx2 {
     #[inline]
     #[target_feature(enable = "avx2")]
     fn low32(v: __m256i) -> __m256i {
-        _mm256_add_epi64(
-            v,
-            _mm256_mul_epu32(_mm256_srli_epi64::<32>(v), _mm256_set1_epi64x(5)),
-        )
+        _mm256_add_epi64(v, times5(_mm256_srli_epi64::<32>(v)))
+    }
+
+    /// `5·v` per lane for `v < 2^32`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn times5(v: __m256i) -> __m256i {
+        if MUL5 {
+            _mm256_mul_epu32(v, _mm256_set1_epi64x(5))
+        } else {
+            _mm256_add_epi64(_mm256_slli_epi64::<2>(v), v)
+        }
     }
 
     /// Lane-wise `a·b + c` folded twice: `< 2^32 + 25` and congruent, for `a, b` read as their
@@ -200,44 +212,74 @@ mod avx2 {
         let zero = _mm256_setzero_si256();
         let xa = lanes(&xs[..4]);
         let xb = lanes(&xs[4..]);
-        // ya, yb: congruent to the current power and < 2^32 + 25; their low32() feeds the
-        // next multiplication.
-        let (mut ya, mut yb) = (xa, xb);
-        for a in acc.iter_mut() {
-            // 8 lanes < 2^32 + 25 each: the horizontal sum is < 2^36 (the u32 lazy bound allows
+        // Four independent chains: odd and even powers of both vectors, each stepping by x².
+        // Every y is congruent to its power and < 2^32 + 25; low32(y) feeds multiplications.
+        let sa2 = mul_add_fold2(xa, xa, zero);
+        let sb2 = mul_add_fold2(xb, xb, zero);
+        let (xa2, xb2) = (low32(sa2), low32(sb2));
+        let (mut oa, mut ob) = (xa, xb);
+        let (mut ea, mut eb) = (sa2, sb2);
+        let mut pairs = acc.chunks_exact_mut(2);
+        for pair in &mut pairs {
+            // 8 lanes < 2^32 + 25 each: a horizontal sum is < 2^36 (the u32 lazy bound allows
             // < 2^33 per identifier).
-            let s = _mm256_add_epi64(ya, yb);
-            let s = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-            let s = _mm_add_epi64(s, _mm_unpackhi_epi64(s, s));
-            *a += _mm_cvtsi128_si64(s) as u64;
-            ya = mul_add_fold2(low32(ya), xa, zero);
-            yb = mul_add_fold2(low32(yb), xb, zero);
+            pair[0] += hsum(_mm256_add_epi64(oa, ob));
+            pair[1] += hsum(_mm256_add_epi64(ea, eb));
+            oa = mul_add_fold2(low32(oa), xa2, zero);
+            ob = mul_add_fold2(low32(ob), xb2, zero);
+            ea = mul_add_fold2(low32(ea), xa2, zero);
+            eb = mul_add_fold2(low32(eb), xb2, zero);
+        }
+        if let [last] = pairs.into_remainder() {
+            *last += hsum(_mm256_add_epi64(oa, ob));
         }
     }
 
-    /// Evaluates the monic polynomial at 8 candidates; bit `i` of the result is set when it
-    /// vanishes at candidate `i`.
+    /// Sum of the four 64-bit lanes.
+    #[inline]
     #[target_feature(enable = "avx2")]
-    pub(super) fn roots8(coeffs: &[u64], xs: &[u32; 8]) -> u32 {
-        let xa = lanes(&xs[..4]);
-        let xb = lanes(&xs[4..]);
-        let one = _mm256_set1_epi64x(1);
-        let (mut aa, mut ab) = (one, one);
+    fn hsum(v: __m256i) -> u64 {
+        let s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let s = _mm_add_epi64(s, _mm_unpackhi_epi64(s, s));
+        _mm_cvtsi128_si64(s) as u64
+    }
+
+    /// Candidates per [`roots_block`] call in the main loop: 8 vectors of 4 lanes, evaluated in
+    /// lock step so that their Horner chains overlap (a single chain is latency-bound; 8 chains
+    /// make the loop throughput-bound).
+    pub(super) const ROOTS_BLOCK: usize = 32;
+
+    /// Evaluates the monic polynomial at up to `4·V ≤ 32` candidates (`xs.len() ≤ 4·V`; missing
+    /// lanes are padding and never reported); bit `i` of the result is set when it vanishes at
+    /// `xs[i]`.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn roots_block<const V: usize>(coeffs: &[u64], xs: &[u32]) -> u32 {
+        let x: [__m256i; V] = core::array::from_fn(|v| {
+            let lane = |i: usize| canon(xs.get(4 * v + i).copied().unwrap_or(0)) as i64;
+            _mm256_set_epi64x(lane(3), lane(2), lane(1), lane(0))
+        });
+        let mut acc = [_mm256_set1_epi64x(1); V];
         for &c in coeffs {
             let c = _mm256_set1_epi64x(c as i64);
-            aa = mul_add_fold2(low32(aa), xa, c);
-            ab = mul_add_fold2(low32(ab), xb, c);
+            for v in 0..V {
+                acc[v] = mul_add_fold2(low32(acc[v]), x[v], c);
+            }
         }
-        // One more fold: exact representatives < 2^32.
-        let (aa, ab) = (fold(aa), fold(ab));
-        // Zero modulo p: the lazily reduced value is 0 or p.
         let zero = _mm256_setzero_si256();
         let p = _mm256_set1_epi64x(P32 as i64);
-        let za = _mm256_or_si256(_mm256_cmpeq_epi64(aa, zero), _mm256_cmpeq_epi64(aa, p));
-        let zb = _mm256_or_si256(_mm256_cmpeq_epi64(ab, zero), _mm256_cmpeq_epi64(ab, p));
-        let ma = _mm256_movemask_pd(_mm256_castsi256_pd(za)) as u32;
-        let mb = _mm256_movemask_pd(_mm256_castsi256_pd(zb)) as u32;
-        ma | (mb << 4)
+        let mut mask = 0u32;
+        for (v, a) in acc.iter().enumerate() {
+            // One more fold gives the exact representative < 2^32; zero mod p is 0 or p.
+            let a = fold(*a);
+            let z = _mm256_or_si256(_mm256_cmpeq_epi64(a, zero), _mm256_cmpeq_epi64(a, p));
+            mask |= (_mm256_movemask_pd(_mm256_castsi256_pd(z)) as u32) << (4 * v);
+        }
+        let valid = if xs.len() >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << xs.len()) - 1
+        };
+        mask & valid
     }
 }
 
