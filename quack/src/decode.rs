@@ -213,7 +213,7 @@ impl Decoder {
         let m = missing as usize;
         diff.canonical_sums_into(&mut self.sums);
         self.prepare_inverses::<T>(m);
-        newton::<T>(&self.sums, &self.inverses, m, &mut self.coeffs);
+        T::newton(&self.sums, &self.inverses, m, &mut self.coeffs);
         // Newton's identities for k > m: p_k + c_1 p_(k-1) + … + c_m p_(k-m) = 0.
         for k in m..t {
             let acc = T::add_mod(self.sums[k], T::dot_rev(&self.coeffs, &self.sums[k - m..k]));
@@ -320,17 +320,6 @@ impl Decoder {
         out.indeterminate
             .sort_unstable_by_key(|g| g.candidates.first().map_or(0, |c| c.index));
         Ok(())
-    }
-}
-
-/// Newton's identities: with `c_0 = 1`, `k·c_k = −Σ_{i=1..k} c_(k−i)·p_i`, giving
-/// `P(x) = x^m + c_1 x^(m−1) + … + c_m` whose roots are the missing identifiers.
-fn newton<T: Identifier>(sums: &[u64], inverses: &[u64], m: usize, coeffs: &mut Vec<u64>) {
-    coeffs.clear();
-    for k in 1..=m {
-        // c_(k-i) for i = 1..k-1 is coeffs[k-i-1]; the i = k term is c_0·p_k = p_k.
-        let acc = T::add_mod(sums[k - 1], T::dot_rev(&sums[..k - 1], &coeffs[..k - 1]));
-        coeffs.push(T::neg_mod(T::mul_mod(acc, inverses[k])));
     }
 }
 

@@ -87,6 +87,19 @@ pub trait Identifier:
             .fold(0, |acc, (&x, &y)| Self::add_mod(acc, Self::mul_mod(x, y)))
     }
 
+    /// Newton's identities (seed 001 §3.4, [22]): with `c_0 = 1`,
+    /// `k·c_k = −Σ_{i=1..k} c_(k−i)·p_i`, giving `P(x) = x^m + c_1 x^(m−1) + … + c_m`.
+    /// `sums` are the canonical power sums `p_1..`, `inverses[k]` the inverse of `k`;
+    /// `coeffs` receives the canonical `c_1..c_m`.
+    fn newton(sums: &[u64], inverses: &[u64], m: usize, coeffs: &mut Vec<u64>) {
+        coeffs.clear();
+        for k in 1..=m {
+            // c_(k-i) for i = 1..k-1 is coeffs[k-i-1]; the i = k term is c_0·p_k = p_k.
+            let acc = Self::add_mod(sums[k - 1], Self::dot_rev(&sums[..k - 1], &coeffs[..k - 1]));
+            coeffs.push(Self::neg_mod(Self::mul_mod(acc, inverses[k])));
+        }
+    }
+
     /// Sum of two canonical values, canonical.
     #[inline]
     fn add_mod(a: u64, b: u64) -> u64 {
@@ -270,6 +283,31 @@ impl Identifier for u32 {
     }
     fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>) {
         crate::simd::find_roots_u32(coeffs, candidates, hits);
+    }
+    fn newton(sums: &[u64], inverses: &[u64], m: usize, coeffs: &mut Vec<u64>) {
+        // Same recurrence as the generic version, arranged for a short dependency chain: the
+        // sum is exact in 128 bits with the newest coefficient's product added last, reduced
+        // lazily (< 2^32), then multiplied by −1/k.
+        coeffs.clear();
+        for k in 1..=m {
+            let mut s = u128::from(sums[k - 1]);
+            for i in 2..k {
+                s += u128::from(coeffs[k - i - 1] * sums[i - 1]);
+            }
+            if k >= 2 {
+                s += u128::from(coeffs[k - 2] * sums[0]);
+            }
+            // s < 2^76: low word folded, high word times 2^64 ≡ 25 added in the first fold.
+            let lo = s as u64;
+            let r = (lo & 0xFFFF_FFFF) + (lo >> 32) * 5 + ((s >> 64) as u64) * 25;
+            let r = fold32(r);
+            let c = fold32(r * (Self::MODULUS - inverses[k]));
+            coeffs.push(if c >= Self::MODULUS {
+                c - Self::MODULUS
+            } else {
+                c
+            });
+        }
     }
     fn dot_rev(a: &[u64], b: &[u64]) -> u64 {
         // Products < 2^64 summed exactly in 128 bits, one reduction at the end:

@@ -94,7 +94,13 @@ pub(crate) fn find_roots_u32(coeffs: &[u64], candidates: &[u32], hits: &mut Vec<
         if candidates.len() <= B {
             // Small logs are latency-bound: one pass with all candidates in flight.
             // SAFETY: AVX2 support was checked just above.
-            let mask = unsafe { avx2::roots_block::<{ B / 4 }>(coeffs, candidates) };
+            let mask = unsafe {
+                match candidates.len() {
+                    0..=8 => avx2::roots_block::<2>(coeffs, candidates),
+                    9..=16 => avx2::roots_block::<4>(coeffs, candidates),
+                    _ => avx2::roots_block::<{ B / 4 }>(coeffs, candidates),
+                }
+            };
             push(mask, 0, hits);
             return;
         }
