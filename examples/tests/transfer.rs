@@ -149,3 +149,47 @@ fn help_works() {
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(s.contains("--download") && s.contains("--upload") && s.contains("--cc"));
 }
+
+#[test]
+fn quiche_http3_download_and_upload() {
+    let addr = free_port();
+    let child = Command::new(BIN)
+        .args([
+            "server",
+            "--stack",
+            "quiche",
+            "--http3",
+            "--listen",
+            &addr.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _srv = Server(child);
+    std::thread::sleep(Duration::from_millis(300));
+    for (flag, dir) in [("--download", "download"), ("--upload", "upload")] {
+        let out = Command::new(BIN)
+            .args([
+                "client",
+                "--stack",
+                "quiche",
+                "--http3",
+                "--connect",
+                &addr.to_string(),
+                flag,
+                &BYTES.to_string(),
+                "--json",
+                "--timeout",
+                "60",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        check(&v, "quiche", dir);
+    }
+}

@@ -1,4 +1,5 @@
-//! `sidekick-transfer`: bulk transfer over QUIC (raw stream, not HTTP/3) with quinn or quiche.
+//! `sidekick-transfer`: bulk transfer over QUIC (raw stream, or HTTP/3 with `--http3`) with quinn
+//! or quiche.
 //!
 //! ```text
 //! sidekick-transfer server --stack quinn|quiche --listen IP:PORT [--once]
@@ -43,6 +44,10 @@ struct Common {
     /// the lab's link element).
     #[arg(long)]
     gso: bool,
+    /// Speak HTTP/3 (ALPN h3: GET /download/N, POST /upload/N, GET /stats) instead of the raw
+    /// stream protocol. Both ends must agree.
+    #[arg(long)]
+    http3: bool,
 }
 
 #[derive(Args)]
@@ -83,6 +88,7 @@ fn options(c: &Common) -> TransportOptions {
     TransportOptions {
         cc: c.cc,
         gso: c.gso,
+        http3: c.http3,
         ..TransportOptions::default()
     }
 }

@@ -25,6 +25,7 @@
 //! (carried in the [`Summary`]) for a download, the client's own for an upload.
 
 pub mod cert;
+mod quiche_h3;
 pub mod quiche_stack;
 pub mod quinn_stack;
 
@@ -103,6 +104,9 @@ pub struct TransportOptions {
     pub gso: bool,
     /// Idle timeout.
     pub idle_timeout: Duration,
+    /// Speak HTTP/3 (ALPN `h3`; `GET /download/N`, `POST /upload/N`, `GET /stats`) instead of the
+    /// raw-stream protocol.
+    pub http3: bool,
 }
 
 impl Default for TransportOptions {
@@ -111,6 +115,7 @@ impl Default for TransportOptions {
             cc: Cc::Cubic,
             gso: false,
             idle_timeout: Duration::from_secs(30),
+            http3: false,
         }
     }
 }

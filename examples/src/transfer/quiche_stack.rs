@@ -20,9 +20,14 @@ const STREAM: u64 = 0;
 /// Largest UDP payload quiche emits (its default).
 const MAX_DATAGRAM: usize = 1350;
 
-fn config(opts: &TransportOptions) -> anyhow::Result<quiche::Config> {
+pub(super) fn config(opts: &TransportOptions) -> anyhow::Result<quiche::Config> {
     let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).context("quiche config")?;
-    c.set_application_protos(&[ALPN]).context("ALPN")?;
+    let alpn: &[u8] = if opts.http3 {
+        quiche::h3::APPLICATION_PROTOCOL[0]
+    } else {
+        ALPN
+    };
+    c.set_application_protos(&[alpn]).context("ALPN")?;
     c.set_max_idle_timeout(u64::try_from(opts.idle_timeout.as_millis()).unwrap_or(u64::MAX));
     c.set_max_recv_udp_payload_size(65_527);
     c.set_max_send_udp_payload_size(MAX_DATAGRAM);
@@ -43,7 +48,7 @@ fn config(opts: &TransportOptions) -> anyhow::Result<quiche::Config> {
     Ok(c)
 }
 
-fn random_cid() -> anyhow::Result<[u8; quiche::MAX_CONN_ID_LEN]> {
+pub(super) fn random_cid() -> anyhow::Result<[u8; quiche::MAX_CONN_ID_LEN]> {
     let mut cid = [0u8; quiche::MAX_CONN_ID_LEN];
     ring::rand::SystemRandom::new()
         .fill(&mut cid)
@@ -134,9 +139,9 @@ const PACING_QUEUE: usize = 256;
 
 /// Socket plus buffers; sends what quiche releases at the paced times, receives with quiche's
 /// timeout.
-struct Io {
-    socket: UdpSocket,
-    local: SocketAddr,
+pub(super) struct Io {
+    pub(super) socket: UdpSocket,
+    pub(super) local: SocketAddr,
     out: Vec<u8>,
     inbuf: Vec<u8>,
     /// Datagrams waiting for their pacing time (bounded by [`PACING_QUEUE`]).
@@ -144,7 +149,7 @@ struct Io {
 }
 
 impl Io {
-    fn new(socket: UdpSocket) -> anyhow::Result<Self> {
+    pub(super) fn new(socket: UdpSocket) -> anyhow::Result<Self> {
         let local = socket.local_addr().context("local address")?;
         Ok(Self {
             socket,
@@ -155,7 +160,7 @@ impl Io {
         })
     }
 
-    fn flush(&mut self, conn: &mut quiche::Connection) -> anyhow::Result<()> {
+    pub(super) fn flush(&mut self, conn: &mut quiche::Connection) -> anyhow::Result<()> {
         while self.paced.len() < PACING_QUEUE {
             match conn.send(&mut self.out) {
                 Ok((n, info)) => self
@@ -180,7 +185,7 @@ impl Io {
     }
 
     /// Send every held datagram now (before leaving the loop).
-    fn drain(&mut self) -> anyhow::Result<()> {
+    pub(super) fn drain(&mut self) -> anyhow::Result<()> {
         while let Some((_, d, to)) = self.paced.pop_front() {
             self.socket
                 .send_to(&d, to)
@@ -218,7 +223,11 @@ impl Io {
 
     /// Wait for one datagram from `peer` (others are ignored) until quiche's timer; feed it to
     /// `conn`, or fire the timer.
-    fn step(&mut self, conn: &mut quiche::Connection, peer: SocketAddr) -> anyhow::Result<()> {
+    pub(super) fn step(
+        &mut self,
+        conn: &mut quiche::Connection,
+        peer: SocketAddr,
+    ) -> anyhow::Result<()> {
         let mut wait = conn.timeout().unwrap_or(Duration::from_millis(100));
         if let Some(s) = self.next_send() {
             wait = wait.min(s);
@@ -257,7 +266,7 @@ impl Io {
     }
 }
 
-fn stats_of(conn: &quiche::Connection) -> SenderStats {
+pub(super) fn stats_of(conn: &quiche::Connection) -> SenderStats {
     let s = conn.stats();
     SenderStats {
         sent_packets: s.sent as u64,
@@ -307,7 +316,12 @@ pub fn serve_socket(socket: UdpSocket, once: bool, opts: &TransportOptions) -> a
         if let Err(e) = conn.recv(&mut io.inbuf[..n], info) {
             tracing::debug!("first packet: {e}");
         }
-        match serve_connection(&mut io, &mut conn, from) {
+        let served = if opts.http3 {
+            super::quiche_h3::serve_connection(&mut io, &mut conn, from)
+        } else {
+            serve_connection(&mut io, &mut conn, from)
+        };
+        match served {
             Ok(()) => tracing::info!(%from, "connection done"),
             Err(e) => tracing::warn!(%from, "connection failed: {e:#}"),
         }
@@ -419,6 +433,9 @@ pub fn run_client(
     opts: &TransportOptions,
     timeout: Duration,
 ) -> anyhow::Result<TransferReport> {
+    if opts.http3 {
+        return super::quiche_h3::run_client(connect, req, opts, timeout);
+    }
     let deadline = Instant::now() + timeout;
     let mut cfg = config(opts)?;
     cfg.verify_peer(false);

@@ -52,6 +52,9 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// Build a quinn server endpoint bound to `listen` with a fresh self-signed certificate.
 pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::Result<Endpoint> {
+    if opts.http3 {
+        bail!("--http3 is implemented for quiche only so far");
+    }
     let cert = SelfSigned::generate()?;
     let mut tls = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -228,6 +231,9 @@ pub async fn run_client(
     req: Request,
     opts: &TransportOptions,
 ) -> anyhow::Result<TransferReport> {
+    if opts.http3 {
+        bail!("--http3 is implemented for quiche only so far");
+    }
     let provider = provider();
     let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
