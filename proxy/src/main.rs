@@ -164,11 +164,13 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let cfg = load(&cli)?;
     if cli.check_config {
-        println!("configuration OK: {cfg:#?}");
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), "configuration OK: {cfg:#?}");
         return Ok(());
     }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&cfg.log))
+        .with_writer(std::io::stderr)
         .init();
     sidekick_proxy::daemon::run(&cfg)
 }

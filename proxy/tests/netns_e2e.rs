@@ -1,0 +1,404 @@
+//! The proxy binary in a network namespace between a protocol client and a server:
+//! discovery, quACKs for an upload, retransmissions from the cache for a download, metrics, clean
+//! stop on SIGTERM. Needs root; skipped with a message otherwise. Always cleans up.
+//!
+//! ```text
+//! this process (client, 10.222.240.2) ── veth ── ns ap (10.222.240.1 | 10.222.241.1) ── veth ── ns srv (10.222.241.2)
+//!                                                 sidekick-proxy sniffing on the client side
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use eack::ReceiverEack;
+use quack::PowerSumQuack;
+use sidekick_protocol::messages::{IdentifierSpec, PackratConfig, RobinConfig};
+use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, SessionConfig};
+
+fn sh(args: &[&str]) -> bool {
+    Command::new(args[0])
+        .args(&args[1..])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+struct Topo {
+    ap: String,
+    srv: String,
+    c: String,
+    proxy: Option<Child>,
+    server: Option<Child>,
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        for ch in [self.proxy.as_mut(), self.server.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = ch.kill();
+            let _ = ch.wait();
+        }
+        let _ = sh(&["ip", "link", "del", &self.c]);
+        let _ = sh(&["ip", "netns", "del", &self.ap]);
+        let _ = sh(&["ip", "netns", "del", &self.srv]);
+    }
+}
+
+fn setup() -> Option<Topo> {
+    let id = std::process::id() % 100_000;
+    let t = Topo {
+        ap: format!("skeap{id}"),
+        srv: format!("skesrv{id}"),
+        c: format!("skec{id}"),
+        proxy: None,
+        server: None,
+    };
+    let apc = format!("skea{id}");
+    let aps = format!("skeb{id}");
+    let srv = format!("skes{id}");
+    let (ap_name, srv_name) = (t.ap.clone(), t.srv.clone());
+    let (ap, sv) = (ap_name.as_str(), srv_name.as_str());
+    let mut t = t;
+    let ok = sh(&["ip", "netns", "add", ap])
+        && sh(&["ip", "netns", "add", sv])
+        && sh(&[
+            "ip", "link", "add", &t.c, "type", "veth", "peer", "name", &apc,
+        ])
+        && sh(&["ip", "link", "set", &apc, "netns", ap])
+        && sh(&[
+            "ip", "link", "add", &aps, "netns", ap, "type", "veth", "peer", "name", &srv, "netns",
+            sv,
+        ])
+        && sh(&["ip", "addr", "add", "10.222.240.2/24", "dev", &t.c])
+        && sh(&["ip", "link", "set", &t.c, "up"])
+        && sh(&[
+            "ip",
+            "route",
+            "add",
+            "10.222.241.0/24",
+            "via",
+            "10.222.240.1",
+            "dev",
+            &t.c,
+        ])
+        && sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ap,
+            "ip",
+            "addr",
+            "add",
+            "10.222.240.1/24",
+            "dev",
+            &apc,
+        ])
+        && sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ap,
+            "ip",
+            "addr",
+            "add",
+            "10.222.241.1/24",
+            "dev",
+            &aps,
+        ])
+        && sh(&["ip", "netns", "exec", ap, "ip", "link", "set", &apc, "up"])
+        && sh(&["ip", "netns", "exec", ap, "ip", "link", "set", &aps, "up"])
+        && sh(&["ip", "netns", "exec", ap, "ip", "link", "set", "lo", "up"])
+        && sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ap,
+            "sysctl",
+            "-qw",
+            "net.ipv4.ip_forward=1",
+        ])
+        && sh(&[
+            "ip",
+            "netns",
+            "exec",
+            sv,
+            "ip",
+            "addr",
+            "add",
+            "10.222.241.2/24",
+            "dev",
+            &srv,
+        ])
+        && sh(&["ip", "netns", "exec", sv, "ip", "link", "set", &srv, "up"])
+        && sh(&[
+            "ip",
+            "netns",
+            "exec",
+            sv,
+            "ip",
+            "route",
+            "add",
+            "default",
+            "via",
+            "10.222.241.1",
+        ]);
+    if !ok {
+        eprintln!("skipping: could not build the namespaces");
+        return None;
+    }
+    t.proxy = Some(
+        Command::new("ip")
+            .args(["netns", "exec", ap, env!("CARGO_BIN_EXE_sidekick-proxy")])
+            .args(["--interface", &apc, "--faces", "client"])
+            .args(["--sidekick-listen", "10.222.240.1:7788"])
+            .args([
+                "--metrics-listen",
+                "10.222.240.1:19465",
+                "--ring-blocks",
+                "8",
+            ])
+            .args(["--log", "sidekick_proxy=debug"])
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?,
+    );
+    // Server: answers "go N" with N numbered datagrams whose last 4 bytes are their identifiers.
+    t.server = Some(
+        Command::new("ip")
+            .args(["netns", "exec", sv, "python3", "-c"])
+            .arg(
+                "import socket,struct\n\
+                 s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+                 s.bind(('10.222.241.2',4433))\n\
+                 while True:\n\
+                 \x20 d,a=s.recvfrom(2000)\n\
+                 \x20 if d.startswith(b'go'):\n\
+                 \x20\x20 for i in range(int(d[2:])): s.sendto(b'D'*800+struct.pack('<I',5000+i),a)\n",
+            )
+            .spawn()
+            .ok()?,
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    Some(t)
+}
+
+fn metrics() -> String {
+    let Ok(mut s) = TcpStream::connect("10.222.240.1:19465") else {
+        return String::new();
+    };
+    let _ = s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+struct Client {
+    base: UdpSocket,
+    sk: UdpSocket,
+    session: ClientSession,
+    events: Vec<ClientEvent>,
+    base_rx: Vec<Vec<u8>>,
+}
+
+impl Client {
+    fn pump(&mut self, dur: Duration) {
+        let server: SocketAddr = "10.222.241.2:4433".parse().unwrap();
+        let end = Instant::now() + dur;
+        let mut buf = vec![0u8; 4096];
+        while Instant::now() < end {
+            let now = Instant::now();
+            while let Some(t) = self.session.poll_transmit() {
+                match t.dest {
+                    Destination::Base => {
+                        self.base.send_to(&t.bytes, server).unwrap();
+                    }
+                    Destination::Sidekick(p) => {
+                        self.sk.send_to(&t.bytes, p).unwrap();
+                    }
+                }
+            }
+            if let Ok((n, from)) = self.sk.recv_from(&mut buf)
+                && let Ok(ev) = self.session.handle_datagram(now, from, &buf[..n])
+            {
+                self.events.push(ev);
+            }
+            if let Ok((n, _)) = self.base.recv_from(&mut buf) {
+                match self.session.handle_base_datagram(now, &buf[..n]) {
+                    Ok(ClientEvent::Nothing) | Err(_) => self.base_rx.push(buf[..n].to_vec()),
+                    Ok(ev) => self.events.push(ev),
+                }
+            }
+            if self.session.poll_timeout().is_some_and(|t| t <= now) {
+                self.session.handle_timeout(now);
+            }
+            while let Some(ev) = self.session.poll_event() {
+                self.events.push(ev);
+            }
+        }
+    }
+}
+
+fn client(config: SessionConfig, base_port: u16) -> Client {
+    let base = UdpSocket::bind(("10.222.240.2", base_port)).unwrap();
+    let sk = UdpSocket::bind(("10.222.240.2", base_port + 1)).unwrap();
+    for s in [&base, &sk] {
+        s.set_read_timeout(Some(Duration::from_millis(2))).unwrap();
+    }
+    let mut session = ClientSession::new(ClientConfig::new(config));
+    session.start(Instant::now()).unwrap();
+    Client {
+        base,
+        sk,
+        session,
+        events: Vec::new(),
+        base_rx: Vec::new(),
+    }
+}
+
+#[test]
+fn proxy_binary_robin_and_packrat_in_namespaces() {
+    if !is_root() {
+        eprintln!("skipping netns end-to-end test: needs root");
+        return;
+    }
+    let Some(mut topo) = setup() else { return };
+
+    // Robin: discovery, then quACKs for an upload.
+    let robin = SessionConfig {
+        robin: Some(RobinConfig {
+            interval_ms: 0,
+            interval_packets: 2,
+            threshold: 8,
+        }),
+        packrat: None,
+        identifier: Some(IdentifierSpec::quic_default()),
+    };
+    let mut c = client(robin, 41000);
+    c.pump(Duration::from_secs(3));
+    assert!(
+        c.events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Established { .. })),
+        "no session: {:?} metrics:\n{}",
+        c.events,
+        metrics()
+    );
+    for i in 0..20u32 {
+        let mut p = vec![0x40u8; 300];
+        p.extend_from_slice(&(100 + i).to_le_bytes());
+        c.base.send_to(&p, "10.222.241.2:4433").unwrap();
+        c.pump(Duration::from_millis(5));
+    }
+    c.pump(Duration::from_millis(500));
+    let quacks: Vec<PowerSumQuack<u32>> = c
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Quack { data, .. } => PowerSumQuack::from_bytes(data).ok(),
+            _ => None,
+        })
+        .collect();
+    assert!(!quacks.is_empty(), "no quACKs; metrics:\n{}", metrics());
+    let last = quacks.iter().max_by_key(|q| q.count()).unwrap();
+    // The quACK holds exactly the upload's packets seen so far (the discovery request crossed the
+    // proxy before the session existed and is not in it).
+    let mut expect = PowerSumQuack::<u32>::new(8);
+    for i in 0..last.count() {
+        expect.insert(100 + i);
+    }
+    assert_eq!(*last, expect);
+
+    // Packrat: a download of 32 packets; the client "loses" two, the proxy repairs them.
+    let packrat = SessionConfig {
+        robin: None,
+        packrat: Some(PackratConfig {
+            eack_interval_ms: 10,
+            eack_interval_packets: 16,
+            local_symbols: 160,
+            cache_capacity_bytes: 48 * 1024,
+            reorder_delay_ms: 30,
+        }),
+        identifier: Some(IdentifierSpec::quic_default()),
+    };
+    let mut d = client(packrat, 42000);
+    d.pump(Duration::from_secs(3));
+    assert!(
+        d.events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Established { .. }))
+    );
+    let mut rx = ReceiverEack::new(160);
+    rx.reset(d.session.epoch());
+    d.base_rx.clear();
+    d.base.send_to(b"go32", "10.222.241.2:4433").unwrap();
+    d.pump(Duration::from_millis(500));
+    let ids: Vec<u32> = d
+        .base_rx
+        .iter()
+        .filter(|p| p.len() == 804)
+        .map(|p| u32::from_le_bytes(p[800..804].try_into().unwrap()))
+        .collect();
+    assert_eq!(ids.len(), 32, "download did not arrive");
+    let lost = [5005u32, 5009];
+    for id in &ids {
+        if !lost.contains(id) {
+            rx.on_receive(*id);
+        }
+    }
+    let before = d.base_rx.len();
+    let mut wire = Vec::new();
+    rx.encode(20, &mut wire).unwrap();
+    d.session.send_eack(Instant::now(), &wire).unwrap();
+    d.pump(Duration::from_millis(500));
+    let mut again: Vec<u32> = d.base_rx[before..]
+        .iter()
+        .filter(|p| p.len() == 804)
+        .map(|p| u32::from_le_bytes(p[800..804].try_into().unwrap()))
+        .collect();
+    again.sort_unstable();
+    assert_eq!(again, lost.to_vec(), "retransmissions");
+
+    std::thread::sleep(Duration::from_millis(1200)); // metrics refresh once a second
+    let m = metrics();
+    eprintln!("{m}");
+    assert!(metric(&m, "sidekick_quacks_sent_total") >= 1);
+    assert_eq!(metric(&m, "sidekick_retransmissions_total"), 2);
+    assert_eq!(metric(&m, "sidekick_discovery_replied_total"), 2);
+    assert_eq!(metric(&m, "sidekick_sessions"), 2);
+
+    // Clean stop on SIGTERM.
+    let mut proxy = topo.proxy.take().unwrap();
+    let pid = proxy.id().to_string();
+    assert!(sh(&["kill", "-TERM", &pid]));
+    let end = Instant::now() + Duration::from_secs(3);
+    let status = loop {
+        if let Some(s) = proxy.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > end {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
