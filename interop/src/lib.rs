@@ -1,2 +1,22 @@
 //! `sidekick-lab`: network namespaces, link emulation, scenarios, the experiment runner, results
-//! and plots, and an interop matrix across QUIC stacks.
+//! and plots.
+//!
+//! - [`spec`]: link properties and the unit syntax of scenario files.
+//! - [`link`]: the sans-IO core of one emulated link direction (loss, queue, rate, delay).
+//! - [`element`]: the userspace link element thread (AF_PACKET forwarding between two veths).
+//! - [`topo`]: the namespace topology and its clean-up.
+//! - [`probe`]: UDP probes and blasts that measure links (`check-links`).
+//! - [`scenario`]: scenario TOML files and `--set` overrides.
+//! - [`quic`]: a plain end-to-end QUIC transfer (quinn) to exercise the lab.
+//! - [`runner`]: trials, variants in alternation, metrics, JSON.
+//! - [`plot`]: PNG and SVG figures.
+//! - [`stats`]: median and IQR.
+
+pub mod csum;
+pub mod element;
+pub mod link;
+pub mod probe;
+pub mod spec;
+pub mod stats;
+pub mod sys;
+pub mod topo;
