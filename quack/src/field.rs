@@ -64,9 +64,27 @@ pub trait Identifier:
     /// Adds the powers of several identifiers at once (lazily); the caller guarantees that
     /// `xs.len()` further lazy insertions stay within [`Identifier::LAZY_LIMIT`].
     fn acc_insert_batch(acc: &mut [u64], xs: &[Self]) {
-        for &x in xs {
+        // Four identifiers' power chains interleaved: independent multiplications overlap.
+        let mut it = xs.chunks_exact(4);
+        for c in &mut it {
+            let x: [u64; 4] = core::array::from_fn(|i| Self::reduce(c[i].to_u64()));
+            let mut y = x;
+            for a in acc.iter_mut() {
+                *a = Self::acc_add(Self::acc_add(*a, y[0]), Self::add_mod(y[1], y[2]));
+                *a = Self::acc_add(*a, y[3]);
+                for i in 0..4 {
+                    y[i] = Self::mul_mod(y[i], x[i]);
+                }
+            }
+        }
+        for &x in it.remainder() {
             Self::acc_insert(acc, Self::reduce(x.to_u64()));
         }
+    }
+    /// Adds a canonical value to a lazily reduced accumulator (one lazy insertion's worth).
+    #[inline]
+    fn acc_add(acc: u64, v: u64) -> u64 {
+        Self::add_mod(acc, v)
     }
     /// Evaluates the monic polynomial `x^m + coeffs[0]·x^(m-1) + … + coeffs[m-1]` at every
     /// candidate and pushes the index of each candidate where it vanishes into `hits`.
@@ -181,6 +199,7 @@ impl Identifier for u16 {
     // Powers are folded below 2^16; an accumulator reset to < p takes 2^47 insertions to
     // overflow. The limit is far below that.
     const LAZY_LIMIT: u32 = 1 << 30;
+    const BUFFERED: bool = true;
 
     #[inline]
     fn to_u64(self) -> u64 {
@@ -189,6 +208,10 @@ impl Identifier for u16 {
     #[inline]
     fn from_u64_truncating(v: u64) -> Self {
         v as u16
+    }
+    #[inline]
+    fn acc_add(acc: u64, v: u64) -> u64 {
+        acc + v
     }
     #[inline]
     fn from_le_slice(bytes: &[u8]) -> Option<Self> {
@@ -248,6 +271,10 @@ impl Identifier for u32 {
     #[inline]
     fn from_u64_truncating(v: u64) -> Self {
         v as u32
+    }
+    #[inline]
+    fn acc_add(acc: u64, v: u64) -> u64 {
+        acc + v
     }
     #[inline]
     fn from_le_slice(bytes: &[u8]) -> Option<Self> {
@@ -329,6 +356,7 @@ impl Identifier for u64 {
     const MODULUS: u64 = 18_446_744_073_709_551_557;
     // 64-bit accumulators are kept canonical (modular addition on every insertion).
     const LAZY_LIMIT: u32 = u32::MAX;
+    const BUFFERED: bool = true;
 
     #[inline]
     fn to_u64(self) -> u64 {

@@ -79,8 +79,6 @@ pub(crate) fn insert_batch_u32(acc: &mut [u64], xs: &[u32]) {
 /// Horner evaluation of the monic polynomial at each candidate; pushes the indices of the
 /// candidates where it vanishes.
 pub(crate) fn find_roots_u32(coeffs: &[u64], candidates: &[u32], hits: &mut Vec<usize>) {
-    let mut base = 0usize;
-    let rest = candidates;
     #[cfg(target_arch = "x86_64")]
     if candidates.len() >= 4 && has_avx2() {
         const B: usize = avx2::ROOTS_BLOCK;
@@ -104,6 +102,7 @@ pub(crate) fn find_roots_u32(coeffs: &[u64], candidates: &[u32], hits: &mut Vec<
             push(mask, 0, hits);
             return;
         }
+        let mut base = 0usize;
         let mut it = candidates.chunks_exact(B);
         for chunk in &mut it {
             // SAFETY: AVX2 support was checked just above.
@@ -119,6 +118,11 @@ pub(crate) fn find_roots_u32(coeffs: &[u64], candidates: &[u32], hits: &mut Vec<
         }
         return;
     }
+    find_roots_scalar(coeffs, candidates, 0, hits);
+}
+
+/// Portable evaluation: four interleaved Horner chains.
+fn find_roots_scalar(coeffs: &[u64], rest: &[u32], mut base: usize, hits: &mut Vec<usize>) {
     const LANES: usize = 4;
     let mut chunks = rest.chunks_exact(LANES);
     for chunk in &mut chunks {
@@ -332,5 +336,19 @@ mod tests {
         let mut hits = Vec::new();
         find_roots_u32(&coeffs, &cands, &mut hits);
         assert_eq!(hits, vec![3, 8, 13, 18]);
+        // The portable path, and every block size of the SIMD path.
+        hits.clear();
+        find_roots_scalar(&coeffs, &cands, 0, &mut hits);
+        assert_eq!(hits, vec![3, 8, 13, 18]);
+        for n in [1usize, 4, 7, 9, 16, 17, 31, 32, 33, 64, 70] {
+            let mut c: Vec<u32> = (1000..1000 + n as u32).collect();
+            c[n - 1] = 3;
+            c[n / 2] = 5;
+            let mut want = vec![n / 2, n - 1];
+            want.dedup();
+            hits.clear();
+            find_roots_u32(&coeffs, &c, &mut hits);
+            assert_eq!(hits, want, "n = {n}");
+        }
     }
 }
