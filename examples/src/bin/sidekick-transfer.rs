@@ -111,7 +111,7 @@ fn main() -> anyhow::Result<()> {
                     let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
                     rt.block_on(async {
                         let ep = quinn_stack::server_endpoint(a.listen, &opts)?;
-                        quinn_stack::serve(ep, a.once).await
+                        quinn_stack::serve(ep, a.once, opts.http3).await
                     })
                 }
             }

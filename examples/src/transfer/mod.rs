@@ -1,5 +1,6 @@
-//! Bulk transfer over QUIC (raw bidirectional stream, no HTTP/3 yet) with two registry stacks,
-//! quinn and quiche, interoperable through the shared ALPN [`ALPN`].
+//! Bulk transfer over QUIC with two registry stacks, quinn and quiche, interoperable through the
+//! shared ALPN [`ALPN`] (raw bidirectional stream) or over HTTP/3 (ALPN `h3`, `--http3`: quinn with
+//! h3 + h3-quinn, quiche with `quiche::h3`).
 //!
 //! # Application protocol (one bidirectional stream, client-initiated)
 //!
@@ -27,6 +28,7 @@
 pub mod cert;
 mod quiche_h3;
 pub mod quiche_stack;
+mod quinn_h3;
 pub mod quinn_stack;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

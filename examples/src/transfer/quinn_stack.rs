@@ -46,15 +46,20 @@ fn transport_config(opts: &TransportOptions) -> anyhow::Result<TransportConfig> 
     Ok(t)
 }
 
+fn alpn(opts: &TransportOptions) -> Vec<u8> {
+    if opts.http3 {
+        b"h3".to_vec()
+    } else {
+        ALPN.to_vec()
+    }
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// Build a quinn server endpoint bound to `listen` with a fresh self-signed certificate.
 pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::Result<Endpoint> {
-    if opts.http3 {
-        bail!("--http3 is implemented for quiche only so far");
-    }
     let cert = SelfSigned::generate()?;
     let mut tls = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -65,7 +70,7 @@ pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::R
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_der.clone())),
         )
         .context("server certificate")?;
-    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.alpn_protocols = vec![alpn(opts)];
     let crypto = QuicServerConfig::try_from(tls).context("QUIC server TLS config")?;
     let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     cfg.transport_config(Arc::new(transport_config(opts)?));
@@ -79,13 +84,17 @@ pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::R
     .context("quinn endpoint")
 }
 
-/// Serve transfers on `endpoint`: connections are handled concurrently; with `once`, return after
-/// the first connection ends.
-pub async fn serve(endpoint: Endpoint, once: bool) -> anyhow::Result<()> {
+/// Serve transfers on `endpoint` (HTTP/3 if `http3`): connections are handled concurrently; with
+/// `once`, return after the first connection ends.
+pub async fn serve(endpoint: Endpoint, once: bool, http3: bool) -> anyhow::Result<()> {
     while let Some(incoming) = endpoint.accept().await {
         let task = async move {
             let conn = incoming.await.context("handshake")?;
-            serve_connection(conn).await
+            if http3 {
+                super::quinn_h3::serve_connection(conn).await
+            } else {
+                serve_connection(conn).await
+            }
         };
         if once {
             let r = task.await;
@@ -231,9 +240,6 @@ pub async fn run_client(
     req: Request,
     opts: &TransportOptions,
 ) -> anyhow::Result<TransferReport> {
-    if opts.http3 {
-        bail!("--http3 is implemented for quiche only so far");
-    }
     let provider = provider();
     let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -241,7 +247,7 @@ pub async fn run_client(
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
         .with_no_client_auth();
-    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.alpn_protocols = vec![alpn(opts)];
     let mut cfg = quinn::ClientConfig::new(Arc::new(
         QuicClientConfig::try_from(tls).context("QUIC client TLS config")?,
     ));
@@ -265,6 +271,18 @@ pub async fn run_client(
         .context("starting connection")?
         .await
         .with_context(|| format!("handshake with {connect}"))?;
+    if opts.http3 {
+        let (duration, stats) = super::quinn_h3::client(&conn, req).await?;
+        conn.close(VarInt::from_u32(0x100), b"done");
+        endpoint.wait_idle().await;
+        return Ok(TransferReport::new(
+            Stack::Quinn,
+            req.direction,
+            req.bytes,
+            duration,
+            stats,
+        ));
+    }
     let (mut send, mut recv) = conn.open_bi().await.context("opening stream")?;
 
     let start = Instant::now();
