@@ -8,11 +8,18 @@
 //! - the symbols-per-missing multiplier distribution (Fig. 4) at m = 10, 20, 40;
 //! - the power-sum vs rIBLT comparison at Table 2's conditions (`table2/...`, plus a printed
 //!   summary with the gain).
+//!
+//! Times are the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall-clock time:
+//! the development machine is shared by several builds at once, and time spent descheduled is
+//! not the code's cost. Set `EACK_BENCH_WALL=1` for wall-clock time.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+// The thread CPU clock needs `libc::clock_gettime`, an FFI call (see `thread_cpu_time`).
+#![allow(unsafe_code)]
 
 use std::hint::black_box;
 use std::time::Duration;
 
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use eack::experiment::{NeededDistribution, SplitMix};
 use eack::{
@@ -20,7 +27,66 @@ use eack::{
     symbols_for,
 };
 
-fn insert(c: &mut Criterion) {
+/// The calling thread's CPU time.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is supported on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Criterion measurement: thread CPU time (or wall time with `EACK_BENCH_WALL=1`), in the same
+/// units and formatting as criterion's wall-clock measurement.
+struct CpuTime {
+    wall: bool,
+}
+
+impl CpuTime {
+    fn new() -> Self {
+        CpuTime {
+            wall: std::env::var_os("EACK_BENCH_WALL").is_some(),
+        }
+    }
+    fn now(&self) -> Duration {
+        if self.wall {
+            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            START.get_or_init(std::time::Instant::now).elapsed()
+        } else {
+            thread_cpu_time()
+        }
+    }
+}
+
+impl Measurement for CpuTime {
+    type Intermediate = Duration;
+    type Value = Duration;
+    fn start(&self) -> Duration {
+        self.now()
+    }
+    fn end(&self, i: Duration) -> Duration {
+        self.now().saturating_sub(i)
+    }
+    fn add(&self, v1: &Duration, v2: &Duration) -> Duration {
+        *v1 + *v2
+    }
+    fn zero(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn to_f64(&self, value: &Duration) -> f64 {
+        value.as_nanos() as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        WallTime.formatter()
+    }
+}
+
+type C = Criterion<CpuTime>;
+
+fn insert(c: &mut C) {
     let mut g = c.benchmark_group("insert");
     let mut rng = SplitMix::new(1);
     let ids: Vec<u32> = (0..1000).map(|_| rng.next_u64() as u32).collect();
@@ -61,7 +127,7 @@ fn pair(m: usize, local: usize, n: usize) -> (Sketch, Sketch) {
     unreachable!()
 }
 
-fn decode(c: &mut Criterion) {
+fn decode(c: &mut C) {
     for (name, full) in [("decode", false), ("decode_full160", true)] {
         let mut g = c.benchmark_group(name);
         for m in [10usize, 20, 40] {
@@ -81,7 +147,7 @@ fn decode(c: &mut Criterion) {
     }
 }
 
-fn on_eack(c: &mut Criterion) {
+fn on_eack(c: &mut C) {
     // Wire bytes in, retransmission list out (parse + subtract + peel), m = 20, 160 local.
     let mut rng = SplitMix::new(7);
     let ids = rng.distinct_ids(1000);
@@ -165,22 +231,22 @@ fn table2_case<S: EackScheme>(
     unreachable!()
 }
 
-/// Median nanoseconds per call of `f` (51 batches of `iters`).
+/// Median thread-CPU nanoseconds per call of `f` (51 batches of `iters`).
 fn median_ns(iters: u32, mut f: impl FnMut()) -> f64 {
     let mut v: Vec<f64> = (0..51)
         .map(|_| {
-            let t = std::time::Instant::now();
+            let t = thread_cpu_time();
             for _ in 0..iters {
                 f();
             }
-            t.elapsed().as_nanos() as f64 / f64::from(iters)
+            thread_cpu_time().saturating_sub(t).as_nanos() as f64 / f64::from(iters)
         })
         .collect();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-fn table2(c: &mut Criterion) {
+fn table2(c: &mut C) {
     println!("Table 2: decode time per eACK, power sum (t = m) vs rIBLT (symbols_for(m, 0.99))");
     println!(
         "{:<20} {:>5} {:>4} {:>12} {:>12} {:>8}",
@@ -222,9 +288,12 @@ fn table2(c: &mut Criterion) {
     g.finish();
 }
 
-fn figures(c: &mut Criterion) {
-    multiplier_distribution();
-    table2(c);
+fn figures(c: &mut C) {
+    // `EACK_BENCH_QUICK=1` skips the printed summaries (for filtered runs).
+    if std::env::var_os("EACK_BENCH_QUICK").is_none() {
+        multiplier_distribution();
+        table2(c);
+    }
     insert(c);
     decode(c);
     on_eack(c);
@@ -233,6 +302,7 @@ fn figures(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default()
+        .with_measurement(CpuTime::new())
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(30);

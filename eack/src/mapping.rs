@@ -30,9 +30,6 @@ pub(crate) const INDEX_BOUND: u64 = 1 << 16;
 
 /// Fixed-point fraction bits of `G = F − 1`.
 const G_FRAC: u32 = 24;
-/// Clamp on `G` (in fixed point): a gap factor of 2^16 already jumps past [`INDEX_BOUND`] from any
-/// index, so larger values need not be represented.
-const G_MAX: u64 = 1 << (16 + G_FRAC);
 
 /// A walk over one element's coded-symbol indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,13 +64,16 @@ impl IndexWalk {
         self.state = prod as u64;
         let z = (prod >> 64) as u64 ^ prod as u64;
         // P = max(U1, U2) + 1 over two 32-bit uniforms; F = 2^32 / P has P(F > f) = 1/f².
-        let p = (z >> 32).max(z & 0xffff_ffff) + 1;
+        // P is kept ≥ 2^16 (F ≤ 2^16, which already jumps past INDEX_BOUND from any index;
+        // the clipped mass is 2^-32), so G below needs no upper clamp.
+        let p = ((z >> 32).max(z & 0xffff_ffff) + 1) | (1 << 16);
         // G = F − 1 = (2^32 − P) / P, in fixed point with G_FRAC fraction bits, from an 8-bit
-        // reciprocal table (relative error < 2^-9, see RECIP).
-        let lz = p.leading_zeros(); // 31..=63
+        // reciprocal table (relative error < 2^-9, see RECIP), plus one ulp (2^-24) so that
+        // every gap is ≥ 1.
+        let lz = p.leading_zeros(); // 31..=47
         let idx = ((p << lz) >> 55) as usize & 0xff;
         let d = (1u64 << 32) - p;
-        let g = ((d * u64::from(RECIP[idx])) >> (70 - lz)).clamp(1, G_MAX);
+        let g = ((d * u64::from(RECIP[idx])) >> (70 - lz)) + 1;
         // gap = ceil((index + 1.5)·G) = ceil(y·G_fixed / 2^(G_FRAC+1)).
         let gap = self.y.wrapping_mul(g).wrapping_add((1 << (G_FRAC + 1)) - 1) >> (G_FRAC + 1);
         self.y = self.y.wrapping_add(gap << 1);
