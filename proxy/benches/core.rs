@@ -152,6 +152,7 @@ fn per_eack(c: &mut Criterion) {
             let mut e = PackratEngine::new(PackratConfig::default());
             let mut rx = ReceiverEack::new(160);
             let mut out = Vec::new();
+            let mut frame = vec![0u8; 1250];
             let mut seq = 0u32;
             let mut missing = 0usize;
             let mut wire = Vec::new();
@@ -159,11 +160,8 @@ fn per_eack(c: &mut Criterion) {
             for _ in 0..iters {
                 for _ in 0..16 {
                     let id = ident(seq);
-                    e.cache_packet(&id.to_le_bytes(), || {
-                        let mut f = vec![0u8; 1246];
-                        f.extend_from_slice(&id.to_le_bytes());
-                        f
-                    });
+                    frame[1246..].copy_from_slice(&id.to_le_bytes());
+                    e.cache_packet(&id.to_le_bytes(), &frame);
                     if seq % 25 == 7 {
                         missing += 1;
                     } else {

@@ -9,7 +9,7 @@
 //! otherwise the new flow is refused and counted — the packet is still forwarded (fail-open).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -43,6 +43,57 @@ impl BuildHasher for KeyedHasher {
     fn build_hasher(&self) -> SipHasher13 {
         SipHasher13::new_with_keys(self.k0, self.k1)
     }
+}
+
+/// A key with its keyed hash computed once per packet: the shard index and the bucket both come
+/// from it (one SipHash per lookup instead of three).
+#[derive(Debug, Clone, Copy)]
+struct Hashed {
+    h: u64,
+    key: FlowKey,
+}
+
+impl Hash for Hashed {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.h);
+    }
+}
+
+impl PartialEq for Hashed {
+    fn eq(&self, o: &Self) -> bool {
+        self.h == o.h && self.key == o.key
+    }
+}
+
+impl Eq for Hashed {}
+
+/// Passes the precomputed hash through.
+#[derive(Default, Clone, Copy)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+fn key_bytes(a: &SocketAddr, out: &mut [u8; 18]) {
+    match a {
+        SocketAddr::V4(v) => {
+            out[..4].copy_from_slice(&v.ip().octets());
+            out[4..16].fill(0);
+        }
+        SocketAddr::V6(v) => out[..16].copy_from_slice(&v.ip().octets()),
+    }
+    out[16..].copy_from_slice(&a.port().to_be_bytes());
 }
 
 /// State a flow-table value must expose.
@@ -113,7 +164,7 @@ pub enum InsertError {
 }
 
 struct Shard<V> {
-    map: HashMap<FlowKey, FlowEntry<V>, KeyedHasher>,
+    map: HashMap<Hashed, FlowEntry<V>, BuildHasherDefault<PassThrough>>,
     last_sweep: Option<Instant>,
 }
 
@@ -150,11 +201,8 @@ impl<V: FlowState> FlowTable<V> {
         let per_shard = cfg.max_flows.div_ceil(n).max(1);
         let hasher = KeyedHasher::new(k0, k1);
         let shards = (0..n)
-            .map(|i| Shard {
-                map: HashMap::with_hasher(KeyedHasher::new(
-                    k0 ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                    k1,
-                )),
+            .map(|_| Shard {
+                map: HashMap::default(),
                 last_sweep: None,
             })
             .collect();
@@ -169,9 +217,23 @@ impl<V: FlowState> FlowTable<V> {
         }
     }
 
+    fn hashed(&self, key: &FlowKey) -> (usize, Hashed) {
+        let mut c = [0u8; 18];
+        let mut s = [0u8; 18];
+        key_bytes(&key.client, &mut c);
+        key_bytes(&key.server, &mut s);
+        let mut h = self.hasher.build_hasher();
+        h.write(&c);
+        h.write(&s);
+        let h = h.finish();
+        // Shard from bits the map's bucket index and tag do not depend on alone.
+        let shard = ((h >> 32) % self.shards.len() as u64) as usize;
+        (shard, Hashed { h, key: *key })
+    }
+
     /// The shard index of a key (symmetric by construction: keys are normalised).
     pub fn shard_of(&self, key: &FlowKey) -> usize {
-        (self.hasher.hash_one(key) % self.shards.len() as u64) as usize
+        self.hashed(key).0
     }
 
     /// Number of flows.
@@ -191,8 +253,8 @@ impl<V: FlowState> FlowTable<V> {
 
     /// Look a flow up and refresh its idle timer.
     pub fn touch(&mut self, key: &FlowKey, now: Instant) -> Option<&mut FlowEntry<V>> {
-        let s = self.shard_of(key);
-        let e = self.shards[s].map.get_mut(key)?;
+        let (s, k) = self.hashed(key);
+        let e = self.shards[s].map.get_mut(&k)?;
         e.last_seen = now;
         e.packets += 1;
         Some(e)
@@ -200,14 +262,14 @@ impl<V: FlowState> FlowTable<V> {
 
     /// Look a flow up without touching it.
     pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut FlowEntry<V>> {
-        let s = self.shard_of(key);
-        self.shards[s].map.get_mut(key)
+        let (s, k) = self.hashed(key);
+        self.shards[s].map.get_mut(&k)
     }
 
     /// Look a flow up.
     pub fn get(&self, key: &FlowKey) -> Option<&FlowEntry<V>> {
-        let s = self.shard_of(key);
-        self.shards[s].map.get(key)
+        let (s, k) = self.hashed(key);
+        self.shards[s].map.get(&k)
     }
 
     /// Get the flow or create it with `make`, enforcing the caps.
@@ -217,12 +279,12 @@ impl<V: FlowState> FlowTable<V> {
         now: Instant,
         make: impl FnOnce() -> V,
     ) -> Result<&mut FlowEntry<V>, InsertError> {
-        let s = self.shard_of(&key);
-        if !self.shards[s].map.contains_key(&key) {
+        let (s, k) = self.hashed(&key);
+        if !self.shards[s].map.contains_key(&k) {
             let value = make();
-            self.insert_new(s, key, now, value)?;
+            self.insert_new(s, k, now, value)?;
         }
-        let e = self.shards[s].map.get_mut(&key).ok_or(InsertError::Full)?;
+        let e = self.shards[s].map.get_mut(&k).ok_or(InsertError::Full)?;
         e.last_seen = now;
         Ok(e)
     }
@@ -230,8 +292,8 @@ impl<V: FlowState> FlowTable<V> {
     /// Replace the value of an existing flow (e.g. attach an engine), or insert it. Maintains the
     /// assisted count and caps.
     pub fn set(&mut self, key: FlowKey, now: Instant, value: V) -> Result<(), InsertError> {
-        let s = self.shard_of(&key);
-        if let Some(e) = self.shards[s].map.get_mut(&key) {
+        let (s, k) = self.hashed(&key);
+        if let Some(e) = self.shards[s].map.get_mut(&k) {
             let was = e.value.assisted();
             let will = value.assisted();
             if will && !was && self.assisted >= self.cfg.max_assisted {
@@ -243,13 +305,13 @@ impl<V: FlowState> FlowTable<V> {
             self.assisted = self.assisted + usize::from(will) - usize::from(was);
             return Ok(());
         }
-        self.insert_new(s, key, now, value)
+        self.insert_new(s, k, now, value)
     }
 
     fn insert_new(
         &mut self,
         s: usize,
-        key: FlowKey,
+        key: Hashed,
         now: Instant,
         value: V,
     ) -> Result<(), InsertError> {
@@ -333,7 +395,7 @@ impl<V: FlowState> FlowTable<V> {
                 if !keep {
                     removed += 1;
                     assisted_removed += usize::from(e.value.assisted());
-                    on_remove(k, e);
+                    on_remove(&k.key, e);
                 }
                 keep
             });
@@ -346,8 +408,8 @@ impl<V: FlowState> FlowTable<V> {
 
     /// Remove a flow.
     pub fn remove(&mut self, key: &FlowKey) -> Option<FlowEntry<V>> {
-        let s = self.shard_of(key);
-        let e = self.shards[s].map.remove(key)?;
+        let (s, k) = self.hashed(key);
+        let e = self.shards[s].map.remove(&k)?;
         self.len -= 1;
         self.assisted -= usize::from(e.value.assisted());
         Some(e)
@@ -355,12 +417,16 @@ impl<V: FlowState> FlowTable<V> {
 
     /// Iterate over all flows.
     pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &FlowEntry<V>)> {
-        self.shards.iter().flat_map(|s| s.map.iter())
+        self.shards
+            .iter()
+            .flat_map(|s| s.map.iter().map(|(k, v)| (&k.key, v)))
     }
 
     /// Iterate mutably over all flows.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FlowKey, &mut FlowEntry<V>)> {
-        self.shards.iter_mut().flat_map(|s| s.map.iter_mut())
+        self.shards
+            .iter_mut()
+            .flat_map(|s| s.map.iter_mut().map(|(k, v)| (&k.key, v)))
     }
 }
 

@@ -4,7 +4,7 @@
 //! - **Cache** (§6.1 "Cache Management"): packets in forwarding order up to a byte capacity.
 //!   A packet leaves the cache when an eACK shows the client has it, or — optimistically — when
 //!   the cache is full and a new packet arrives (the oldest goes). Every evicted packet is encoded
-//!   into the proxy's local eACK (`evicted`).
+//!   into the proxy's local eACK (`evicted`) — at the latest when it leaves the cache.
 //! - **eACK processing** (§7.3.4: "encoding a delta of packets forwarded since the last eACK,
 //!   decoding the received eACK, updating the packet cache, and performing retransmissions"): the
 //!   proxy's view of the epoch is `evicted` plus the identifiers of the packets still cached; the
@@ -101,15 +101,20 @@ pub struct PackratEngine {
     cache: VecDeque<Cached>,
     bytes: usize,
     next_seq: u64,
+    /// Cached packets with `seq < encoded_upto` are already in `evicted`.
+    encoded_upto: u64,
     evicted: Sketch,
-    scratch: Sketch,
     remote: Sketch,
     decoder: Decoder,
     diff: Difference,
     missing: Vec<u32>,
+    spare: Vec<Vec<u8>>,
     /// Counters.
     pub counters: PackratCounters,
 }
+
+/// Recycled frame buffers kept per engine.
+const SPARE_BUFFERS: usize = 64;
 
 impl PackratEngine {
     /// A fresh engine in epoch 0.
@@ -119,12 +124,13 @@ impl PackratEngine {
             cache: VecDeque::new(),
             bytes: 0,
             next_seq: 0,
+            encoded_upto: 0,
             evicted: Sketch::with_key(cfg.local_symbols, cfg.key),
-            scratch: Sketch::with_key(cfg.local_symbols, cfg.key),
             remote: Sketch::with_key(0, cfg.key),
             decoder: Decoder::new(),
             diff: Difference::default(),
             missing: Vec::new(),
+            spare: Vec::new(),
             counters: PackratCounters::default(),
         }
     }
@@ -151,30 +157,37 @@ impl PackratEngine {
         self.evicted.set_epoch(epoch);
         self.cache.clear();
         self.bytes = 0;
+        self.encoded_upto = self.next_seq;
     }
 
     /// Cache one server→client packet (the hot path). `frame` is what a retransmission injects.
-    pub fn cache_packet(&mut self, payload: &[u8], frame: impl FnOnce() -> Vec<u8>) {
+    /// Frame buffers are recycled (bounded pool), so steady state does not allocate.
+    pub fn cache_packet(&mut self, payload: &[u8], frame_bytes: &[u8]) {
         let Ok(id) = self.cfg.id.extract::<u32>(payload) else {
             self.counters.not_cached += 1;
             return;
         };
-        let frame = frame();
-        if frame.len() > self.cfg.cache_bytes {
+        if frame_bytes.len() > self.cfg.cache_bytes {
             // Cannot be cached; encode it as forwarded so the views stay in sync.
             self.evicted.insert(id);
             self.counters.not_cached += 1;
             return;
         }
-        self.bytes += frame.len();
+        self.bytes += frame_bytes.len();
         while self.bytes > self.cfg.cache_bytes {
             let Some(old) = self.cache.pop_front() else {
                 break;
             };
             self.bytes -= old.frame.len();
-            self.evicted.insert(old.id);
+            if old.seq >= self.encoded_upto {
+                self.evicted.insert(old.id);
+            }
             self.counters.evicted_optimistic += 1;
+            self.recycle(old.frame);
         }
+        let mut frame = self.spare.pop().unwrap_or_default();
+        frame.clear();
+        frame.extend_from_slice(frame_bytes);
         self.cache.push_back(Cached {
             seq: self.next_seq,
             id,
@@ -199,14 +212,20 @@ impl PackratEngine {
             self.counters.eacks_stale += 1;
             return;
         }
-        // The proxy's view: evicted ∪ cached (the delta encoded at eACK time, §7.3.4).
-        self.scratch.clone_from(&self.evicted);
-        for c in &self.cache {
-            self.scratch.insert(c.id);
+        // The proxy's view is every packet forwarded in this epoch: evicted ones plus the cached
+        // ones. Cached packets are encoded once, at the first eACK after they were forwarded (the
+        // delta of §7.3.4), so `evicted` then holds the whole view and eviction on
+        // acknowledgement costs nothing.
+        for c in self.cache.iter().rev() {
+            if c.seq < self.encoded_upto {
+                break;
+            }
+            self.evicted.insert(c.id);
         }
+        self.encoded_upto = self.next_seq;
         if let Err(e) = self
             .decoder
-            .decode_difference(&self.scratch, &self.remote, &mut self.diff)
+            .decode_difference(&self.evicted, &self.remote, &mut self.diff)
         {
             tracing::debug!(error = %e, "eACK did not decode");
             self.fail(out);
@@ -246,12 +265,17 @@ impl PackratEngine {
                 kept.push_back(c);
             } else {
                 self.bytes -= c.frame.len();
-                self.evicted.insert(c.id);
                 self.counters.evicted_acked += 1;
             }
         }
         self.cache = kept;
         self.counters.missing_uncached += (self.missing.len().saturating_sub(found)) as u64;
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(buf);
+        }
     }
 
     fn fail(&mut self, out: &mut Vec<Action>) {
@@ -274,14 +298,12 @@ impl FlowEngine for PackratEngine {
         if dir != Direction::ToClient {
             return;
         }
-        let whole = pkt.whole_frame;
-        self.cache_packet(pkt.payload, || {
-            if whole {
-                pkt.frame.to_vec()
-            } else {
-                segment_frame(pkt.frame, pkt.udp, pkt.payload)
-            }
-        });
+        if pkt.whole_frame {
+            self.cache_packet(pkt.payload, pkt.frame);
+        } else {
+            let seg = segment_frame(pkt.frame, pkt.udp, pkt.payload);
+            self.cache_packet(pkt.payload, &seg);
+        }
     }
 
     fn on_timeout(&mut self, _now: Instant, _out: &mut Vec<Action>) {}
@@ -308,7 +330,7 @@ pub fn fuzz_eack(data: &[u8]) {
     });
     for i in 0..20u32 {
         let p = i.to_le_bytes();
-        e.cache_packet(&p, || vec![0u8; 300]);
+        e.cache_packet(&p, &[0u8; 300]);
     }
     let mut out = Vec::new();
     e.on_eack(data, &mut out);
@@ -353,7 +375,7 @@ mod tests {
         let mut client = ReceiverEack::new(160);
         let lost = [3u32, 7, 11];
         for id in 0..16u32 {
-            e.cache_packet(&id.to_le_bytes(), || frame_for(id));
+            e.cache_packet(&id.to_le_bytes(), &frame_for(id));
             if !lost.contains(&id) {
                 client.on_receive(id);
             }
@@ -372,7 +394,7 @@ mod tests {
         // is acknowledged, only the still-missing one is retransmitted.
         client.on_receive(3);
         client.on_receive(7);
-        e.cache_packet(&100u32.to_le_bytes(), || frame_for(100));
+        e.cache_packet(&100u32.to_le_bytes(), &frame_for(100));
         client.on_receive(100);
         out.clear();
         e.on_eack(&eack_of(&client, 40), &mut out);
@@ -385,7 +407,7 @@ mod tests {
         let mut e = PackratEngine::new(PackratConfig::default());
         let mut client = ReceiverEack::new(160);
         for id in 0..10u32 {
-            e.cache_packet(&id.to_le_bytes(), || frame_for(id));
+            e.cache_packet(&id.to_le_bytes(), &frame_for(id));
             if id < 8 {
                 client.on_receive(id);
             }
@@ -406,7 +428,7 @@ mod tests {
         let mut e = PackratEngine::new(cfg);
         let mut client = ReceiverEack::new(160);
         for id in 0..10u32 {
-            e.cache_packet(&id.to_le_bytes(), || frame_for(id));
+            e.cache_packet(&id.to_le_bytes(), &frame_for(id));
             if id != 1 && id != 8 {
                 client.on_receive(id);
             }
@@ -426,7 +448,7 @@ mod tests {
         let mut e = PackratEngine::new(PackratConfig::default());
         let mut client = ReceiverEack::new(160);
         for id in 0..200u32 {
-            e.cache_packet(&id.to_le_bytes(), || frame_for(id));
+            e.cache_packet(&id.to_le_bytes(), &frame_for(id));
             if id % 2 == 0 {
                 client.on_receive(id);
             }
@@ -459,7 +481,7 @@ mod tests {
             let mut e = PackratEngine::new(PackratConfig::default());
             let mut client = ReceiverEack::new(160);
             for id in 0..64u32 {
-                e.cache_packet(&(id * 7919).to_le_bytes(), || frame_for(id * 7919));
+                e.cache_packet(&(id * 7919).to_le_bytes(), &frame_for(id * 7919));
                 if !seed_losses.contains(&id) {
                     client.on_receive(id * 7919);
                 }
