@@ -90,9 +90,27 @@ pub trait Identifier:
     /// candidate and pushes the index of each candidate where it vanishes into `hits`.
     /// Coefficients are canonical.
     fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>) {
-        for (i, &x) in candidates.iter().enumerate() {
+        // Four Horner chains interleaved (one chain is latency-bound).
+        let mut it = candidates.chunks_exact(4);
+        let mut base = 0;
+        for c in &mut it {
+            let x: [u64; 4] = core::array::from_fn(|i| Self::reduce(c[i].to_u64()));
+            let mut acc = [1u64; 4];
+            for &k in coeffs {
+                for i in 0..4 {
+                    acc[i] = Self::add_mod(Self::mul_mod(acc[i], x[i]), k);
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                if *a == 0 {
+                    hits.push(base + i);
+                }
+            }
+            base += 4;
+        }
+        for (i, &x) in it.remainder().iter().enumerate() {
             if eval_monic::<Self>(coeffs, Self::reduce(x.to_u64())) == 0 {
-                hits.push(i);
+                hits.push(base + i);
             }
         }
     }
