@@ -15,7 +15,10 @@
 pub mod csum;
 pub mod element;
 pub mod link;
+pub mod plot;
 pub mod probe;
+pub mod runner;
+pub mod scenario;
 pub mod spec;
 pub mod stats;
 pub mod sys;

@@ -1,1 +1,198 @@
-fn main(){}
+//! `sidekick-lab`: build namespace topologies with emulated links, check them, and run
+//! scenarios (see `sidekick-lab --help` and interop/README.md).
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use sidekick_lab::probe;
+use sidekick_lab::runner::{self, RunOptions};
+use sidekick_lab::scenario::Scenario;
+use sidekick_lab::topo::{self, TopoConfig, Topology};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Parser)]
+#[command(version, about = "Network-namespace lab: emulated links, link checks, experiments, plots")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Remove namespaces and processes of lab runs whose owner died (all runs with --all).
+    Clean {
+        /// Also remove runs whose owner is alive.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Build the scenario's topology and measure every link direction (delay, loss, rate).
+    CheckLinks {
+        /// Scenario file (or the name of a shipped scenario).
+        scenario: String,
+        /// Overrides, e.g. `--set lan.loss=2.5%`.
+        #[arg(long = "set")]
+        sets: Vec<String>,
+        /// Skip the rate blasts.
+        #[arg(long)]
+        no_rate: bool,
+        /// Write the checks as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Run a scenario: every variant in alternation, trials, JSON and plots.
+    Run {
+        /// Scenario file (or the name of a shipped scenario).
+        scenario: String,
+        /// Overrides, e.g. `--set wan.delay=40ms`.
+        #[arg(long = "set")]
+        sets: Vec<String>,
+        /// Trials per variant (default: the scenario's).
+        #[arg(long)]
+        trials: Option<usize>,
+        /// Results file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Directory for PNG and SVG plots.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Check the links before the trials (stored in the JSON).
+        #[arg(long)]
+        check_links: bool,
+        /// Where application binaries live (default: next to this executable).
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+    },
+    /// A short visible comparison: E2E QUIC download over clean vs lossy Packrat-WiFi links.
+    Demo {
+        /// Directory for plots.
+        #[arg(long, default_value = "lab-results")]
+        plot: PathBuf,
+        /// Trials per variant.
+        #[arg(long, default_value_t = 3)]
+        trials: usize,
+        /// Where application binaries live (default: next to this executable).
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+    },
+}
+
+fn scenario_path(s: &str) -> PathBuf {
+    let p = PathBuf::from(s);
+    if p.exists() {
+        return p;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(format!("{s}.toml"))
+}
+
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    Ok(stop)
+}
+
+fn bin_dir(opt: Option<PathBuf>) -> Result<PathBuf> {
+    match opt {
+        Some(d) => Ok(d),
+        None => Ok(std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default()),
+    }
+}
+
+fn run_and_report(scn: &Scenario, opts: &RunOptions, json: Option<PathBuf>, plot: Option<PathBuf>) -> Result<()> {
+    let r = runner::run(scn, opts, |_, _| {}).context("running the scenario")?;
+    if !r.link_checks.is_empty() {
+        println!("{}", probe::format_checks(&r.link_checks));
+    }
+    for m in &scn.metrics {
+        println!("{}", runner::format_table(&r, m));
+    }
+    if let Some(j) = json {
+        std::fs::write(&j, serde_json::to_string_pretty(&r)?).with_context(|| format!("writing {}", j.display()))?;
+        println!("results: {}", j.display());
+    }
+    if let Some(d) = plot {
+        std::fs::create_dir_all(&d)?;
+        for m in &scn.metrics {
+            for f in sidekick_lab::plot::bars(&r, m, &d, &format!("{}-{m}-bars", r.scenario))?
+                .into_iter()
+                .chain(sidekick_lab::plot::cdf(&r, m, &d, &format!("{}-{m}-cdf", r.scenario))?)
+            {
+                println!("plot: {}", f.display());
+            }
+        }
+    }
+    if opts.stop.load(Ordering::Relaxed) {
+        bail!("interrupted (topology removed)");
+    }
+    if r.variants.iter().all(|v| v.skipped.is_some() || v.trials.iter().all(|t| t.error.is_some())) {
+        bail!("no variant produced a successful trial");
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Clean { all } => {
+            let r = topo::clean(all).context("cleaning")?;
+            println!(
+                "removed {} run(s), {} namespace(s); {} live run(s) left alone",
+                r.removed_runs.len(),
+                r.removed_namespaces,
+                r.skipped_live.len()
+            );
+        }
+        Cmd::CheckLinks { scenario, sets, no_rate, json } => {
+            let stop = stop_flag()?;
+            let scn = Scenario::load(&scenario_path(&scenario), &sets)?;
+            println!("{}: wan {} | lan {} | {} client(s)", scn.name, scn.wan, scn.lan, scn.clients);
+            let t = Topology::up(&TopoConfig { clients: scn.clients, wan: scn.wan, lan: scn.lan, seed: 1 })?;
+            let checks = probe::check_links(&t, &scn.wan, &scn.lan, !no_rate)?;
+            let stats = {
+                let mut t = t;
+                let s = t.stop_links();
+                t.down()?;
+                s
+            };
+            print!("{}", probe::format_checks(&checks));
+            for (name, s) in stats {
+                println!(
+                    "element {name}: timer lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us over {} frames; csum filled {}, send errors {}",
+                    s.late_p50_us, s.late_p99_us, s.late_max_us, s.late_samples, s.csum_filled, s.send_errors
+                );
+            }
+            if let Some(j) = json {
+                std::fs::write(&j, serde_json::to_string_pretty(&checks)?)?;
+            }
+            if stop.load(Ordering::Relaxed) {
+                bail!("interrupted");
+            }
+            let failed = checks.iter().filter(|c| !c.pass).count();
+            if failed > 0 {
+                bail!("{failed} link check(s) out of tolerance");
+            }
+            println!("all {} link checks within tolerance", checks.len());
+        }
+        Cmd::Run { scenario, sets, trials, json, plot, check_links, bin_dir: bd } => {
+            let stop = stop_flag()?;
+            let scn = Scenario::load(&scenario_path(&scenario), &sets)?;
+            eprintln!("{}: wan {} | lan {}", scn.name, scn.wan, scn.lan);
+            let opts = RunOptions { trials, bin_dir: bin_dir(bd)?, stop, progress: true, check_links };
+            run_and_report(&scn, &opts, json, plot)?;
+        }
+        Cmd::Demo { plot, trials, bin_dir: bd } => {
+            let stop = stop_flag()?;
+            let scn = Scenario::load(&scenario_path("demo"), &[])?;
+            eprintln!("demo: {}\n  wan {}\n  lan {}", scn.description, scn.wan, scn.lan);
+            let opts = RunOptions { trials: Some(trials), bin_dir: bin_dir(bd)?, stop, progress: true, check_links: false };
+            std::fs::create_dir_all(&plot)?;
+            run_and_report(&scn, &opts, Some(plot.join("demo.json")), Some(plot))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,322 @@
+//! Scenario files (TOML) and `--set key=value` overrides.
+//!
+//! ```toml
+//! name = "robin-2-upload"
+//! trials = 10
+//! metrics = ["goodput_mbps"]
+//! [wan]                      # server — ap
+//! delay = "25ms"
+//! rate = "10Mbit"
+//! [lan]                      # ap — client(s)
+//! delay = "1ms"
+//! rate = "100Mbit"
+//! loss = "1%"
+//! [app]
+//! kind = "transfer"          # sidekick-transfer (quinn or quiche)
+//! stack = "quinn"
+//! direction = "upload"
+//! bytes = 10000000
+//! [[variants]]
+//! name = "e2e"
+//! ```
+//!
+//! A variant may carry its own overrides (`set = ["lan.loss=0%"]`) and a proxy command run in
+//! the ap namespace (`proxy = ["sidekick-proxy", "..."]`, the binary looked up next to the lab's).
+
+use crate::spec::{LinkSpec, SpecError};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Scenario errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// TOML syntax.
+    #[error("scenario TOML: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// Reading the file.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A bad link property.
+    #[error("link `{link}`: {source}")]
+    Link {
+        /// `wan` or `lan`.
+        link: String,
+        /// The error.
+        source: SpecError,
+    },
+    /// A malformed `--set`.
+    #[error("--set `{0}`: expected key.path=value")]
+    BadSet(String),
+    /// A semantic error.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The application of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppSpec {
+    /// `transfer` (bulk QUIC transfer with sidekick-transfer) or `media` / `media-fec` / `rtc`
+    /// (binaries of the examples crate, when they exist).
+    pub kind: String,
+    /// QUIC stack (`quinn` or `quiche`).
+    #[serde(default = "default_stack")]
+    pub stack: String,
+    /// `download` (server → client) or `upload`.
+    #[serde(default = "default_direction")]
+    pub direction: String,
+    /// Bytes to transfer.
+    #[serde(default)]
+    pub bytes: u64,
+    /// Per-trial timeout in seconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
+    /// Extra client arguments.
+    #[serde(default)]
+    pub client_args: Vec<String>,
+}
+
+fn default_stack() -> String {
+    "quinn".into()
+}
+fn default_direction() -> String {
+    "download".into()
+}
+fn default_timeout() -> f64 {
+    120.0
+}
+
+/// One variant to compare.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Variant {
+    /// Name (`e2e`, `sidekick`, `pemi`, ...).
+    pub name: String,
+    /// Command for the ap namespace (proxy), if any.
+    #[serde(default)]
+    pub proxy: Vec<String>,
+    /// Overrides applied for this variant only.
+    #[serde(default)]
+    pub set: Vec<String>,
+}
+
+/// A parsed scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Name.
+    pub name: String,
+    /// Human description (with the paper reference).
+    pub description: String,
+    /// Clients (each behind its own lan link).
+    pub clients: usize,
+    /// Trials per variant.
+    pub trials: usize,
+    /// Metrics to summarise and plot first.
+    pub metrics: Vec<String>,
+    /// server—ap link.
+    pub wan: LinkSpec,
+    /// ap—client link.
+    pub lan: LinkSpec,
+    /// The application.
+    pub app: AppSpec,
+    /// Variants, run in alternation.
+    pub variants: Vec<Variant>,
+    /// The table after overrides (kept for variant overrides and the results file).
+    pub table: toml::Table,
+}
+
+/// Parses the value of a `--set`: integer, float, boolean, else string.
+fn parse_value(s: &str) -> toml::Value {
+    if let Ok(i) = s.parse::<i64>() {
+        toml::Value::Integer(i)
+    } else if let Ok(f) = s.parse::<f64>() {
+        toml::Value::Float(f)
+    } else if let Ok(b) = s.parse::<bool>() {
+        toml::Value::Boolean(b)
+    } else {
+        toml::Value::String(s.to_string())
+    }
+}
+
+/// Applies one `key.path=value` override to a table, creating intermediate tables.
+///
+/// ```
+/// let mut t = toml::Table::new();
+/// sidekick_lab::scenario::apply_set(&mut t, "lan.loss=2.5%").unwrap();
+/// assert_eq!(t["lan"]["loss"].as_str(), Some("2.5%"));
+/// ```
+pub fn apply_set(table: &mut toml::Table, kv: &str) -> Result<(), ScenarioError> {
+    let (key, value) = kv.split_once('=').ok_or_else(|| ScenarioError::BadSet(kv.into()))?;
+    let parts: Vec<&str> = key.trim().split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(ScenarioError::BadSet(kv.into()));
+    }
+    let mut t = table;
+    for p in &parts[..parts.len() - 1] {
+        let entry = t.entry((*p).to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry.as_table_mut().ok_or_else(|| ScenarioError::BadSet(kv.into()))?;
+    }
+    t.insert(parts[parts.len() - 1].to_string(), parse_value(value.trim()));
+    Ok(())
+}
+
+impl Scenario {
+    /// Loads a scenario file and applies overrides in order.
+    pub fn load(path: &Path, sets: &[String]) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read { path: path.display().to_string(), source: e })?;
+        Self::parse(&text, sets)
+    }
+
+    /// Parses scenario text and applies overrides.
+    pub fn parse(text: &str, sets: &[String]) -> Result<Self, ScenarioError> {
+        let mut table: toml::Table = toml::from_str(text)?;
+        for s in sets {
+            apply_set(&mut table, s)?;
+        }
+        Self::from_table(table)
+    }
+
+    /// Builds a scenario from an (overridden) table.
+    pub fn from_table(table: toml::Table) -> Result<Self, ScenarioError> {
+        let link = |name: &str| -> Result<LinkSpec, ScenarioError> {
+            let t = table.get(name).and_then(toml::Value::as_table).cloned().unwrap_or_default();
+            LinkSpec::from_table(&t).map_err(|e| ScenarioError::Link { link: name.into(), source: e })
+        };
+        let get_str = |k: &str| table.get(k).and_then(toml::Value::as_str).unwrap_or_default().to_string();
+        let get_usize = |k: &str, d: usize| -> Result<usize, ScenarioError> {
+            match table.get(k) {
+                None => Ok(d),
+                Some(v) => v
+                    .as_integer()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .ok_or_else(|| ScenarioError::Invalid(format!("`{k}` must be a non-negative integer"))),
+            }
+        };
+        let app: AppSpec = match table.get("app") {
+            Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| ScenarioError::Invalid(format!("[app]: {e}")))?,
+            None => return Err(ScenarioError::Invalid("missing [app]".into())),
+        };
+        if !matches!(app.direction.as_str(), "download" | "upload") {
+            return Err(ScenarioError::Invalid(format!("app.direction `{}`: download or upload", app.direction)));
+        }
+        let variants: Vec<Variant> = match table.get("variants") {
+            Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| ScenarioError::Invalid(format!("[[variants]]: {e}")))?,
+            None => vec![Variant { name: "e2e".into(), proxy: vec![], set: vec![] }],
+        };
+        if variants.is_empty() {
+            return Err(ScenarioError::Invalid("no variants".into()));
+        }
+        let metrics = table
+            .get("metrics")
+            .and_then(toml::Value::as_array)
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_else(|| vec!["goodput_mbps".to_string()]);
+        let clients = get_usize("clients", 1)?;
+        if clients == 0 {
+            return Err(ScenarioError::Invalid("clients must be ≥ 1".into()));
+        }
+        Ok(Scenario {
+            name: get_str("name"),
+            description: get_str("description"),
+            clients,
+            trials: get_usize("trials", 5)?.max(1),
+            metrics,
+            wan: link("wan")?,
+            lan: link("lan")?,
+            app,
+            variants,
+            table,
+        })
+    }
+
+    /// The scenario as a variant sees it (the variant's overrides applied).
+    pub fn for_variant(&self, v: &Variant) -> Result<Scenario, ScenarioError> {
+        let mut t = self.table.clone();
+        for s in &v.set {
+            apply_set(&mut t, s)?;
+        }
+        Self::from_table(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const S: &str = r#"
+name = "t"
+trials = 3
+[wan]
+delay = "25ms"
+rate = "10Mbit"
+[lan]
+delay = "1ms"
+loss = "1%"
+[app]
+kind = "transfer"
+direction = "upload"
+bytes = 1000
+[[variants]]
+name = "e2e"
+[[variants]]
+name = "clean"
+set = ["lan.loss=0%"]
+"#;
+
+    #[test]
+    fn parse_and_override() {
+        let s = Scenario::parse(S, &["wan.delay=40ms".into(), "trials=7".into()]).unwrap();
+        assert_eq!(s.wan.delay, Duration::from_millis(40));
+        assert_eq!(s.trials, 7);
+        assert_eq!(s.lan.loss.mean_loss(), 0.01);
+        assert_eq!(s.app.stack, "quinn");
+        assert_eq!(s.variants.len(), 2);
+        let clean = s.for_variant(&s.variants[1]).unwrap();
+        assert_eq!(clean.lan.loss.mean_loss(), 0.0);
+        assert_eq!(clean.wan.delay, Duration::from_millis(40));
+    }
+
+    #[test]
+    fn bad_inputs() {
+        assert!(matches!(Scenario::parse(S, &["nonsense".into()]), Err(ScenarioError::BadSet(_))));
+        assert!(matches!(Scenario::parse(S, &["lan.dleay=3ms".into()]), Err(ScenarioError::Link { .. })));
+        assert!(matches!(Scenario::parse(S, &["app.direction=sideways".into()]), Err(ScenarioError::Invalid(_))));
+        assert!(matches!(Scenario::parse(S, &["trials=-1".into()]), Err(ScenarioError::Invalid(_))));
+        assert!(Scenario::parse("[wan]\ndelay = \"1ms\"", &[]).is_err());
+        // Setting into a scalar is rejected.
+        let mut t: toml::Table = toml::from_str("a = 1").unwrap();
+        assert!(apply_set(&mut t, "a.b=2").is_err());
+    }
+
+    #[test]
+    fn value_types() {
+        let mut t = toml::Table::new();
+        apply_set(&mut t, "x=3").unwrap();
+        apply_set(&mut t, "y=2.5").unwrap();
+        apply_set(&mut t, "z=true").unwrap();
+        apply_set(&mut t, "w=10Mbit").unwrap();
+        assert_eq!(t["x"].as_integer(), Some(3));
+        assert_eq!(t["y"].as_float(), Some(2.5));
+        assert_eq!(t["z"].as_bool(), Some(true));
+        assert_eq!(t["w"].as_str(), Some("10Mbit"));
+    }
+
+    #[test]
+    fn shipped_scenarios_parse() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let s = Scenario::load(&p, &[]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                assert!(!s.name.is_empty(), "{}", p.display());
+                n += 1;
+            }
+        }
+        assert!(n >= 9, "{n} scenarios");
+    }
+}
