@@ -81,6 +81,11 @@ pub trait Identifier:
             Self::acc_insert(acc, Self::reduce(x.to_u64()));
         }
     }
+    /// [`Identifier::acc_insert_batch`] for a full insert buffer.
+    #[inline]
+    fn acc_insert_full(acc: &mut [u64], xs: &[Self; crate::quack::INSERT_BUFFER]) {
+        Self::acc_insert_batch(acc, xs);
+    }
     /// Adds a canonical value to a lazily reduced accumulator (one lazy insertion's worth).
     #[inline]
     fn acc_add(acc: u64, v: u64) -> u64 {
@@ -325,6 +330,10 @@ impl Identifier for u32 {
     }
     fn acc_insert_batch(acc: &mut [u64], xs: &[Self]) {
         crate::simd::insert_batch_u32(acc, xs);
+    }
+    #[inline]
+    fn acc_insert_full(acc: &mut [u64], xs: &[Self; crate::quack::INSERT_BUFFER]) {
+        crate::simd::insert8_u32(acc, xs);
     }
     fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>) {
         crate::simd::find_roots_u32(coeffs, candidates, hits);

@@ -155,7 +155,10 @@ impl<T: Identifier> PowerSumQuack<T> {
             self.buf[self.buf_len] = id;
             self.buf_len += 1;
             if self.buf_len == INSERT_BUFFER {
-                self.flush();
+                self.make_room(INSERT_BUFFER as u32);
+                T::acc_insert_full(&mut self.acc, &self.buf);
+                self.pending += INSERT_BUFFER as u32;
+                self.buf_len = 0;
             }
         } else {
             self.make_room(1);

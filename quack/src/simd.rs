@@ -47,7 +47,19 @@ pub(crate) fn insert_u32(acc: &mut [u64], x: u64) {
     }
 }
 
-/// Inserts several identifiers (each accumulator grows by less than `2^32` per identifier).
+/// Inserts exactly 8 identifiers (the insert buffer of a quACK).
+#[inline]
+pub(crate) fn insert8_u32(acc: &mut [u64], xs: &[u32; 8]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 support was checked just above.
+        unsafe { avx2::insert8(acc, xs) };
+        return;
+    }
+    insert_batch_u32(acc, xs);
+}
+
+/// Inserts several identifiers (each accumulator grows by less than `2^33` per identifier).
 pub(crate) fn insert_batch_u32(acc: &mut [u64], xs: &[u32]) {
     let mut rest = xs;
     #[cfg(target_arch = "x86_64")]
