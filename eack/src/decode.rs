@@ -181,14 +181,21 @@ fn peel<I: Id>(
     queue: &mut Vec<u32>,
     out: &mut Difference<I>,
 ) -> Result<(), DecodeError> {
-    queue.clear();
-    for (i, s) in syms.iter().enumerate() {
-        if is_unit(s.count) {
-            queue.push(i as u32);
-        }
+    // The queue of candidate pure symbols is a stack with a manual length, written without a
+    // data-dependent branch: every touched symbol is stored and the length advances only when
+    // its count is ±1 (the branch would mispredict often).
+    let n = syms.len();
+    if queue.len() < 2 * n + 64 {
+        queue.resize(2 * n + 64, 0);
     }
-    while let Some(i) = queue.pop() {
-        let i = i as usize;
+    let mut qlen = 0usize;
+    for (i, s) in syms.iter().enumerate() {
+        queue[qlen] = i as u32;
+        qlen += usize::from(is_unit(s.count));
+    }
+    while qlen > 0 {
+        qlen -= 1;
+        let i = queue[qlen] as usize;
         let Some(&s) = syms.get(i) else { continue };
         if !is_unit(s.count) {
             continue;
@@ -204,15 +211,18 @@ fn peel<I: Id>(
         } else {
             out.extra.push(id);
         }
+        // A walk touches at most n symbols: make room for all of them.
+        if queue.len() < qlen + n + 1 {
+            queue.resize(qlen + n + 64, 0);
+        }
         let mut walk = IndexWalk::new(h);
         let mut contains_i = false;
         loop {
             let j = walk.index();
             let Some(t) = syms.get_mut(j) else { break };
             t.apply(id, checksum, -c);
-            if is_unit(t.count) {
-                queue.push(j as u32);
-            }
+            queue[qlen] = j as u32;
+            qlen += usize::from(is_unit(t.count));
             contains_i |= j == i;
             walk.advance();
         }
