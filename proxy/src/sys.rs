@@ -469,3 +469,18 @@ impl Drop for StopSignals {
         unsafe { libc::close(self.fd) };
     }
 }
+
+/// CPU time consumed by the calling thread (CLOCK_THREAD_CPUTIME_ID). Benchmarks use it so that
+/// time the thread spends descheduled on a shared machine is not counted.
+pub fn thread_cpu_time() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut ts) };
+    if r != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
