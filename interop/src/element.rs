@@ -1,7 +1,8 @@
 //! The userspace link element: a thread inside a link namespace that forwards frames between
 //! two veth ends through AF_PACKET sockets, each direction through its own [`Direction`].
 //!
-//! Timers: the thread sleeps in `ppoll` (nanosecond timeout, timer slack set to 1 ns) until
+//! Timers: the thread runs at SCHED_FIFO priority and sleeps in `ppoll` (nanosecond timeout,
+//! timer slack set to 1 ns) until
 //! [`SPIN`] before the next frame is due, then busy-polls. The lateness of every delivered
 //! frame (send time minus due time) is recorded and reported in [`ElementStats`].
 
@@ -16,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Busy-poll window before a frame is due.
-pub const SPIN: Duration = Duration::from_micros(100);
+pub const SPIN: Duration = Duration::from_micros(50);
 /// Idle poll timeout (bounds how long a stop request waits).
 const IDLE: Duration = Duration::from_millis(20);
 /// Largest frame accepted (GSO/GRO super-frames included).
@@ -153,6 +154,9 @@ pub fn spawn_asymmetric(
             }
         };
         sys::set_min_timer_slack();
+        if !sys::set_realtime(20) {
+            tracing::warn!("link element: no real-time priority; timing may suffer under load");
+        }
         run(&sa, &sb, Direction::new(a_to_b, seed), Direction::new(b_to_a, seed.wrapping_add(1)), &stop2)
     })?;
     match rx.recv() {

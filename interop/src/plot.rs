@@ -87,22 +87,21 @@ fn draw_bars<DB: DrawingBackend>(
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
         .map_err(e)?;
-    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(n)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 0.26 { names.get(i).cloned().unwrap_or_default() } else { String::new() }
-        })
+        .x_labels(0)
         .y_desc(metric)
         .draw()
         .map_err(e)?;
     let colors = [BLUE, RED, GREEN, MAGENTA, CYAN];
-    for (i, (_, med, q1, q3)) in rows.iter().enumerate() {
+    for (i, (name, med, q1, q3)) in rows.iter().enumerate() {
         let x = i as f64;
         let c = colors[i % colors.len()];
+        let label = format!("{name}: {med:.2}");
+        chart
+            .draw_series(std::iter::once(Text::new(label, (x + 0.22, q3.max(*med) + ymax * 0.03), ("sans-serif", 18))))
+            .map_err(e)?;
         chart.draw_series(std::iter::once(Rectangle::new([(x + 0.2, 0.0), (x + 0.8, *med)], c.mix(0.6).filled()))).map_err(e)?;
         chart
             .draw_series(std::iter::once(PathElement::new(vec![(x + 0.5, *q1), (x + 0.5, *q3)], BLACK.stroke_width(2))))

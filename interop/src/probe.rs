@@ -11,7 +11,7 @@
 //!   (capped at [`MAX_LOSS_PROBES`]); the check passes if `|p̂ - p| ≤ max(0.1·p, 3σ)` with
 //!   `σ = sqrt(p(1-p)/n)`, inflated for Gilbert–Elliott by the Markov-chain variance factor
 //!   `(1+λ)/(1-λ)`, `λ = 1 - p_gb - p_bg`. A lossless link passes with at most 0.1 % loss
-//!   (kernel socket-buffer drops). Probes are paced at ≤ 25 % of the link rate so that no queue
+//!   (kernel socket-buffer drops). Probes are paced at ≤ 25 % of the link rate (and ≤ 10 000 per second) so that no queue
 //!   builds up.
 //! - **Rate**: a blast of 1400-byte datagrams at 1.2× the link rate for one second; the rate is
 //!   the Ethernet-frame bits received between the first and the last arrival divided by that
@@ -39,8 +39,21 @@ pub fn loss_probes(spec: &LinkSpec) -> usize {
     if p <= 0.0 {
         return 2000;
     }
-    let n = (9.0 * (1.0 - p) / (0.01 * p)).ceil() as usize;
+    let n = (9.0 * (1.0 - p) / (0.01 * p) * burst_factor(&spec.loss)).ceil() as usize;
     n.clamp(2000, MAX_LOSS_PROBES)
+}
+
+/// Variance inflation of a loss count over independent draws: `(1+λ)/(1-λ)` with
+/// `λ = 1 - p - r` for Gilbert–Elliott (the lag-k autocorrelation of the state decays as λ^k),
+/// 1 for independent loss.
+pub fn burst_factor(m: &LossModel) -> f64 {
+    match *m {
+        LossModel::GilbertElliott { p, r, .. } => {
+            let l = (1.0 - p - r).clamp(0.0, 0.999);
+            (1.0 + l) / (1.0 - l)
+        }
+        _ => 1.0,
+    }
 }
 
 /// Loss tolerance (absolute) for `n` probes of a link with this spec.
@@ -49,14 +62,7 @@ pub fn loss_tolerance(spec: &LinkSpec, n: usize) -> f64 {
     if p <= 0.0 {
         return 0.001;
     }
-    let factor = match spec.loss {
-        LossModel::GilbertElliott { p: pg, r, .. } => {
-            let l = (1.0 - pg - r).clamp(0.0, 0.999);
-            (1.0 + l) / (1.0 - l)
-        }
-        _ => 1.0,
-    };
-    let sigma = (p * (1.0 - p) / n as f64 * factor).sqrt();
+    let sigma = (p * (1.0 - p) / n as f64 * burst_factor(&spec.loss)).sqrt();
     (0.1 * p).max(3.0 * sigma)
 }
 
@@ -129,7 +135,10 @@ pub fn probe_train(
     let rx = sock_in(dst_ns, dst)?;
     let tx = sock_in(src_ns, src)?;
     let token: u32 = rand::random();
-    let recv = std::thread::spawn(move || recv_probes(&rx, token, n, gap * n as u32 + drain));
+    let recv = std::thread::spawn(move || {
+        sys::set_realtime(10);
+        recv_probes(&rx, token, n, gap * n as u32 + drain)
+    });
     sys::set_min_timer_slack();
     let start = Instant::now();
     let mut buf = [0u8; PROBE_PAYLOAD];
@@ -196,6 +205,7 @@ pub fn blast(
     let n = (duration.as_secs_f64() / gap.as_secs_f64()).ceil() as usize;
     let token: u32 = rand::random();
     let recv = std::thread::spawn(move || {
+        sys::set_realtime(10);
         let _ = rx.set_read_timeout(Some(Duration::from_millis(20)));
         let mut buf = [0u8; 2048];
         let (mut first, mut last, mut count) = (None, None, 0usize);
@@ -255,7 +265,7 @@ pub fn check_direction(
     let mut out = Vec::new();
     let n = loss_probes(spec);
     let probe_bits = ((PROBE_PAYLOAD + FRAME_OVERHEAD) * 8) as f64;
-    let max_pps = if spec.rate_bps == 0 { 20_000.0 } else { (0.25 * spec.rate_bps as f64 / probe_bits).min(20_000.0) };
+    let max_pps = if spec.rate_bps == 0 { 10_000.0 } else { (0.25 * spec.rate_bps as f64 / probe_bits).min(10_000.0) };
     let gap = Duration::from_secs_f64(1.0 / max_pps);
     let drain = spec.delay * 2 + Duration::from_millis(300);
     let r = probe_train(src_ns, src, dst_ns, dst, n, gap, drain)?;

@@ -254,3 +254,12 @@ pub fn set_socket_buffers(fd: RawFd, bytes: i32) {
     let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes);
     let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, bytes);
 }
+
+/// Gives the calling thread real-time priority (SCHED_FIFO, `prio`), so link elements and probe
+/// receivers keep sub-millisecond timing on a loaded machine. Kernel RT throttling still leaves
+/// 5 % of each CPU to normal tasks. Returns whether it worked (needs root / CAP_SYS_NICE).
+pub fn set_realtime(prio: i32) -> bool {
+    let p = libc::sched_param { sched_priority: prio };
+    // SAFETY: sched_setscheduler on pid 0 (the calling thread) with a valid sched_param.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const p) == 0 }
+}
