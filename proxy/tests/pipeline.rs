@@ -419,3 +419,30 @@ fn partial_checksums_are_completed_before_caching() {
     assert_eq!(lab.injected, vec![good[1].clone()]);
     assert_eq!(lab.core.snapshot().checksums_filled, 4);
 }
+
+#[test]
+fn quacks_stop_at_the_client_quota() {
+    let now = Instant::now();
+    let mut lab = Lab::new(robin_config());
+    let mut cfg = ClientConfig::new(robin_config());
+    cfg.quota_window = 4;
+    lab.client = ClientSession::new(cfg);
+    lab.establish(now);
+    // The client hears nothing more from the proxy, so it never raises the quota: the proxy must
+    // stop sending after the authorised number of messages and count the refusals.
+    let mut sent = 0;
+    for id in 0..200u32 {
+        lab.base_from_client(now, &data(id, 60));
+        lab.core.on_timeout(now, &mut lab.out);
+        sent += lab
+            .out
+            .drain(..)
+            .filter(|a| matches!(a, Action::SendSidekick { .. }))
+            .count();
+    }
+    let snap = lab.core.snapshot();
+    assert!(sent <= 4, "sent {sent} beyond a quota window of 4");
+    assert_eq!(snap.robin.quacks, 100, "the engine asked every 2 packets");
+    assert_eq!(snap.quacks_sent as usize, sent);
+    assert_eq!(snap.messages_refused as usize, 100 - sent);
+}
