@@ -128,7 +128,7 @@ pub trait Identifier:
             .fold(0, |acc, (&x, &y)| Self::add_mod(acc, Self::mul_mod(x, y)))
     }
 
-    /// Newton's identities (seed 001 §3.4, [22]): with `c_0 = 1`,
+    /// Newton's identities (seed 001 §3.4 and its reference 22): with `c_0 = 1`,
     /// `k·c_k = −Σ_{i=1..k} c_(k−i)·p_i`, giving `P(x) = x^m + c_1 x^(m−1) + … + c_m`.
     /// `sums` are the canonical power sums `p_1..`, `inverses[k]` the inverse of `k`;
     /// `coeffs` receives the canonical `c_1..c_m`.
