@@ -57,11 +57,21 @@ fn topology_up_down_leaves_nothing() {
     assert_eq!(ours(topo::lab_namespaces().unwrap()), 7);
     assert_eq!(t.namespaces().len(), 7);
     assert!(state.join("owner").exists());
-    // Traffic flows end to end: the client can reach the server through both links.
-    let out = Command::new("ip").args(["netns", "exec", &t.ns_client(1), "ping", "-c", "1", "-W", "2", "10.0.1.1"]).output();
-    if let Ok(o) = out {
-        assert!(o.status.success(), "ping through the topology failed: {}", String::from_utf8_lossy(&o.stdout));
-    }
+    // UDP flows end to end (client 1 → ap → server crosses both links and the ap's routing).
+    let r = probe::probe_train(
+        &t.ns_client(1),
+        "10.0.3.2:47100".parse().unwrap(),
+        &t.ns_server(),
+        "10.0.1.1:47101".parse().unwrap(),
+        100,
+        Duration::from_millis(1),
+        Duration::from_millis(300),
+    )
+    .unwrap();
+    // 4 % loss on the lan link: losing more than 20 of 100 is a ~1e-7 event.
+    assert!(r.delays.len() >= 80, "{} of 100 probes arrived", r.delays.len());
+    let min = r.delays.iter().min().unwrap();
+    assert!(*min >= Duration::from_millis(32), "one-way delay {min:?} below 2 ms + 30 ms");
     t.down().unwrap();
     assert_eq!(ours(topo::lab_namespaces().unwrap()), 0);
     assert!(!state.exists());
