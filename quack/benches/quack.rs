@@ -5,8 +5,9 @@
 //! - `insert_batch/<width>/t=<t>`: 1000 identifiers with [`PowerSumQuack::insert_batch`]; the
 //!   reported time is per 1000 identifiers.
 //! - `decode/u32/n=<n>/m=<m>`: decode a difference of `m` missing identifiers against a log of
-//!   `n` candidates with a reusable [`Decoder`] (Fig. 2a/2b), and `decode_alloc/...` through the
-//!   allocating [`PowerSumQuack::decode_with_log`]; `decode_sweep/...` varies n and m.
+//!   `n` candidates with a reusable [`Decoder`] and result (`decode_into`, Fig. 2a/2b), and
+//!   `decode_alloc/...` through the allocating [`PowerSumQuack::decode_with_log`] (fresh scratch
+//!   and result per call); `decode_sweep/...` varies n and m (reusable decoder, new result).
 //! - `wire/...`: serialize and parse.
 //! - `factor/...`: decode without a log.
 //!
@@ -17,7 +18,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use quack::{Decoder, Identifier, PowerSumQuack, QuackView};
+use quack::{Decoded, Decoder, Identifier, PowerSumQuack, QuackView};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -90,9 +91,14 @@ fn bench_decode(c: &mut Criterion) {
     for (n, m) in [(25usize, 10usize), (300, 10), (1000, 20)] {
         let (log, diff) = scenario::<u32>(n, m, m);
         let mut dec = Decoder::new();
-        assert_eq!(dec.decode(&diff, &log).unwrap().missing().len(), m);
+        let mut out = Decoded::default();
+        dec.decode_into(&diff, &log, &mut out).unwrap();
+        assert_eq!(out.missing().len(), m);
         g.bench_function(BenchmarkId::from_parameter(format!("n={n}/m={m}")), |b| {
-            b.iter(|| dec.decode(black_box(&diff), black_box(&log)).unwrap());
+            b.iter(|| {
+                dec.decode_into(black_box(&diff), black_box(&log), &mut out)
+                    .unwrap();
+            });
         });
     }
     g.finish();

@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo run --profile bench -p quack --example mintime`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-use quack::{Decoder, PowerSumQuack};
+use quack::{Decoded, Decoder, PowerSumQuack};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -68,9 +68,11 @@ fn main() {
         }
         let diff = s - &r;
         let mut dec = Decoder::new();
+        let mut out = Decoded::default();
         assert_eq!(dec.decode(&diff, &log).unwrap().missing().len(), m);
         let d = min_ns(300, 20, || {
-            black_box(dec.decode(black_box(&diff), black_box(&log)).unwrap());
+            dec.decode_into(black_box(&diff), black_box(&log), &mut out)
+                .unwrap();
         });
         println!("decode n={n} m={m}: {:.3} us", d / 1000.0);
     }
@@ -86,8 +88,10 @@ fn breakdown() {
     r.insert_batch(&log[10..]);
     let diff = s - &r;
     let mut dec = Decoder::new();
+    let mut out = Decoded::default();
     let full = min_ns(300, 20, || {
-        black_box(dec.decode(black_box(&diff), black_box(&log)).unwrap());
+        dec.decode_into(black_box(&diff), black_box(&log), &mut out)
+            .unwrap();
     });
     let coeffs = min_ns(300, 20, || {
         black_box(diff.to_coeffs().unwrap());

@@ -181,18 +181,34 @@ impl Decoder {
         diff: &PowerSumQuack<T>,
         log: &[T],
     ) -> Result<Decoded<T>, DecodeError> {
+        let mut out = Decoded::default();
+        self.decode_into(diff, log, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`decode`](Self::decode) but writes into `out`, reusing its allocations: with a
+    /// long-lived `Decoder` and `Decoded` the hot path allocates nothing once the buffers have
+    /// grown. On error `out` holds no result (it is cleared).
+    pub fn decode_into<T: Identifier>(
+        &mut self,
+        diff: &PowerSumQuack<T>,
+        log: &[T],
+        out: &mut Decoded<T>,
+    ) -> Result<(), DecodeError> {
+        out.missing.clear();
+        out.indeterminate.clear();
         let m = self.coefficients(diff)?;
-        let mut out = Decoded {
-            missing: Vec::with_capacity(m),
-            indeterminate: Vec::new(),
-        };
         if m == 0 {
-            return Ok(out);
+            return Ok(());
         }
         self.hits.clear();
         T::find_roots(&self.coeffs, log, &mut self.hits);
-        self.attribute(m, log, &mut out)?;
-        Ok(out)
+        let result = self.attribute(m, log, out);
+        if result.is_err() {
+            out.missing.clear();
+            out.indeterminate.clear();
+        }
+        result
     }
 
     /// Computes the coefficients of the degree-`m` monic polynomial into `self.coeffs`
@@ -482,6 +498,25 @@ mod tests {
             s.decode_with_log(&[4]),
             Err(DecodeError::TooManyMissing { .. })
         ));
+    }
+
+    #[test]
+    fn decode_into_reuses_and_clears() {
+        let log = [10u32, 20, 30];
+        let mut s = PowerSumQuack::<u32>::new(3);
+        s.insert_batch(&log);
+        let mut r = PowerSumQuack::<u32>::new(3);
+        r.insert(20);
+        let diff = s - &r;
+        let mut dec = Decoder::new();
+        let mut out = Decoded::default();
+        dec.decode_into(&diff, &log, &mut out).unwrap();
+        assert_eq!(out.missing_indices().collect::<Vec<_>>(), vec![0, 2]);
+        dec.decode_into(&diff, &log, &mut out).unwrap();
+        assert_eq!(out.missing_count(), 2);
+        // A log lacking a missing identifier: error, and no stale result left behind.
+        assert!(dec.decode_into(&diff, &log[1..], &mut out).is_err());
+        assert_eq!(out.missing_count(), 0);
     }
 
     #[test]
