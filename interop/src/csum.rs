@@ -52,7 +52,10 @@ pub fn internet_checksum(data: &[u8], initial: u32) -> u16 {
 /// assert!(fill_l4_checksum(&mut f).is_err());
 /// ```
 pub fn fill_l4_checksum(frame: &mut [u8]) -> Result<(), CsumError> {
-    let ethertype = u16::from_be_bytes([*frame.get(12).ok_or(CsumError::Truncated)?, *frame.get(13).ok_or(CsumError::Truncated)?]);
+    let ethertype = u16::from_be_bytes([
+        *frame.get(12).ok_or(CsumError::Truncated)?,
+        *frame.get(13).ok_or(CsumError::Truncated)?,
+    ]);
     let (proto, l4_start, l4_end, pseudo) = match ethertype {
         0x0800 => {
             let ip = frame.get(14..34).ok_or(CsumError::Truncated)?;
@@ -121,7 +124,9 @@ mod tests {
         let mut f = vec![0u8; 12];
         f.extend_from_slice(&[0x08, 0x00]);
         let total = 20 + 8 + payload.len();
-        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2];
+        let mut ip = vec![
+            0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2,
+        ];
         ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
         let ipc = internet_checksum(&ip, 0);
         ip[10..12].copy_from_slice(&ipc.to_be_bytes());

@@ -34,7 +34,12 @@ pub struct Lateness {
 
 impl Default for Lateness {
     fn default() -> Self {
-        Lateness { buckets: vec![0; 20_000], overflow: 0, max_ns: 0, n: 0 }
+        Lateness {
+            buckets: vec![0; 20_000],
+            overflow: 0,
+            max_ns: 0,
+            n: 0,
+        }
     }
 }
 
@@ -110,7 +115,10 @@ impl ElementHandle {
 
     fn stop_inner(&mut self) -> ElementStats {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
     }
 }
 
@@ -124,7 +132,13 @@ impl Drop for ElementHandle {
 
 /// Starts an element in namespace `ns` forwarding between interfaces `a` and `b`, both
 /// directions with `spec`; `seed` seeds the loss draws (direction b→a uses `seed + 1`).
-pub fn spawn(ns: &str, a: &str, b: &str, spec: LinkSpec, seed: u64) -> std::io::Result<ElementHandle> {
+pub fn spawn(
+    ns: &str,
+    a: &str,
+    b: &str,
+    spec: LinkSpec,
+    seed: u64,
+) -> std::io::Result<ElementHandle> {
     spawn_asymmetric(ns, a, b, spec, spec, seed)
 }
 
@@ -141,26 +155,38 @@ pub fn spawn_asymmetric(
     let (tx, rx) = std::sync::mpsc::channel();
     let (ns, a, b) = (ns.to_string(), a.to_string(), b.to_string());
     let stop2 = stop.clone();
-    let thread = std::thread::Builder::new().name(format!("link-{ns}")).spawn(move || {
-        let opened = sys::enter_netns(&ns).and_then(|()| Ok((PacketSocket::open(&a)?, PacketSocket::open(&b)?)));
-        let (sa, sb) = match opened {
-            Ok(s) => {
-                let _ = tx.send(Ok(()));
-                s
+    let thread = std::thread::Builder::new()
+        .name(format!("link-{ns}"))
+        .spawn(move || {
+            let opened = sys::enter_netns(&ns)
+                .and_then(|()| Ok((PacketSocket::open(&a)?, PacketSocket::open(&b)?)));
+            let (sa, sb) = match opened {
+                Ok(s) => {
+                    let _ = tx.send(Ok(()));
+                    s
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return ElementStats::default();
+                }
+            };
+            sys::set_min_timer_slack();
+            if !sys::set_realtime(20) {
+                tracing::warn!("link element: no real-time priority; timing may suffer under load");
             }
-            Err(e) => {
-                let _ = tx.send(Err(e));
-                return ElementStats::default();
-            }
-        };
-        sys::set_min_timer_slack();
-        if !sys::set_realtime(20) {
-            tracing::warn!("link element: no real-time priority; timing may suffer under load");
-        }
-        run(&sa, &sb, Direction::new(a_to_b, seed), Direction::new(b_to_a, seed.wrapping_add(1)), &stop2)
-    })?;
+            run(
+                &sa,
+                &sb,
+                Direction::new(a_to_b, seed),
+                Direction::new(b_to_a, seed.wrapping_add(1)),
+                &stop2,
+            )
+        })?;
     match rx.recv() {
-        Ok(Ok(())) => Ok(ElementHandle { stop, thread: Some(thread) }),
+        Ok(Ok(())) => Ok(ElementHandle {
+            stop,
+            thread: Some(thread),
+        }),
         Ok(Err(e)) => {
             let _ = thread.join();
             Err(e)
@@ -169,7 +195,13 @@ pub fn spawn_asymmetric(
     }
 }
 
-fn run(sa: &PacketSocket, sb: &PacketSocket, mut ab: Direction, mut ba: Direction, stop: &AtomicBool) -> ElementStats {
+fn run(
+    sa: &PacketSocket,
+    sb: &PacketSocket,
+    mut ab: Direction,
+    mut ba: Direction,
+    stop: &AtomicBool,
+) -> ElementStats {
     let start = Instant::now();
     let mut buf = vec![0u8; MAX_FRAME];
     let mut stats = ElementStats::default();
@@ -212,7 +244,7 @@ fn run(sa: &PacketSocket, sb: &PacketSocket, mut ab: Direction, mut ba: Directio
         let now = start.elapsed();
         let wait = match next {
             None => Some(IDLE),
-            Some(d) if d > now + SPIN => Some((d - now - SPIN).min(IDLE)),
+            Some(d) if d > now + SPIN => Some(d.saturating_sub(now + SPIN).min(IDLE)),
             Some(_) => None, // busy-poll the last stretch
         };
         if let Some(w) = wait {

@@ -31,7 +31,12 @@ impl LossState {
         match self.model {
             LossModel::None => false,
             LossModel::Random { p } => p > 0.0 && rng.random::<f64>() < p,
-            LossModel::GilbertElliott { p, r, loss_good, loss_bad } => {
+            LossModel::GilbertElliott {
+                p,
+                r,
+                loss_good,
+                loss_bad,
+            } => {
                 let flip = if self.bad { r } else { p };
                 if rng.random::<f64>() < flip {
                     self.bad = !self.bad;
@@ -165,7 +170,10 @@ impl Direction {
             self.backlog.push_back((end, len));
             self.backlog_bytes += len;
         }
-        self.line.push_back(Pending { due: end + self.spec.delay, frame });
+        self.line.push_back(Pending {
+            due: end + self.spec.delay,
+            frame,
+        });
         Verdict::Queued
     }
 
@@ -215,7 +223,12 @@ mod tests {
 
     #[test]
     fn gilbert_elliott_mean_and_bursts() {
-        let model = LossModel::GilbertElliott { p: 0.01, r: 0.1, loss_good: 0.0, loss_bad: 1.0 };
+        let model = LossModel::GilbertElliott {
+            p: 0.01,
+            r: 0.1,
+            loss_good: 0.0,
+            loss_bad: 1.0,
+        };
         let mut st = LossState::new(model);
         let mut rng = SmallRng::seed_from_u64(11);
         let n = 400_000;
@@ -233,7 +246,11 @@ mod tests {
             prev = l;
         }
         let rate = f64::from(lost) / f64::from(n);
-        assert!((rate - model.mean_loss()).abs() < 0.01, "{rate} vs {}", model.mean_loss());
+        assert!(
+            (rate - model.mean_loss()).abs() < 0.01,
+            "{rate} vs {}",
+            model.mean_loss()
+        );
         // Mean burst length of the bad state is 1/r = 10 packets.
         let mean_burst = f64::from(lost) / f64::from(bursts);
         assert!((mean_burst - 10.0).abs() < 1.0, "{mean_burst}");
@@ -250,7 +267,11 @@ mod tests {
     #[test]
     fn serialisation_paces_back_to_back_frames() {
         // 1500 B at 12 Mbit/s = 1 ms per frame.
-        let spec = LinkSpec { delay: Duration::from_millis(5), rate_bps: 12_000_000, ..LinkSpec::default() };
+        let spec = LinkSpec {
+            delay: Duration::from_millis(5),
+            rate_bps: 12_000_000,
+            ..LinkSpec::default()
+        };
         let mut d = Direction::new(spec, 0);
         for _ in 0..3 {
             assert_eq!(d.offer(Duration::ZERO, vec![0; 1500]), Verdict::Queued);
@@ -260,7 +281,14 @@ mod tests {
         while let Some((due, _)) = d.pop_due_with_time(Duration::from_secs(1)) {
             dues.push(due);
         }
-        assert_eq!(dues, vec![Duration::from_millis(6), Duration::from_millis(7), Duration::from_millis(8)]);
+        assert_eq!(
+            dues,
+            vec![
+                Duration::from_millis(6),
+                Duration::from_millis(7),
+                Duration::from_millis(8)
+            ]
+        );
         // An idle link starts serialising at arrival.
         d.offer(Duration::from_millis(100), vec![0; 1500]);
         assert_eq!(d.next_due(), Some(Duration::from_millis(106)));
@@ -268,20 +296,42 @@ mod tests {
 
     #[test]
     fn queue_limit_drops_and_counts() {
-        let spec = LinkSpec { rate_bps: 1_000_000, queue_packets: 4, ..LinkSpec::default() };
+        let spec = LinkSpec {
+            rate_bps: 1_000_000,
+            queue_packets: 4,
+            ..LinkSpec::default()
+        };
         let mut d = Direction::new(spec, 0);
-        let verdicts: Vec<_> = (0..6).map(|_| d.offer(Duration::ZERO, vec![0; 1000])).collect();
-        assert_eq!(verdicts.iter().filter(|v| **v == Verdict::QueueFull).count(), 2);
+        let verdicts: Vec<_> = (0..6)
+            .map(|_| d.offer(Duration::ZERO, vec![0; 1000]))
+            .collect();
+        assert_eq!(
+            verdicts
+                .iter()
+                .filter(|v| **v == Verdict::QueueFull)
+                .count(),
+            2
+        );
         let c = d.counters();
         assert_eq!((c.offered, c.dropped_queue), (6, 2));
         // After the first frame has serialised (8 ms), one slot frees up.
-        assert_eq!(d.offer(Duration::from_millis(8), vec![0; 1000]), Verdict::Queued);
-        assert_eq!(d.offer(Duration::from_millis(8), vec![0; 1000]), Verdict::QueueFull);
+        assert_eq!(
+            d.offer(Duration::from_millis(8), vec![0; 1000]),
+            Verdict::Queued
+        );
+        assert_eq!(
+            d.offer(Duration::from_millis(8), vec![0; 1000]),
+            Verdict::QueueFull
+        );
     }
 
     #[test]
     fn byte_limit() {
-        let spec = LinkSpec { rate_bps: 1_000_000, queue_bytes: 2500, ..LinkSpec::default() };
+        let spec = LinkSpec {
+            rate_bps: 1_000_000,
+            queue_bytes: 2500,
+            ..LinkSpec::default()
+        };
         let mut d = Direction::new(spec, 0);
         assert_eq!(d.offer(Duration::ZERO, vec![0; 1000]), Verdict::Queued);
         assert_eq!(d.offer(Duration::ZERO, vec![0; 1000]), Verdict::Queued);

@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Parser)]
-#[command(version, about = "Network-namespace lab: emulated links, link checks, experiments, plots")]
+#[command(
+    version,
+    about = "Network-namespace lab: emulated links, link checks, experiments, plots"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -82,7 +85,9 @@ fn scenario_path(s: &str) -> PathBuf {
     if p.exists() {
         return p;
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(format!("{s}.toml"))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(format!("{s}.toml"))
 }
 
 fn stop_flag() -> Result<Arc<AtomicBool>> {
@@ -96,11 +101,19 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 fn bin_dir(opt: Option<PathBuf>) -> Result<PathBuf> {
     match opt {
         Some(d) => Ok(d),
-        None => Ok(std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default()),
+        None => Ok(std::env::current_exe()?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()),
     }
 }
 
-fn run_and_report(scn: &Scenario, opts: &RunOptions, json: Option<PathBuf>, plot: Option<PathBuf>) -> Result<()> {
+fn run_and_report(
+    scn: &Scenario,
+    opts: &RunOptions,
+    json: Option<PathBuf>,
+    plot: Option<PathBuf>,
+) -> Result<()> {
     let r = runner::run(scn, opts, |_, _| {}).context("running the scenario")?;
     if !r.link_checks.is_empty() {
         println!("{}", probe::format_checks(&r.link_checks));
@@ -109,7 +122,8 @@ fn run_and_report(scn: &Scenario, opts: &RunOptions, json: Option<PathBuf>, plot
         println!("{}", runner::format_table(&r, m));
     }
     if let Some(j) = json {
-        std::fs::write(&j, serde_json::to_string_pretty(&r)?).with_context(|| format!("writing {}", j.display()))?;
+        std::fs::write(&j, serde_json::to_string_pretty(&r)?)
+            .with_context(|| format!("writing {}", j.display()))?;
         println!("results: {}", j.display());
     }
     if let Some(d) = plot {
@@ -117,7 +131,12 @@ fn run_and_report(scn: &Scenario, opts: &RunOptions, json: Option<PathBuf>, plot
         for m in &scn.metrics {
             for f in sidekick_lab::plot::bars(&r, m, &d, &format!("{}-{m}-bars", r.scenario))?
                 .into_iter()
-                .chain(sidekick_lab::plot::cdf(&r, m, &d, &format!("{}-{m}-cdf", r.scenario))?)
+                .chain(sidekick_lab::plot::cdf(
+                    &r,
+                    m,
+                    &d,
+                    &format!("{}-{m}-cdf", r.scenario),
+                )?)
             {
                 println!("plot: {}", f.display());
             }
@@ -126,7 +145,10 @@ fn run_and_report(scn: &Scenario, opts: &RunOptions, json: Option<PathBuf>, plot
     if opts.stop.load(Ordering::Relaxed) {
         bail!("interrupted (topology removed)");
     }
-    if r.variants.iter().all(|v| v.skipped.is_some() || v.trials.iter().all(|t| t.error.is_some())) {
+    if r.variants
+        .iter()
+        .all(|v| v.skipped.is_some() || v.trials.iter().all(|t| t.error.is_some()))
+    {
         bail!("no variant produced a successful trial");
     }
     Ok(())
@@ -134,7 +156,9 @@ fn run_and_report(scn: &Scenario, opts: &RunOptions, json: Option<PathBuf>, plot
 
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().cmd {
@@ -147,11 +171,24 @@ fn main() -> Result<()> {
                 r.skipped_live.len()
             );
         }
-        Cmd::CheckLinks { scenario, sets, no_rate, json } => {
+        Cmd::CheckLinks {
+            scenario,
+            sets,
+            no_rate,
+            json,
+        } => {
             let stop = stop_flag()?;
             let scn = Scenario::load(&scenario_path(&scenario), &sets)?;
-            println!("{}: wan {} | lan {} | {} client(s)", scn.name, scn.wan, scn.lan, scn.clients);
-            let t = Topology::up(&TopoConfig { clients: scn.clients, wan: scn.wan, lan: scn.lan, seed: 1 })?;
+            println!(
+                "{}: wan {} | lan {} | {} client(s)",
+                scn.name, scn.wan, scn.lan, scn.clients
+            );
+            let t = Topology::up(&TopoConfig {
+                clients: scn.clients,
+                wan: scn.wan,
+                lan: scn.lan,
+                seed: 1,
+            })?;
             let checks = probe::check_links(&t, &scn.wan, &scn.lan, !no_rate)?;
             let stats = {
                 let mut t = t;
@@ -163,7 +200,12 @@ fn main() -> Result<()> {
             for (name, s) in stats {
                 println!(
                     "element {name}: timer lateness p50 {:.0} us, p99 {:.0} us, max {:.0} us over {} frames; csum filled {}, send errors {}",
-                    s.late_p50_us, s.late_p99_us, s.late_max_us, s.late_samples, s.csum_filled, s.send_errors
+                    s.late_p50_us,
+                    s.late_p99_us,
+                    s.late_max_us,
+                    s.late_samples,
+                    s.csum_filled,
+                    s.send_errors
                 );
             }
             if let Some(j) = json {
@@ -178,18 +220,45 @@ fn main() -> Result<()> {
             }
             println!("all {} link checks within tolerance", checks.len());
         }
-        Cmd::Run { scenario, sets, trials, json, plot, check_links, bin_dir: bd } => {
+        Cmd::Run {
+            scenario,
+            sets,
+            trials,
+            json,
+            plot,
+            check_links,
+            bin_dir: bd,
+        } => {
             let stop = stop_flag()?;
             let scn = Scenario::load(&scenario_path(&scenario), &sets)?;
             eprintln!("{}: wan {} | lan {}", scn.name, scn.wan, scn.lan);
-            let opts = RunOptions { trials, bin_dir: bin_dir(bd)?, stop, progress: true, check_links };
+            let opts = RunOptions {
+                trials,
+                bin_dir: bin_dir(bd)?,
+                stop,
+                progress: true,
+                check_links,
+            };
             run_and_report(&scn, &opts, json, plot)?;
         }
-        Cmd::Demo { plot, trials, bin_dir: bd } => {
+        Cmd::Demo {
+            plot,
+            trials,
+            bin_dir: bd,
+        } => {
             let stop = stop_flag()?;
             let scn = Scenario::load(&scenario_path("demo"), &[])?;
-            eprintln!("demo: {}\n  wan {}\n  lan {}", scn.description, scn.wan, scn.lan);
-            let opts = RunOptions { trials: Some(trials), bin_dir: bin_dir(bd)?, stop, progress: true, check_links: false };
+            eprintln!(
+                "demo: {}\n  wan {}\n  lan {}",
+                scn.description, scn.wan, scn.lan
+            );
+            let opts = RunOptions {
+                trials: Some(trials),
+                bin_dir: bin_dir(bd)?,
+                stop,
+                progress: true,
+                check_links: false,
+            };
             std::fs::create_dir_all(&plot)?;
             run_and_report(&scn, &opts, Some(plot.join("demo.json")), Some(plot))?;
         }

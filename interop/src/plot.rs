@@ -36,21 +36,34 @@ fn ensure_font() -> Result<(), PlotError> {
     let bytes = std::fs::read(&path).map_err(|_| PlotError::Font(path.clone()))?;
     // plotters wants 'static font data; one leaked copy per plotting call is a few hundred kB.
     let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-    plotters::style::register_font("sans-serif", FontStyle::Normal, leaked).map_err(|_| PlotError::Font(path))
+    plotters::style::register_font("sans-serif", FontStyle::Normal, leaked)
+        .map_err(|_| PlotError::Font(path))
 }
 
 fn draw_err(path: &Path) -> impl FnOnce(String) -> PlotError + '_ {
-    move |msg| PlotError::Draw { path: path.display().to_string(), msg }
+    move |msg| PlotError::Draw {
+        path: path.display().to_string(),
+        msg,
+    }
 }
 
 /// Bar chart of the median of `metric` per variant with IQR whiskers; writes `<stem>.png` and
 /// `<stem>.svg` in `dir` and returns the paths.
-pub fn bars(r: &RunResult, metric: &str, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, PlotError> {
+pub fn bars(
+    r: &RunResult,
+    metric: &str,
+    dir: &Path,
+    stem: &str,
+) -> Result<Vec<PathBuf>, PlotError> {
     ensure_font()?;
     let rows: Vec<(String, f64, f64, f64)> = r
         .variants
         .iter()
-        .filter_map(|v| v.summary.get(metric).map(|s| (v.name.clone(), s.median, s.q1, s.q3)))
+        .filter_map(|v| {
+            v.summary
+                .get(metric)
+                .map(|s| (v.name.clone(), s.median, s.q1, s.q3))
+        })
         .collect();
     if rows.is_empty() {
         return Err(PlotError::NoData(metric.into()));
@@ -100,14 +113,31 @@ fn draw_bars<DB: DrawingBackend>(
         let c = colors[i % colors.len()];
         let label = format!("{name}: {med:.2}");
         chart
-            .draw_series(std::iter::once(Text::new(label, (x + 0.22, q3.max(*med) + ymax * 0.03), ("sans-serif", 18))))
+            .draw_series(std::iter::once(Text::new(
+                label,
+                (x + 0.22, q3.max(*med) + ymax * 0.03),
+                ("sans-serif", 18),
+            )))
             .map_err(e)?;
-        chart.draw_series(std::iter::once(Rectangle::new([(x + 0.2, 0.0), (x + 0.8, *med)], c.mix(0.6).filled()))).map_err(e)?;
         chart
-            .draw_series(std::iter::once(PathElement::new(vec![(x + 0.5, *q1), (x + 0.5, *q3)], BLACK.stroke_width(2))))
+            .draw_series(std::iter::once(Rectangle::new(
+                [(x + 0.2, 0.0), (x + 0.8, *med)],
+                c.mix(0.6).filled(),
+            )))
+            .map_err(e)?;
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x + 0.5, *q1), (x + 0.5, *q3)],
+                BLACK.stroke_width(2),
+            )))
             .map_err(e)?;
         for y in [*q1, *q3] {
-            chart.draw_series(std::iter::once(PathElement::new(vec![(x + 0.4, y), (x + 0.6, y)], BLACK.stroke_width(2)))).map_err(e)?;
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x + 0.4, y), (x + 0.6, y)],
+                    BLACK.stroke_width(2),
+                )))
+                .map_err(e)?;
         }
     }
     root.present().map_err(e)?;
@@ -121,7 +151,12 @@ pub fn cdf(r: &RunResult, metric: &str, dir: &Path, stem: &str) -> Result<Vec<Pa
         .variants
         .iter()
         .map(|v| {
-            let vals: Vec<f64> = v.trials.iter().filter(|t| t.error.is_none()).filter_map(|t| t.metrics.get(metric).copied()).collect();
+            let vals: Vec<f64> = v
+                .trials
+                .iter()
+                .filter(|t| t.error.is_none())
+                .filter_map(|t| t.metrics.get(metric).copied())
+                .collect();
             (v.name.clone(), crate::stats::sorted(&vals))
         })
         .filter(|(_, v)| !v.is_empty())
@@ -129,7 +164,12 @@ pub fn cdf(r: &RunResult, metric: &str, dir: &Path, stem: &str) -> Result<Vec<Pa
     if series.is_empty() {
         return Err(PlotError::NoData(metric.into()));
     }
-    let xmax = series.iter().flat_map(|s| s.1.iter().copied()).fold(0.0, f64::max) * 1.1 + 1e-9;
+    let xmax = series
+        .iter()
+        .flat_map(|s| s.1.iter().copied())
+        .fold(0.0, f64::max)
+        * 1.1
+        + 1e-9;
     let png = dir.join(format!("{stem}.png"));
     let svg = dir.join(format!("{stem}.svg"));
     let title = format!("{}: CDF of {metric}", r.scenario);
@@ -160,7 +200,12 @@ fn draw_cdf<DB: DrawingBackend>(
         .y_label_area_size(50)
         .build_cartesian_2d(0f64..xmax, 0f64..1.0)
         .map_err(e)?;
-    chart.configure_mesh().x_desc(metric).y_desc("CDF").draw().map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(metric)
+        .y_desc("CDF")
+        .draw()
+        .map_err(e)?;
     let colors = [BLUE, RED, GREEN, MAGENTA, CYAN];
     for (i, (name, vals)) in series.iter().enumerate() {
         let c = colors[i % colors.len()];
@@ -176,7 +221,12 @@ fn draw_cdf<DB: DrawingBackend>(
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(e)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
     root.present().map_err(e)?;
     Ok(())
 }

@@ -21,6 +21,7 @@ use crate::spec::{LinkSpec, LossModel};
 use crate::sys;
 use crate::topo::{LabError, Topology};
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -93,7 +94,15 @@ pub struct Check {
 }
 
 impl Check {
-    fn new(link: &str, dir: &str, property: &str, expected: f64, measured: f64, tolerance: f64, samples: usize) -> Self {
+    fn new(
+        link: &str,
+        dir: &str,
+        property: &str,
+        expected: f64,
+        measured: f64,
+        tolerance: f64,
+        samples: usize,
+    ) -> Self {
         Check {
             link: link.into(),
             dir: dir.into(),
@@ -108,7 +117,10 @@ impl Check {
 }
 
 fn sock_in(ns: &str, addr: SocketAddr) -> Result<UdpSocket, LabError> {
-    let s = sys::in_netns(ns, move || UdpSocket::bind(addr)).map_err(|e| LabError::Io { context: format!("UDP socket in {ns}"), source: e })?;
+    let s = sys::in_netns(ns, move || UdpSocket::bind(addr)).map_err(|e| LabError::Io {
+        context: format!("UDP socket in {ns}"),
+        source: e,
+    })?;
     sys::set_socket_buffers(s.as_raw_fd(), 8 << 20);
     Ok(s)
 }
@@ -147,7 +159,7 @@ pub fn probe_train(
         let target = gap * i as u32;
         let el = start.elapsed();
         if target > el {
-            std::thread::sleep(target - el);
+            std::thread::sleep(target.saturating_sub(el));
         }
         buf[..4].copy_from_slice(&MAGIC.to_be_bytes());
         buf[4..8].copy_from_slice(&token.to_be_bytes());
@@ -157,7 +169,9 @@ pub fn probe_train(
             sent += 1;
         }
     }
-    let delays = recv.join().map_err(|_| LabError::Config("probe receiver panicked".into()))?;
+    let delays = recv
+        .join()
+        .map_err(|_| LabError::Config("probe receiver panicked".into()))?;
     Ok(ProbeResult { sent, delays })
 }
 
@@ -213,7 +227,11 @@ pub fn blast(
         let mut idle_since = Instant::now();
         while Instant::now() < deadline {
             match rx.recv(&mut buf) {
-                Ok(len) if len >= 8 && buf[..4] == MAGIC.to_be_bytes() && buf[4..8] == token.to_be_bytes() => {
+                Ok(len)
+                    if len >= 8
+                        && buf[..4] == MAGIC.to_be_bytes()
+                        && buf[4..8] == token.to_be_bytes() =>
+                {
                     let t = Instant::now();
                     first.get_or_insert(t);
                     last = Some(t);
@@ -238,13 +256,17 @@ pub fn blast(
         let target = gap * i as u32;
         let el = start.elapsed();
         if target > el + Duration::from_micros(200) {
-            std::thread::sleep(target - el);
+            std::thread::sleep(target.saturating_sub(el));
         }
         let _ = tx.send_to(&buf, dst);
     }
-    let (first, last, count) = recv.join().map_err(|_| LabError::Config("blast receiver panicked".into()))?;
+    let (first, last, count) = recv
+        .join()
+        .map_err(|_| LabError::Config("blast receiver panicked".into()))?;
     let rate = match (first, last) {
-        (Some(f), Some(l)) if count > 1 && l > f => (count - 1) as f64 * frame_bits / (l - f).as_secs_f64(),
+        (Some(f), Some(l)) if count > 1 && l > f => {
+            (count - 1) as f64 * frame_bits / (l - f).as_secs_f64()
+        }
         _ => 0.0,
     };
     Ok((rate, count))
@@ -265,7 +287,11 @@ pub fn check_direction(
     let mut out = Vec::new();
     let n = loss_probes(spec);
     let probe_bits = ((PROBE_PAYLOAD + FRAME_OVERHEAD) * 8) as f64;
-    let max_pps = if spec.rate_bps == 0 { 10_000.0 } else { (0.25 * spec.rate_bps as f64 / probe_bits).min(10_000.0) };
+    let max_pps = if spec.rate_bps == 0 {
+        10_000.0
+    } else {
+        (0.25 * spec.rate_bps as f64 / probe_bits).min(10_000.0)
+    };
     let gap = Duration::from_secs_f64(1.0 / max_pps);
     let drain = spec.delay * 2 + Duration::from_millis(300);
     let r = probe_train(src_ns, src, dst_ns, dst, n, gap, drain)?;
@@ -283,41 +309,82 @@ pub fn check_direction(
         r.delays.len(),
     ));
     let loss = 1.0 - r.delays.len() as f64 / r.sent.max(1) as f64;
-    out.push(Check::new(link, dir, "loss_pct", spec.loss.mean_loss() * 100.0, loss * 100.0, loss_tolerance(spec, r.sent) * 100.0, r.sent));
+    out.push(Check::new(
+        link,
+        dir,
+        "loss_pct",
+        spec.loss.mean_loss() * 100.0,
+        loss * 100.0,
+        loss_tolerance(spec, r.sent) * 100.0,
+        r.sent,
+    ));
     if check_rate && spec.rate_bps > 0 {
         let offered = spec.rate_bps + spec.rate_bps / 5;
-        let (rate, count) = blast(src_ns, src, dst_ns, dst, offered, Duration::from_secs(1), drain)?;
+        let (rate, count) = blast(
+            src_ns,
+            src,
+            dst_ns,
+            dst,
+            offered,
+            Duration::from_secs(1),
+            drain,
+        )?;
         let exp = spec.rate_bps as f64 / 1e6;
-        out.push(Check::new(link, dir, "rate_mbps", exp, rate / 1e6, 0.1 * exp, count));
+        out.push(Check::new(
+            link,
+            dir,
+            "rate_mbps",
+            exp,
+            rate / 1e6,
+            0.1 * exp,
+            count,
+        ));
     }
     Ok(out)
 }
 
 /// Measures every link of a topology in both directions.
-pub fn check_links(topo: &Topology, wan: &LinkSpec, lan: &LinkSpec, check_rate: bool) -> Result<Vec<Check>, LabError> {
+pub fn check_links(
+    topo: &Topology,
+    wan: &LinkSpec,
+    lan: &LinkSpec,
+    check_rate: bool,
+) -> Result<Vec<Check>, LabError> {
     let mut out = Vec::new();
     let port = |p: u16| p;
     let srv = SocketAddr::from((Topology::server_addr(), port(47001)));
     let apw = SocketAddr::from((Topology::ap_wan_addr(), port(47002)));
     let (s_ns, ap_ns) = (topo.ns_server(), topo.ns_ap());
-    out.extend(check_direction("wan", "down", wan, &s_ns, srv, &ap_ns, apw, check_rate)?);
-    out.extend(check_direction("wan", "up", wan, &ap_ns, apw, &s_ns, srv, check_rate)?);
+    out.extend(check_direction(
+        "wan", "down", wan, &s_ns, srv, &ap_ns, apw, check_rate,
+    )?);
+    out.extend(check_direction(
+        "wan", "up", wan, &ap_ns, apw, &s_ns, srv, check_rate,
+    )?);
     for i in 0..topo.clients() {
         let apl = SocketAddr::from((Topology::ap_lan_addr(i), port(47003)));
         let cli = SocketAddr::from((Topology::client_addr(i), port(47004)));
         let (c_ns, name) = (topo.ns_client(i), format!("lan{i}"));
-        out.extend(check_direction(&name, "down", lan, &ap_ns, apl, &c_ns, cli, check_rate)?);
-        out.extend(check_direction(&name, "up", lan, &c_ns, cli, &ap_ns, apl, check_rate)?);
+        out.extend(check_direction(
+            &name, "down", lan, &ap_ns, apl, &c_ns, cli, check_rate,
+        )?);
+        out.extend(check_direction(
+            &name, "up", lan, &c_ns, cli, &ap_ns, apl, check_rate,
+        )?);
     }
     Ok(out)
 }
 
 /// Formats checks as a table.
 pub fn format_checks(checks: &[Check]) -> String {
-    let mut s = format!("{:<6} {:<5} {:<10} {:>10} {:>10} {:>9} {:>8}  result\n", "link", "dir", "property", "expected", "measured", "tol", "samples");
+    let mut s = format!(
+        "{:<6} {:<5} {:<10} {:>10} {:>10} {:>9} {:>8}  result\n",
+        "link", "dir", "property", "expected", "measured", "tol", "samples"
+    );
     for c in checks {
-        s.push_str(&format!(
-            "{:<6} {:<5} {:<10} {:>10.3} {:>10.3} {:>9.3} {:>8}  {}\n",
+        let _ = writeln!(
+            s,
+            "{:<6} {:<5} {:<10} {:>10.3} {:>10.3} {:>9.3} {:>8}  {}",
             c.link,
             c.dir,
             c.property,
@@ -326,7 +393,7 @@ pub fn format_checks(checks: &[Check]) -> String {
             c.tolerance,
             c.samples,
             if c.pass { "ok" } else { "FAIL" }
-        ));
+        );
     }
     s
 }
@@ -348,11 +415,22 @@ mod tests {
         assert!((tol - 0.004).abs() < 1e-6, "{tol}");
         s.loss = LossModel::Random { p: 0.01 };
         assert_eq!(loss_probes(&s), 89_100);
-        s.loss = LossModel::GilbertElliott { p: 0.00069, r: 0.0693, loss_good: 0.0, loss_bad: 1.0 };
+        s.loss = LossModel::GilbertElliott {
+            p: 0.00069,
+            r: 0.0693,
+            loss_good: 0.0,
+            loss_bad: 1.0,
+        };
         assert_eq!(loss_probes(&s), MAX_LOSS_PROBES);
         assert!(loss_tolerance(&s, MAX_LOSS_PROBES) > 0.1 * s.loss.mean_loss());
-        assert_eq!(delay_tolerance(Duration::from_millis(1)), Duration::from_micros(500));
-        assert_eq!(delay_tolerance(Duration::from_millis(50)), Duration::from_millis(5));
+        assert_eq!(
+            delay_tolerance(Duration::from_millis(1)),
+            Duration::from_micros(500)
+        );
+        assert_eq!(
+            delay_tolerance(Duration::from_millis(50)),
+            Duration::from_millis(5)
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::stats::{Summary, summarize};
 use crate::topo::{IfCounters, LabError, TopoConfig, Topology};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -70,7 +71,10 @@ pub struct RunResult {
 
 fn find_bin(dir: &Path, name: &str) -> Option<PathBuf> {
     let env = format!("SIDEKICK_{}", name.to_ascii_uppercase().replace('-', "_"));
-    if let Some(p) = std::env::var_os(env).map(PathBuf::from).filter(|p| p.exists()) {
+    if let Some(p) = std::env::var_os(env)
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+    {
         return Some(p);
     }
     Some(dir.join(name)).filter(|p| p.exists())
@@ -104,25 +108,43 @@ fn spawn_in(ns: &str, bin: &Path, args: &[String], stdout: Stdio) -> Result<Kill
         .stderr(Stdio::piped())
         .spawn()
         .map(KillOnDrop)
-        .map_err(|e| LabError::Io { context: format!("starting {}", bin.display()), source: e })
+        .map_err(|e| LabError::Io {
+            context: format!("starting {}", bin.display()),
+            source: e,
+        })
 }
 
 /// Runs `scn`, calling `on_trial(variant, trial)` after each trial.
-pub fn run(scn: &Scenario, opts: &RunOptions, mut on_trial: impl FnMut(&str, &Trial)) -> Result<RunResult, LabError> {
+pub fn run(
+    scn: &Scenario,
+    opts: &RunOptions,
+    mut on_trial: impl FnMut(&str, &Trial),
+) -> Result<RunResult, LabError> {
     let trials = opts.trials.unwrap_or(scn.trials).max(1);
     let app_bin = app_binary(&scn.app.kind).and_then(|b| find_bin(&opts.bin_dir, b));
     let mut results: Vec<VariantResult> = Vec::new();
     let mut runnable: Vec<(usize, Variant, Scenario, Option<PathBuf>)> = Vec::new();
     for v in &scn.variants {
-        let vs = scn.for_variant(v).map_err(|e| LabError::Config(e.to_string()))?;
+        let vs = scn
+            .for_variant(v)
+            .map_err(|e| LabError::Config(e.to_string()))?;
         let mut skipped = None;
         let mut proxy = None;
         if app_bin.is_none() {
-            skipped = Some(format!("application `{}` binary not found in {} (build the examples crate)", scn.app.kind, opts.bin_dir.display()));
+            skipped = Some(format!(
+                "application `{}` binary not found in {} (build the examples crate)",
+                scn.app.kind,
+                opts.bin_dir.display()
+            ));
         } else if let Some(p) = v.proxy.first() {
             match find_bin(&opts.bin_dir, p) {
                 Some(b) => proxy = Some(b),
-                None => skipped = Some(format!("proxy binary `{p}` not found in {}", opts.bin_dir.display())),
+                None => {
+                    skipped = Some(format!(
+                        "proxy binary `{p}` not found in {}",
+                        opts.bin_dir.display()
+                    ));
+                }
             }
         }
         if let Some(s) = &skipped {
@@ -130,12 +152,22 @@ pub fn run(scn: &Scenario, opts: &RunOptions, mut on_trial: impl FnMut(&str, &Tr
         } else {
             runnable.push((results.len(), v.clone(), vs, proxy));
         }
-        results.push(VariantResult { name: v.name.clone(), skipped, trials: Vec::new(), summary: BTreeMap::new() });
+        results.push(VariantResult {
+            name: v.name.clone(),
+            skipped,
+            trials: Vec::new(),
+            summary: BTreeMap::new(),
+        });
     }
     let mut link_checks = Vec::new();
     if !runnable.is_empty() {
         let first = &runnable[0].2;
-        let mut topo = Topology::up(&TopoConfig { clients: scn.clients, wan: first.wan, lan: first.lan, seed: 1 })?;
+        let mut topo = Topology::up(&TopoConfig {
+            clients: scn.clients,
+            wan: first.wan,
+            lan: first.lan,
+            seed: 1,
+        })?;
         if opts.check_links {
             link_checks = crate::probe::check_links(&topo, &first.wan, &first.lan, true)?;
         }
@@ -147,8 +179,22 @@ pub fn run(scn: &Scenario, opts: &RunOptions, mut on_trial: impl FnMut(&str, &Tr
                 }
                 let trial = run_trial(&mut topo, vs, v, proxy.as_deref(), &bin, t, &opts.stop);
                 if opts.progress {
-                    let g = trial.metrics.get("goodput_mbps").map_or_else(|| "-".into(), |g| format!("{g:.2} Mbit/s"));
-                    eprintln!("[{}/{}] {:<12} {}{}", t + 1, trials, v.name, g, trial.error.as_deref().map(|e| format!("  error: {e}")).unwrap_or_default());
+                    let g = trial
+                        .metrics
+                        .get("goodput_mbps")
+                        .map_or_else(|| "-".into(), |g| format!("{g:.2} Mbit/s"));
+                    eprintln!(
+                        "[{}/{}] {:<12} {}{}",
+                        t + 1,
+                        trials,
+                        v.name,
+                        g,
+                        trial
+                            .error
+                            .as_deref()
+                            .map(|e| format!("  error: {e}"))
+                            .unwrap_or_default()
+                    );
                 }
                 on_trial(&v.name, &trial);
                 results[*idx].trials.push(trial);
@@ -157,11 +203,20 @@ pub fn run(scn: &Scenario, opts: &RunOptions, mut on_trial: impl FnMut(&str, &Tr
         topo.down()?;
     }
     for r in &mut results {
-        let mut keys: Vec<String> = r.trials.iter().flat_map(|t| t.metrics.keys().cloned()).collect();
+        let mut keys: Vec<String> = r
+            .trials
+            .iter()
+            .flat_map(|t| t.metrics.keys().cloned())
+            .collect();
         keys.sort();
         keys.dedup();
         for k in keys {
-            let vals: Vec<f64> = r.trials.iter().filter(|t| t.error.is_none()).filter_map(|t| t.metrics.get(&k).copied()).collect();
+            let vals: Vec<f64> = r
+                .trials
+                .iter()
+                .filter(|t| t.error.is_none())
+                .filter_map(|t| t.metrics.get(&k).copied())
+                .collect();
             if let Some(s) = summarize(&vals) {
                 r.summary.insert(k, s);
             }
@@ -190,7 +245,11 @@ fn run_trial(
         Ok(()) => None,
         Err(e) => Some(e.to_string()),
     };
-    Trial { trial: t, metrics, error }
+    Trial {
+        trial: t,
+        metrics,
+        error,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -215,14 +274,31 @@ fn trial_inner(
     let _server = spawn_in(
         &topo.ns_server(),
         bin,
-        &["server".into(), "--stack".into(), stack.clone(), "--listen".into(), format!("0.0.0.0:{port}")],
+        &[
+            "server".into(),
+            "--stack".into(),
+            stack.clone(),
+            "--listen".into(),
+            format!("0.0.0.0:{port}"),
+        ],
         Stdio::null(),
     )?;
     std::thread::sleep(Duration::from_millis(300));
     let before = topo.counters()?;
-    let mut args = vec!["client".into(), "--stack".into(), stack, "--connect".into(), srv, format!("--{}", scn.app.direction)];
+    let mut args = vec![
+        "client".into(),
+        "--stack".into(),
+        stack,
+        "--connect".into(),
+        srv,
+        format!("--{}", scn.app.direction),
+    ];
     args.push(scn.app.bytes.to_string());
-    args.extend(["--json".into(), "--timeout".into(), format!("{}", scn.app.timeout_s)]);
+    args.extend([
+        "--json".into(),
+        "--timeout".into(),
+        format!("{}", scn.app.timeout_s),
+    ]);
     args.extend(scn.app.client_args.iter().cloned());
     let mut client = spawn_in(&topo.ns_client(0), bin, &args, Stdio::piped())?;
     let deadline = Instant::now() + Duration::from_secs_f64(scn.app.timeout_s + 10.0);
@@ -259,10 +335,18 @@ fn trial_inner(
         add_element_metrics(metrics, &name, &s);
     }
     if !status.success() {
-        return Err(LabError::Config(format!("client exited with {status}: {}", err.trim().lines().last().unwrap_or(""))));
+        return Err(LabError::Config(format!(
+            "client exited with {status}: {}",
+            err.trim().lines().last().unwrap_or("")
+        )));
     }
-    let line = out.lines().rev().find(|l| l.trim_start().starts_with('{')).ok_or_else(|| LabError::Config("client printed no JSON".into()))?;
-    let j: serde_json::Value = serde_json::from_str(line).map_err(|e| LabError::Config(format!("client JSON: {e}")))?;
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .ok_or_else(|| LabError::Config("client printed no JSON".into()))?;
+    let j: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| LabError::Config(format!("client JSON: {e}")))?;
     for (k, val) in j.as_object().into_iter().flatten() {
         if let Some(f) = val.as_f64() {
             metrics.insert(k.clone(), f);
@@ -273,24 +357,47 @@ fn trial_inner(
 
 fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementStats) {
     // Direction names: a→b is towards the client (down) for both wan and lan elements.
-    m.insert(format!("{link}_down_dropped_loss"), s.a_to_b.dropped_loss as f64);
-    m.insert(format!("{link}_down_dropped_queue"), s.a_to_b.dropped_queue as f64);
-    m.insert(format!("{link}_up_dropped_loss"), s.b_to_a.dropped_loss as f64);
-    m.insert(format!("{link}_up_dropped_queue"), s.b_to_a.dropped_queue as f64);
+    m.insert(
+        format!("{link}_down_dropped_loss"),
+        s.a_to_b.dropped_loss as f64,
+    );
+    m.insert(
+        format!("{link}_down_dropped_queue"),
+        s.a_to_b.dropped_queue as f64,
+    );
+    m.insert(
+        format!("{link}_up_dropped_loss"),
+        s.b_to_a.dropped_loss as f64,
+    );
+    m.insert(
+        format!("{link}_up_dropped_queue"),
+        s.b_to_a.dropped_queue as f64,
+    );
     m.insert(format!("{link}_late_p99_us"), s.late_p99_us);
 }
 
 /// A plain-text table of the median and IQR of `metric` per variant.
 pub fn format_table(r: &RunResult, metric: &str) -> String {
-    let mut s = format!("{:<14} {:>6} {:>12} {:>10} {:>10}\n", "variant", "trials", metric, "q1", "q3");
+    let mut s = format!(
+        "{:<14} {:>6} {:>12} {:>10} {:>10}\n",
+        "variant", "trials", metric, "q1", "q3"
+    );
     for v in &r.variants {
         if let Some(sk) = &v.skipped {
-            s.push_str(&format!("{:<14} skipped: {sk}\n", v.name));
+            let _ = writeln!(s, "{:<14} skipped: {sk}", v.name);
             continue;
         }
         match v.summary.get(metric) {
-            Some(x) => s.push_str(&format!("{:<14} {:>6} {:>12.3} {:>10.3} {:>10.3}\n", v.name, x.n, x.median, x.q1, x.q3)),
-            None => s.push_str(&format!("{:<14} {:>6} {:>12}\n", v.name, v.trials.len(), "n/a")),
+            Some(x) => {
+                let _ = writeln!(
+                    s,
+                    "{:<14} {:>6} {:>12.3} {:>10.3} {:>10.3}",
+                    v.name, x.n, x.median, x.q1, x.q3
+                );
+            }
+            None => {
+                let _ = writeln!(s, "{:<14} {:>6} {:>12}", v.name, v.trials.len(), "n/a");
+            }
         }
     }
     s
@@ -303,20 +410,39 @@ mod tests {
     #[test]
     fn table_and_bins() {
         let mut summary = BTreeMap::new();
-        summary.insert("goodput_mbps".to_string(), summarize(&[1.0, 2.0, 3.0]).unwrap());
+        summary.insert(
+            "goodput_mbps".to_string(),
+            summarize(&[1.0, 2.0, 3.0]).unwrap(),
+        );
         let r = RunResult {
             scenario: "x".into(),
             description: String::new(),
             settings: serde_json::Value::Null,
             link_checks: vec![],
             variants: vec![
-                VariantResult { name: "e2e".into(), skipped: None, trials: vec![], summary },
-                VariantResult { name: "sidekick".into(), skipped: Some("no proxy".into()), trials: vec![], summary: BTreeMap::new() },
+                VariantResult {
+                    name: "e2e".into(),
+                    skipped: None,
+                    trials: vec![],
+                    summary,
+                },
+                VariantResult {
+                    name: "sidekick".into(),
+                    skipped: Some("no proxy".into()),
+                    trials: vec![],
+                    summary: BTreeMap::new(),
+                },
             ],
         };
         let t = format_table(&r, "goodput_mbps");
-        assert!(t.contains("e2e") && t.contains("2.000") && t.contains("skipped: no proxy"), "{t}");
+        assert!(
+            t.contains("e2e") && t.contains("2.000") && t.contains("skipped: no proxy"),
+            "{t}"
+        );
         assert_eq!(app_binary("transfer"), Some("sidekick-transfer"));
-        assert!(find_bin(Path::new("/nonexistent"), "sidekick-transfer").is_none() || std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER").is_some());
+        assert!(
+            find_bin(Path::new("/nonexistent"), "sidekick-transfer").is_none()
+                || std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER").is_some()
+        );
     }
 }

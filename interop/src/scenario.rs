@@ -149,24 +149,36 @@ fn parse_value(s: &str) -> toml::Value {
 /// assert_eq!(t["lan"]["loss"].as_str(), Some("2.5%"));
 /// ```
 pub fn apply_set(table: &mut toml::Table, kv: &str) -> Result<(), ScenarioError> {
-    let (key, value) = kv.split_once('=').ok_or_else(|| ScenarioError::BadSet(kv.into()))?;
+    let (key, value) = kv
+        .split_once('=')
+        .ok_or_else(|| ScenarioError::BadSet(kv.into()))?;
     let parts: Vec<&str> = key.trim().split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
         return Err(ScenarioError::BadSet(kv.into()));
     }
     let mut t = table;
     for p in &parts[..parts.len() - 1] {
-        let entry = t.entry((*p).to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        t = entry.as_table_mut().ok_or_else(|| ScenarioError::BadSet(kv.into()))?;
+        let entry = t
+            .entry((*p).to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry
+            .as_table_mut()
+            .ok_or_else(|| ScenarioError::BadSet(kv.into()))?;
     }
-    t.insert(parts[parts.len() - 1].to_string(), parse_value(value.trim()));
+    t.insert(
+        parts[parts.len() - 1].to_string(),
+        parse_value(value.trim()),
+    );
     Ok(())
 }
 
 impl Scenario {
     /// Loads a scenario file and applies overrides in order.
     pub fn load(path: &Path, sets: &[String]) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read { path: path.display().to_string(), source: e })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
+            path: path.display().to_string(),
+            source: e,
+        })?;
         Self::parse(&text, sets)
     }
 
@@ -182,29 +194,56 @@ impl Scenario {
     /// Builds a scenario from an (overridden) table.
     pub fn from_table(table: toml::Table) -> Result<Self, ScenarioError> {
         let link = |name: &str| -> Result<LinkSpec, ScenarioError> {
-            let t = table.get(name).and_then(toml::Value::as_table).cloned().unwrap_or_default();
-            LinkSpec::from_table(&t).map_err(|e| ScenarioError::Link { link: name.into(), source: e })
+            let t = table
+                .get(name)
+                .and_then(toml::Value::as_table)
+                .cloned()
+                .unwrap_or_default();
+            LinkSpec::from_table(&t).map_err(|e| ScenarioError::Link {
+                link: name.into(),
+                source: e,
+            })
         };
-        let get_str = |k: &str| table.get(k).and_then(toml::Value::as_str).unwrap_or_default().to_string();
+        let get_str = |k: &str| {
+            table
+                .get(k)
+                .and_then(toml::Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         let get_usize = |k: &str, d: usize| -> Result<usize, ScenarioError> {
             match table.get(k) {
                 None => Ok(d),
                 Some(v) => v
                     .as_integer()
                     .and_then(|i| usize::try_from(i).ok())
-                    .ok_or_else(|| ScenarioError::Invalid(format!("`{k}` must be a non-negative integer"))),
+                    .ok_or_else(|| {
+                        ScenarioError::Invalid(format!("`{k}` must be a non-negative integer"))
+                    }),
             }
         };
         let app: AppSpec = match table.get("app") {
-            Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| ScenarioError::Invalid(format!("[app]: {e}")))?,
+            Some(v) => v
+                .clone()
+                .try_into()
+                .map_err(|e: toml::de::Error| ScenarioError::Invalid(format!("[app]: {e}")))?,
             None => return Err(ScenarioError::Invalid("missing [app]".into())),
         };
         if !matches!(app.direction.as_str(), "download" | "upload") {
-            return Err(ScenarioError::Invalid(format!("app.direction `{}`: download or upload", app.direction)));
+            return Err(ScenarioError::Invalid(format!(
+                "app.direction `{}`: download or upload",
+                app.direction
+            )));
         }
         let variants: Vec<Variant> = match table.get("variants") {
-            Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| ScenarioError::Invalid(format!("[[variants]]: {e}")))?,
-            None => vec![Variant { name: "e2e".into(), proxy: vec![], set: vec![] }],
+            Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| {
+                ScenarioError::Invalid(format!("[[variants]]: {e}"))
+            })?,
+            None => vec![Variant {
+                name: "e2e".into(),
+                proxy: vec![],
+                set: vec![],
+            }],
         };
         if variants.is_empty() {
             return Err(ScenarioError::Invalid("no variants".into()));
@@ -212,8 +251,14 @@ impl Scenario {
         let metrics = table
             .get("metrics")
             .and_then(toml::Value::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
-            .unwrap_or_else(|| vec!["goodput_mbps".to_string()]);
+            .map_or_else(
+                || vec!["goodput_mbps".to_string()],
+                |a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                },
+            );
         let clients = get_usize("clients", 1)?;
         if clients == 0 {
             return Err(ScenarioError::Invalid("clients must be ≥ 1".into()));
@@ -282,10 +327,22 @@ set = ["lan.loss=0%"]
 
     #[test]
     fn bad_inputs() {
-        assert!(matches!(Scenario::parse(S, &["nonsense".into()]), Err(ScenarioError::BadSet(_))));
-        assert!(matches!(Scenario::parse(S, &["lan.dleay=3ms".into()]), Err(ScenarioError::Link { .. })));
-        assert!(matches!(Scenario::parse(S, &["app.direction=sideways".into()]), Err(ScenarioError::Invalid(_))));
-        assert!(matches!(Scenario::parse(S, &["trials=-1".into()]), Err(ScenarioError::Invalid(_))));
+        assert!(matches!(
+            Scenario::parse(S, &["nonsense".into()]),
+            Err(ScenarioError::BadSet(_))
+        ));
+        assert!(matches!(
+            Scenario::parse(S, &["lan.dleay=3ms".into()]),
+            Err(ScenarioError::Link { .. })
+        ));
+        assert!(matches!(
+            Scenario::parse(S, &["app.direction=sideways".into()]),
+            Err(ScenarioError::Invalid(_))
+        ));
+        assert!(matches!(
+            Scenario::parse(S, &["trials=-1".into()]),
+            Err(ScenarioError::Invalid(_))
+        ));
         assert!(Scenario::parse("[wan]\ndelay = \"1ms\"", &[]).is_err());
         // Setting into a scalar is rejected.
         let mut t: toml::Table = toml::from_str("a = 1").unwrap();

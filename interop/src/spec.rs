@@ -26,7 +26,11 @@ pub enum SpecError {
 }
 
 fn invalid(what: &'static str, value: &str, why: &'static str) -> SpecError {
-    SpecError::Invalid { what, value: value.to_string(), why }
+    SpecError::Invalid {
+        what,
+        value: value.to_string(),
+        why,
+    }
 }
 
 fn split_number(s: &str) -> (&str, &str) {
@@ -38,7 +42,9 @@ fn split_number(s: &str) -> (&str, &str) {
 }
 
 fn parse_f64(what: &'static str, full: &str, num: &str) -> Result<f64, SpecError> {
-    let v: f64 = num.parse().map_err(|_| invalid(what, full, "not a number"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| invalid(what, full, "not a number"))?;
     if !v.is_finite() || v < 0.0 {
         return Err(invalid(what, full, "must be finite and non-negative"));
     }
@@ -81,7 +87,13 @@ pub fn parse_rate(s: &str) -> Result<u64, SpecError> {
         "kbit" | "kbps" | "k" => 1e3,
         "mbit" | "mbps" | "m" => 1e6,
         "gbit" | "gbps" | "g" => 1e9,
-        _ => return Err(invalid("rate", s, "unit must be bit, kbit, Mbit or Gbit (per second)")),
+        _ => {
+            return Err(invalid(
+                "rate",
+                s,
+                "unit must be bit, kbit, Mbit or Gbit (per second)",
+            ));
+        }
     };
     let bps = v * mult;
     if bps > 1e12 {
@@ -97,7 +109,13 @@ pub fn parse_prob(s: &str) -> Result<f64, SpecError> {
     let p = match unit {
         "%" => v / 100.0,
         "" => v,
-        _ => return Err(invalid("probability", s, "write a fraction or a percentage")),
+        _ => {
+            return Err(invalid(
+                "probability",
+                s,
+                "write a fraction or a percentage",
+            ));
+        }
     };
     if p > 1.0 {
         return Err(invalid("probability", s, "above 100%"));
@@ -140,7 +158,12 @@ impl LossModel {
         match *self {
             LossModel::None => 0.0,
             LossModel::Random { p } => p,
-            LossModel::GilbertElliott { p, r, loss_good, loss_bad } => {
+            LossModel::GilbertElliott {
+                p,
+                r,
+                loss_good,
+                loss_bad,
+            } => {
                 if p + r == 0.0 {
                     loss_good
                 } else {
@@ -208,19 +231,28 @@ impl LinkSpec {
                 "ge_loss_good" => ge_good = parse_prob(&s)?,
                 "ge_loss_bad" => ge_bad = parse_prob(&s)?,
                 "queue" => {
-                    spec.queue_packets =
-                        s.trim().parse().map_err(|_| invalid("queue", &s, "packets, an integer"))?;
+                    spec.queue_packets = s
+                        .trim()
+                        .parse()
+                        .map_err(|_| invalid("queue", &s, "packets, an integer"))?;
                 }
                 "queue_bytes" => {
-                    spec.queue_bytes =
-                        s.trim().parse().map_err(|_| invalid("queue_bytes", &s, "an integer"))?;
+                    spec.queue_bytes = s
+                        .trim()
+                        .parse()
+                        .map_err(|_| invalid("queue_bytes", &s, "an integer"))?;
                 }
                 "description" | "name" => {}
                 other => return Err(SpecError::UnknownKey(other.to_string())),
             }
         }
         spec.loss = match ge_p {
-            Some(p) => LossModel::GilbertElliott { p, r: ge_r, loss_good: ge_good, loss_bad: ge_bad },
+            Some(p) => LossModel::GilbertElliott {
+                p,
+                r: ge_r,
+                loss_good: ge_good,
+                loss_bad: ge_bad,
+            },
             None if random > 0.0 => LossModel::Random { p: random },
             None => LossModel::None,
         };
@@ -232,11 +264,9 @@ impl LinkSpec {
 
     /// Serialisation time of `bytes` at this link's rate (zero when unlimited).
     pub fn serialization(&self, bytes: usize) -> Duration {
-        if self.rate_bps == 0 {
-            Duration::ZERO
-        } else {
-            Duration::from_nanos((bytes as u64 * 8).saturating_mul(1_000_000_000) / self.rate_bps)
-        }
+        ((bytes as u64 * 8).saturating_mul(1_000_000_000))
+            .checked_div(self.rate_bps)
+            .map_or(Duration::ZERO, Duration::from_nanos)
     }
 }
 
@@ -250,7 +280,11 @@ impl std::fmt::Display for LinkSpec {
             LossModel::None => {}
             LossModel::Random { p } => write!(f, ", loss {:.3}%", p * 100.0)?,
             LossModel::GilbertElliott { p, r, .. } => {
-                write!(f, ", GE loss p={p} r={r} (mean {:.3}%)", self.loss.mean_loss() * 100.0)?;
+                write!(
+                    f,
+                    ", GE loss p={p} r={r} (mean {:.3}%)",
+                    self.loss.mean_loss() * 100.0
+                )?;
             }
         }
         write!(f, ", queue {} pkts", self.queue_packets)
@@ -264,7 +298,10 @@ mod tests {
 
     #[test]
     fn units() {
-        assert_eq!(parse_duration("1.5ms").unwrap(), Duration::from_micros(1500));
+        assert_eq!(
+            parse_duration("1.5ms").unwrap(),
+            Duration::from_micros(1500)
+        );
         assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_duration("40").unwrap(), Duration::from_millis(40));
         assert!(parse_duration("5 parsecs").is_err());
@@ -281,7 +318,8 @@ mod tests {
     #[test]
     fn table_to_spec() {
         let t: toml::Table =
-            toml::from_str("delay = \"25ms\"\nrate = \"10Mbit\"\nloss = \"1%\"\nqueue = 50").unwrap();
+            toml::from_str("delay = \"25ms\"\nrate = \"10Mbit\"\nloss = \"1%\"\nqueue = 50")
+                .unwrap();
         let s = LinkSpec::from_table(&t).unwrap();
         assert_eq!(s.delay, Duration::from_millis(25));
         assert_eq!(s.rate_bps, 10_000_000);
@@ -289,7 +327,10 @@ mod tests {
         assert_eq!(s.queue_packets, 50);
         assert_eq!(s.serialization(1250), Duration::from_millis(1));
         let bad: toml::Table = toml::from_str("dleay = \"25ms\"").unwrap();
-        assert_eq!(LinkSpec::from_table(&bad), Err(SpecError::UnknownKey("dleay".into())));
+        assert_eq!(
+            LinkSpec::from_table(&bad),
+            Err(SpecError::UnknownKey("dleay".into()))
+        );
     }
 
     #[test]

@@ -54,7 +54,10 @@ pub fn set_min_timer_slack() {
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every namespace of the machine, so two
 /// processes in different namespaces can measure one-way delays between them.
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -80,10 +83,15 @@ pub fn signal(pid: i32, sig: i32) {
 
 /// Interface index of `name` in the calling thread's namespace.
 pub fn if_index(name: &str) -> io::Result<u32> {
-    let c = std::ffi::CString::new(name).map_err(|_| io::Error::other("interface name with NUL"))?;
+    let c =
+        std::ffi::CString::new(name).map_err(|_| io::Error::other("interface name with NUL"))?;
     // SAFETY: if_nametoindex reads a valid NUL-terminated string.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if idx == 0 { Err(io::Error::last_os_error()) } else { Ok(idx) }
+    if idx == 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(idx)
+    }
 }
 
 const ETH_P_ALL: u16 = 0x0003;
@@ -105,12 +113,27 @@ pub struct RecvInfo {
     pub csum_not_ready: bool,
 }
 
-fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, val: libc::c_int) -> io::Result<()> {
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    val: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: passes a pointer to a live c_int and its size.
     let rc = unsafe {
-        libc::setsockopt(fd, level, name, (&raw const val).cast(), size_of::<libc::c_int>() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&raw const val).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
     };
-    if rc != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    if rc != 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 impl PacketSocket {
@@ -120,7 +143,11 @@ impl PacketSocket {
         let proto = ETH_P_ALL.to_be();
         // SAFETY: socket(2) with constant arguments; the fd is owned right below.
         let raw = unsafe {
-            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(proto))
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                i32::from(proto),
+            )
         };
         if raw < 0 {
             return Err(io::Error::last_os_error());
@@ -134,7 +161,11 @@ impl PacketSocket {
         sll.sll_ifindex = ifindex as i32;
         // SAFETY: binds with a pointer to a properly initialised sockaddr_ll and its size.
         let rc = unsafe {
-            libc::bind(fd.as_raw_fd(), (&raw const sll).cast(), size_of::<libc::sockaddr_ll>() as libc::socklen_t)
+            libc::bind(
+                fd.as_raw_fd(),
+                (&raw const sll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
         };
         if rc != 0 {
             return Err(io::Error::last_os_error());
@@ -144,8 +175,18 @@ impl PacketSocket {
         let _ = setsockopt_int(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1);
         setsockopt_int(fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_AUXDATA, 1)?;
         // Deep buffers: the element must not drop frames the emulated queue would have held.
-        let _ = setsockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20);
-        let _ = setsockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
+        let _ = setsockopt_int(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            8 << 20,
+        );
+        let _ = setsockopt_int(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            8 << 20,
+        );
         // SAFETY: packet_mreq is plain old data; zeroed is valid.
         let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
         mreq.mr_ifindex = ifindex as i32;
@@ -173,7 +214,10 @@ impl PacketSocket {
             // SAFETY: zeroed sockaddr_ll / msghdr are valid plain-old-data values.
             let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
             let mut cbuf = [0u64; 16];
-            let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
             // SAFETY: as above.
             let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
             msg.msg_name = (&raw mut sll).cast();
@@ -205,14 +249,19 @@ impl PacketSocket {
             unsafe {
                 let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
                 while !c.is_null() {
-                    if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
-                        let aux: libc::tpacket_auxdata = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA
+                    {
+                        let aux: libc::tpacket_auxdata =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                         csum_not_ready = aux.tp_status & TP_STATUS_CSUMNOTREADY != 0;
                     }
                     c = libc::CMSG_NXTHDR(&raw const msg, c);
                 }
             }
-            return Ok(Some(RecvInfo { len: n, csum_not_ready }));
+            return Ok(Some(RecvInfo {
+                len: n,
+                csum_not_ready,
+            }));
         }
     }
 
@@ -220,7 +269,11 @@ impl PacketSocket {
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
         // SAFETY: send(2) with a pointer to the live frame buffer and its length.
         let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
     }
 
     /// The raw fd (for polling).
@@ -232,13 +285,27 @@ impl PacketSocket {
 /// Waits until one of `fds` is readable or `timeout` passes (nanosecond resolution).
 /// Returns whether any fd is readable.
 pub fn poll_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
-    let mut pfds: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
     // SAFETY: pfds is a live array of pollfd of the given length; ts is a valid timespec.
-    let n = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &raw const ts, std::ptr::null()) };
+    let n = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            &raw const ts,
+            std::ptr::null(),
+        )
+    };
     if n < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -259,7 +326,9 @@ pub fn set_socket_buffers(fd: RawFd, bytes: i32) {
 /// receivers keep sub-millisecond timing on a loaded machine. Kernel RT throttling still leaves
 /// 5 % of each CPU to normal tasks. Returns whether it worked (needs root / CAP_SYS_NICE).
 pub fn set_realtime(prio: i32) -> bool {
-    let p = libc::sched_param { sched_priority: prio };
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
     // SAFETY: sched_setscheduler on pid 0 (the calling thread) with a valid sched_param.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const p) == 0 }
 }

@@ -63,9 +63,15 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError
 /// Runs a command, failing with its stderr.
 pub fn cmd(prog: &str, args: &[&str]) -> Result<String, LabError> {
     let line = format!("{prog} {}", args.join(" "));
-    let out = Command::new(prog).args(args).output().map_err(io_err(format!("running `{line}`")))?;
+    let out = Command::new(prog)
+        .args(args)
+        .output()
+        .map_err(io_err(format!("running `{line}`")))?;
     if !out.status.success() {
-        return Err(LabError::Command { cmd: line, stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() });
+        return Err(LabError::Command {
+            cmd: line,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -107,12 +113,18 @@ impl IfCounters {
 
 /// Parses `ip -s -j link show` output into counters per interface name.
 pub fn parse_ip_stats(json: &str) -> Result<BTreeMap<String, IfCounters>, LabError> {
-    let v: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| LabError::Config(format!("unexpected `ip -j` output: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| LabError::Config(format!("unexpected `ip -j` output: {e}")))?;
     let mut out = BTreeMap::new();
     for l in v.as_array().into_iter().flatten() {
-        let Some(name) = l.get("ifname").and_then(|n| n.as_str()) else { continue };
-        let g = |dir: &str, k: &str| l.pointer(&format!("/stats64/{dir}/{k}")).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let Some(name) = l.get("ifname").and_then(|n| n.as_str()) else {
+            continue;
+        };
+        let g = |dir: &str, k: &str| {
+            l.pointer(&format!("/stats64/{dir}/{k}"))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+        };
         out.insert(
             name.to_string(),
             IfCounters {
@@ -169,8 +181,16 @@ impl Topology {
         };
         let state = PathBuf::from(STATE_DIR).join(&run);
         std::fs::create_dir_all(&state).map_err(io_err(format!("creating {}", state.display())))?;
-        std::fs::write(state.join("owner"), std::process::id().to_string()).map_err(io_err("writing state"))?;
-        let mut t = Topology { run, clients: cfg.clients, namespaces: Vec::new(), elements: Vec::new(), state, torn_down: false };
+        std::fs::write(state.join("owner"), std::process::id().to_string())
+            .map_err(io_err("writing state"))?;
+        let mut t = Topology {
+            run,
+            clients: cfg.clients,
+            namespaces: Vec::new(),
+            elements: Vec::new(),
+            state,
+            torn_down: false,
+        };
         t.build()?;
         t.set_links(&cfg.wan, &cfg.lan, cfg.seed)?;
         Ok(t)
@@ -180,18 +200,40 @@ impl Topology {
         let name = format!("{}-{suffix}", self.run);
         ip(&["netns", "add", &name])?;
         self.namespaces.push(name.clone());
-        for k in ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"] {
+        for k in [
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ] {
             in_ns(&name, "sysctl", &["-qw", k])?;
         }
         ip(&["-n", &name, "link", "set", "lo", "up"])?;
         Ok(name)
     }
 
-    fn veth(&self, ns1: &str, if1: &str, mac1: &str, ns2: &str, if2: &str, mac2: &str) -> Result<(), LabError> {
-        ip(&["-n", ns1, "link", "add", if1, "address", mac1, "type", "veth", "peer", "name", if2, "netns", ns2, "address", mac2])?;
+    fn veth(
+        ns1: &str,
+        if1: &str,
+        mac1: &str,
+        ns2: &str,
+        if2: &str,
+        mac2: &str,
+    ) -> Result<(), LabError> {
+        ip(&[
+            "-n", ns1, "link", "add", if1, "address", mac1, "type", "veth", "peer", "name", if2,
+            "netns", ns2, "address", mac2,
+        ])?;
         for (ns, ifn) in [(ns1, if1), (ns2, if2)] {
-            in_ns(ns, "ethtool", &["-K", ifn, "tx", "off", "tso", "off", "gso", "off", "gro", "off"]).map_err(|e| {
-                LabError::Config(format!("{e} (the lab needs ethtool: apt-get install ethtool)"))
+            in_ns(
+                ns,
+                "ethtool",
+                &[
+                    "-K", ifn, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+                ],
+            )
+            .map_err(|e| {
+                LabError::Config(format!(
+                    "{e} (the lab needs ethtool: apt-get install ethtool)"
+                ))
             })?;
             ip(&["-n", ns, "link", "set", ifn, "up"])?;
         }
@@ -204,12 +246,36 @@ impl Topology {
         let ap = self.add_ns("ap")?;
         in_ns(&ap, "sysctl", &["-qw", "net.ipv4.ip_forward=1"])?;
         let (srv_mac, ap_wan_mac) = (mac(1, 0, 1), mac(2, 0, 1));
-        self.veth(&srv, "eth0", &srv_mac, &wan, "w-srv", &mac(3, 0, 1))?;
-        self.veth(&wan, "w-ap", &mac(3, 0, 2), &ap, "wan0", &ap_wan_mac)?;
+        Self::veth(&srv, "eth0", &srv_mac, &wan, "w-srv", &mac(3, 0, 1))?;
+        Self::veth(&wan, "w-ap", &mac(3, 0, 2), &ap, "wan0", &ap_wan_mac)?;
         ip(&["-n", &srv, "addr", "add", "10.0.1.1/24", "dev", "eth0"])?;
         ip(&["-n", &ap, "addr", "add", "10.0.1.2/24", "dev", "wan0"])?;
-        ip(&["-n", &srv, "neigh", "replace", "10.0.1.2", "lladdr", &ap_wan_mac, "dev", "eth0", "nud", "permanent"])?;
-        ip(&["-n", &ap, "neigh", "replace", "10.0.1.1", "lladdr", &srv_mac, "dev", "wan0", "nud", "permanent"])?;
+        ip(&[
+            "-n",
+            &srv,
+            "neigh",
+            "replace",
+            "10.0.1.2",
+            "lladdr",
+            &ap_wan_mac,
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
+        ])?;
+        ip(&[
+            "-n",
+            &ap,
+            "neigh",
+            "replace",
+            "10.0.1.1",
+            "lladdr",
+            &srv_mac,
+            "dev",
+            "wan0",
+            "nud",
+            "permanent",
+        ])?;
         ip(&["-n", &srv, "route", "add", "default", "via", "10.0.1.2"])?;
         for i in 0..self.clients {
             let idx = i as u8;
@@ -217,13 +283,56 @@ impl Topology {
             let cli = self.add_ns(&format!("cli{i}"))?;
             let (ap_lan_mac, cli_mac) = (mac(2, idx, 2), mac(5, idx, 1));
             let ap_if = format!("lan{i}");
-            self.veth(&ap, &ap_if, &ap_lan_mac, &lan, "l-ap", &mac(4, idx, 1))?;
-            self.veth(&lan, "l-cli", &mac(4, idx, 2), &cli, "eth0", &cli_mac)?;
-            let (ap_addr, cli_addr) = (Self::ap_lan_addr(i).to_string(), Self::client_addr(i).to_string());
-            ip(&["-n", &ap, "addr", "add", &format!("{ap_addr}/24"), "dev", &ap_if])?;
-            ip(&["-n", &cli, "addr", "add", &format!("{cli_addr}/24"), "dev", "eth0"])?;
-            ip(&["-n", &ap, "neigh", "replace", &cli_addr, "lladdr", &cli_mac, "dev", &ap_if, "nud", "permanent"])?;
-            ip(&["-n", &cli, "neigh", "replace", &ap_addr, "lladdr", &ap_lan_mac, "dev", "eth0", "nud", "permanent"])?;
+            Self::veth(&ap, &ap_if, &ap_lan_mac, &lan, "l-ap", &mac(4, idx, 1))?;
+            Self::veth(&lan, "l-cli", &mac(4, idx, 2), &cli, "eth0", &cli_mac)?;
+            let (ap_addr, cli_addr) = (
+                Self::ap_lan_addr(i).to_string(),
+                Self::client_addr(i).to_string(),
+            );
+            ip(&[
+                "-n",
+                &ap,
+                "addr",
+                "add",
+                &format!("{ap_addr}/24"),
+                "dev",
+                &ap_if,
+            ])?;
+            ip(&[
+                "-n",
+                &cli,
+                "addr",
+                "add",
+                &format!("{cli_addr}/24"),
+                "dev",
+                "eth0",
+            ])?;
+            ip(&[
+                "-n",
+                &ap,
+                "neigh",
+                "replace",
+                &cli_addr,
+                "lladdr",
+                &cli_mac,
+                "dev",
+                &ap_if,
+                "nud",
+                "permanent",
+            ])?;
+            ip(&[
+                "-n",
+                &cli,
+                "neigh",
+                "replace",
+                &ap_addr,
+                "lladdr",
+                &ap_lan_mac,
+                "dev",
+                "eth0",
+                "nud",
+                "permanent",
+            ])?;
             ip(&["-n", &cli, "route", "add", "default", "via", &ap_addr])?;
         }
         Ok(())
@@ -231,17 +340,27 @@ impl Topology {
 
     /// Stops the running link elements and returns their statistics, keyed `wan`, `lan0`, ...
     pub fn stop_links(&mut self) -> Vec<(String, ElementStats)> {
-        self.elements.drain(..).map(|(k, h)| (k, h.stop())).collect()
+        self.elements
+            .drain(..)
+            .map(|(k, h)| (k, h.stop()))
+            .collect()
     }
 
     /// (Re)starts the link elements with new specs; returns the stopped elements' statistics.
-    pub fn set_links(&mut self, wan: &LinkSpec, lan: &LinkSpec, seed: u64) -> Result<Vec<(String, ElementStats)>, LabError> {
+    pub fn set_links(
+        &mut self,
+        wan: &LinkSpec,
+        lan: &LinkSpec,
+        seed: u64,
+    ) -> Result<Vec<(String, ElementStats)>, LabError> {
         let old = self.stop_links();
-        let h = element::spawn(&self.ns_wan(), "w-srv", "w-ap", *wan, seed).map_err(io_err("starting the wan link element"))?;
+        let h = element::spawn(&self.ns_wan(), "w-srv", "w-ap", *wan, seed)
+            .map_err(io_err("starting the wan link element"))?;
         self.elements.push(("wan".into(), h));
         for i in 0..self.clients {
             let s = seed.wrapping_add(1000 * (i as u64 + 1));
-            let h = element::spawn(&self.ns_lan(i), "l-ap", "l-cli", *lan, s).map_err(io_err("starting a lan link element"))?;
+            let h = element::spawn(&self.ns_lan(i), "l-ap", "l-cli", *lan, s)
+                .map_err(io_err("starting a lan link element"))?;
             self.elements.push((format!("lan{i}"), h));
         }
         Ok(old)
@@ -303,7 +422,10 @@ impl Topology {
     /// Interface counters of every endpoint namespace, keyed `srv/eth0`, `ap/wan0`, `cli0/eth0`...
     pub fn counters(&self) -> Result<BTreeMap<String, IfCounters>, LabError> {
         let mut out = BTreeMap::new();
-        let mut nss = vec![("srv".to_string(), self.ns_server()), ("ap".to_string(), self.ns_ap())];
+        let mut nss = vec![
+            ("srv".to_string(), self.ns_server()),
+            ("ap".to_string(), self.ns_ap()),
+        ];
         nss.extend((0..self.clients).map(|i| (format!("cli{i}"), self.ns_client(i))));
         for (tag, ns) in nss {
             for (ifn, c) in parse_ip_stats(&ip(&["-n", &ns, "-s", "-j", "link", "show"])?)? {
@@ -365,7 +487,12 @@ pub fn is_lab_namespace(name: &str) -> bool {
 /// Names of all lab namespaces on the machine.
 pub fn lab_namespaces() -> Result<Vec<String>, LabError> {
     let out = ip(&["netns", "list"])?;
-    Ok(out.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| is_lab_namespace(n)).map(String::from).collect())
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| is_lab_namespace(n))
+        .map(String::from)
+        .collect())
 }
 
 /// What [`clean`] did.
@@ -391,7 +518,9 @@ fn owner_alive(run: &str) -> bool {
 pub fn clean(all: bool) -> Result<CleanReport, LabError> {
     let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for ns in lab_namespaces()? {
-        runs.entry(ns[..PREFIX.len() + 5].to_string()).or_default().push(ns);
+        runs.entry(ns[..PREFIX.len() + 5].to_string())
+            .or_default()
+            .push(ns);
     }
     if let Ok(rd) = std::fs::read_dir(STATE_DIR) {
         for e in rd.flatten() {
@@ -439,8 +568,16 @@ mod tests {
                    {"ifname":"eth0","stats64":{"rx":{"bytes":1000,"packets":10},"tx":{"bytes":500,"packets":5}}}]"#;
         let m = parse_ip_stats(j).unwrap();
         let c = m["eth0"];
-        assert_eq!((c.rx_packets, c.rx_bytes, c.tx_packets, c.tx_bytes), (10, 1000, 5, 500));
-        let d = c.since(&IfCounters { rx_packets: 4, rx_bytes: 400, tx_packets: 9, tx_bytes: 0 });
+        assert_eq!(
+            (c.rx_packets, c.rx_bytes, c.tx_packets, c.tx_bytes),
+            (10, 1000, 5, 500)
+        );
+        let d = c.since(&IfCounters {
+            rx_packets: 4,
+            rx_bytes: 400,
+            tx_packets: 9,
+            tx_bytes: 0,
+        });
         assert_eq!((d.rx_packets, d.tx_packets), (6, 0));
         assert!(parse_ip_stats("not json").is_err());
     }

@@ -18,7 +18,11 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -36,11 +40,20 @@ fn skip(test: &str) -> bool {
 
 fn wifi_lan() -> LinkSpec {
     // Packrat WiFi last hop (seed 002 Table 3): 2 ms, 50 Mbit/s, 4 % loss.
-    LinkSpec { delay: Duration::from_millis(2), rate_bps: 50_000_000, loss: LossModel::Random { p: 0.04 }, ..LinkSpec::default() }
+    LinkSpec {
+        delay: Duration::from_millis(2),
+        rate_bps: 50_000_000,
+        loss: LossModel::Random { p: 0.04 },
+        ..LinkSpec::default()
+    }
 }
 
 fn wifi_wan() -> LinkSpec {
-    LinkSpec { delay: Duration::from_millis(30), rate_bps: 20_000_000, ..LinkSpec::default() }
+    LinkSpec {
+        delay: Duration::from_millis(30),
+        rate_bps: 20_000_000,
+        ..LinkSpec::default()
+    }
 }
 
 #[test]
@@ -48,11 +61,23 @@ fn topology_up_down_leaves_nothing() {
     if skip("topology_up_down_leaves_nothing") {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let t = Topology::up(&TopoConfig { clients: 2, wan: wifi_wan(), lan: wifi_lan(), seed: 1 }).unwrap();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let t = Topology::up(&TopoConfig {
+        clients: 2,
+        wan: wifi_wan(),
+        lan: wifi_lan(),
+        seed: 1,
+    })
+    .unwrap();
     let run = t.run_id().to_string();
     let state = t.state_dir().to_path_buf();
-    let ours = |v: Vec<String>| v.into_iter().filter(|n| n.starts_with(&format!("{run}-"))).count();
+    let ours = |v: Vec<String>| {
+        v.into_iter()
+            .filter(|n| n.starts_with(&format!("{run}-")))
+            .count()
+    };
     // srv, wan, ap, and lan+cli per client.
     assert_eq!(ours(topo::lab_namespaces().unwrap()), 7);
     assert_eq!(t.namespaces().len(), 7);
@@ -69,18 +94,36 @@ fn topology_up_down_leaves_nothing() {
     )
     .unwrap();
     // 4 % loss on the lan link: losing more than 20 of 100 is a ~1e-7 event.
-    assert!(r.delays.len() >= 80, "{} of 100 probes arrived", r.delays.len());
+    assert!(
+        r.delays.len() >= 80,
+        "{} of 100 probes arrived",
+        r.delays.len()
+    );
     let min = r.delays.iter().min().unwrap();
-    assert!(*min >= Duration::from_millis(32), "one-way delay {min:?} below 2 ms + 30 ms");
+    assert!(
+        *min >= Duration::from_millis(32),
+        "one-way delay {min:?} below 2 ms + 30 ms"
+    );
     t.down().unwrap();
     assert_eq!(ours(topo::lab_namespaces().unwrap()), 0);
     assert!(!state.exists());
     // A second drop-based teardown path: scope exit.
     {
-        let t2 = Topology::up(&TopoConfig { clients: 1, wan: wifi_wan(), lan: wifi_lan(), seed: 1 }).unwrap();
+        let t2 = Topology::up(&TopoConfig {
+            clients: 1,
+            wan: wifi_wan(),
+            lan: wifi_lan(),
+            seed: 1,
+        })
+        .unwrap();
         let run2 = t2.run_id().to_string();
         drop(t2);
-        assert!(!topo::lab_namespaces().unwrap().iter().any(|n| n.starts_with(&run2)));
+        assert!(
+            !topo::lab_namespaces()
+                .unwrap()
+                .iter()
+                .any(|n| n.starts_with(&run2))
+        );
     }
 }
 
@@ -89,8 +132,16 @@ fn link_properties_within_tolerance() {
     if skip("link_properties_within_tolerance") {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let t = Topology::up(&TopoConfig { clients: 1, wan: wifi_wan(), lan: wifi_lan(), seed: 3 }).unwrap();
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let t = Topology::up(&TopoConfig {
+        clients: 1,
+        wan: wifi_wan(),
+        lan: wifi_lan(),
+        seed: 3,
+    })
+    .unwrap();
     let checks = probe::check_links(&t, &wifi_wan(), &wifi_lan(), true).unwrap();
     t.down().unwrap();
     eprintln!("{}", probe::format_checks(&checks));
@@ -101,7 +152,10 @@ fn link_properties_within_tolerance() {
 }
 
 fn transfer_bin_dir() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER").map(PathBuf::from).filter(|p| p.exists()) {
+    if let Some(p) = std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER")
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+    {
         return p.parent().map(PathBuf::from);
     }
     let lab = PathBuf::from(env!("CARGO_BIN_EXE_sidekick-lab"));
@@ -115,16 +169,26 @@ fn quic_transfer_across_lossy_link() {
         return;
     }
     let Some(bin_dir) = transfer_bin_dir() else {
-        eprintln!("quic_transfer_across_lossy_link: skipped (sidekick-transfer not built: cargo build -p sidekick-examples)");
+        eprintln!(
+            "quic_transfer_across_lossy_link: skipped (sidekick-transfer not built: cargo build -p sidekick-examples)"
+        );
         return;
     };
-    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let scn = Scenario::load(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/demo.toml"),
         &["app.bytes=2000000".into(), "lan.loss=2%".into()],
     )
     .unwrap();
-    let opts = RunOptions { trials: Some(1), bin_dir, stop: Arc::new(AtomicBool::new(false)), progress: true, check_links: false };
+    let opts = RunOptions {
+        trials: Some(1),
+        bin_dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+    };
     let r = runner::run(&scn, &opts, |_, _| {}).unwrap();
     for v in &r.variants {
         assert!(v.skipped.is_none(), "{:?}", v.skipped);
@@ -148,10 +212,15 @@ fn killed_run_is_cleaned_up() {
     if skip("killed_run_is_cleaned_up") {
         return;
     }
-    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let before = topo::lab_namespaces().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sidekick-lab"))
-        .args(["check-links", concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/demo.toml")])
+        .args([
+            "check-links",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/demo.toml"),
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -159,19 +228,42 @@ fn killed_run_is_cleaned_up() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut new = Vec::new();
     while Instant::now() < deadline {
-        new = topo::lab_namespaces().unwrap().into_iter().filter(|n| !before.contains(n)).collect();
+        new = topo::lab_namespaces()
+            .unwrap()
+            .into_iter()
+            .filter(|n| !before.contains(n))
+            .collect();
         if new.len() >= 5 {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(new.len() >= 5, "the run did not build its topology: {new:?}");
+    assert!(
+        new.len() >= 5,
+        "the run did not build its topology: {new:?}"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     // The run is dead but its namespaces remain.
-    assert!(topo::lab_namespaces().unwrap().iter().any(|n| new.contains(n)));
-    let out = Command::new(env!("CARGO_BIN_EXE_sidekick-lab")).arg("clean").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let left: Vec<_> = topo::lab_namespaces().unwrap().into_iter().filter(|n| new.contains(n)).collect();
+    assert!(
+        topo::lab_namespaces()
+            .unwrap()
+            .iter()
+            .any(|n| new.contains(n))
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_sidekick-lab"))
+        .arg("clean")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<_> = topo::lab_namespaces()
+        .unwrap()
+        .into_iter()
+        .filter(|n| new.contains(n))
+        .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
