@@ -332,3 +332,12 @@ pub fn set_realtime(prio: i32) -> bool {
     // SAFETY: sched_setscheduler on pid 0 (the calling thread) with a valid sched_param.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const p) == 0 }
 }
+
+/// Returns the calling thread to the normal scheduler (undoes [`set_realtime`]).
+pub fn set_normal() {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler on the calling thread with a valid sched_param.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const p);
+    }
+}
