@@ -251,26 +251,38 @@ impl<S: SessionLayer> ProxyCore<S> {
         if gso.is_some() {
             self.counters.gso_superframes += 1;
         }
-        let whole = gso.is_none();
         self.engine_out.clear();
-        for (a, b) in gso_segments(&udp, gso) {
-            let seg = frame.get(a..b).unwrap_or(&[]);
+        let value = &mut entry.value;
+        let mut run = |pkt: &Packet<'_>, acts: &mut Vec<Action>| {
+            if let Some(r) = value.robin.as_mut() {
+                r.on_packet(now, dir, pkt, acts);
+            }
+            if let Some(p) = value.packrat.as_mut() {
+                p.on_packet(now, dir, pkt, acts);
+            }
+        };
+        if gso.is_none() {
+            // The common case: one datagram.
             let pkt = Packet {
                 frame,
                 udp: &udp,
-                payload: seg,
-                whole_frame: whole,
+                payload: udp.payload(frame),
+                whole_frame: true,
             };
-            if let Some(r) = entry.value.robin.as_mut() {
-                r.on_packet(now, dir, &pkt, &mut self.engine_out);
-            }
-            if let Some(p) = entry.value.packrat.as_mut() {
-                p.on_packet(now, dir, &pkt, &mut self.engine_out);
+            run(&pkt, &mut self.engine_out);
+        } else {
+            for (a, b) in gso_segments(&udp, gso) {
+                let pkt = Packet {
+                    frame,
+                    udp: &udp,
+                    payload: frame.get(a..b).unwrap_or(&[]),
+                    whole_frame: false,
+                };
+                run(&pkt, &mut self.engine_out);
             }
         }
-        if let Some(t) = entry.value.next_timeout() {
-            self.next_engine_timeout = Some(self.next_engine_timeout.map_or(t, |n| n.min(t)));
-        }
+        // Engine deadlines only move later on packets (Robin's next quACK after a count-driven
+        // one); the earliest deadline was registered at attach/timeout time.
         if !self.engine_out.is_empty() {
             let mut acts = std::mem::take(&mut self.engine_out);
             self.dispatch(now, sid, key, &mut acts, out);

@@ -280,6 +280,32 @@ impl<V: FlowState> FlowTable<V> {
         make: impl FnOnce() -> V,
     ) -> Result<&mut FlowEntry<V>, InsertError> {
         let (s, k) = self.hashed(&key);
+        let room = self.shards[s].map.len() < self.per_shard && self.len < self.cfg.max_flows;
+        if room {
+            // One probe: the entry API (no sweep or displacement needed when there is room).
+            let value_assisted;
+            let e = match self.shards[s].map.entry(k) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let value = make();
+                    value_assisted = value.assisted();
+                    if value_assisted && self.assisted >= self.cfg.max_assisted {
+                        self.counters.refused_assisted_cap += 1;
+                        return Err(InsertError::AssistedCap);
+                    }
+                    self.len += 1;
+                    self.assisted += usize::from(value_assisted);
+                    self.counters.created += 1;
+                    v.insert(FlowEntry {
+                        last_seen: now,
+                        packets: 0,
+                        value,
+                    })
+                }
+            };
+            e.last_seen = now;
+            return Ok(e);
+        }
         if !self.shards[s].map.contains_key(&k) {
             let value = make();
             self.insert_new(s, k, now, value)?;
