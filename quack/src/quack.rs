@@ -143,8 +143,9 @@ impl<T: Identifier> PowerSumQuack<T> {
 
     /// Inserts an identifier: `t` modular multiply-adds (seed 001 §3.5, "Encoding").
     ///
-    /// For 32-bit identifiers the multiply-adds of 8 consecutive insertions are done together
-    /// (SIMD where available): the identifier is buffered and folded in when the buffer is full.
+    /// The multiply-adds of 8 consecutive insertions are done together (independent chains
+    /// interleaved; AVX2 for 32-bit identifiers where available): the identifier is buffered and
+    /// folded in when the buffer is full.
     /// Every read (power sums, wire form, subtraction, decoding, equality) includes buffered
     /// identifiers, so the buffer is not observable except in the cost profile.
     #[inline]
