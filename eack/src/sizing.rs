@@ -34,7 +34,7 @@ pub const SIZING_TABLE: &[(usize, [usize; 6])] = &[
     (60, [89, 96, 101, 105, 114, 145]),
     (80, [117, 125, 130, 134, 144, 170]),
     (100, [145, 153, 159, 163, 173, 191]),
-    (160, [227, 239, 245, 250, 262, 279]),
+    (160, [228, 239, 245, 250, 262, 279]),
 ];
 
 /// Number of coded symbols to send so that a difference of `expected_missing` elements decodes
