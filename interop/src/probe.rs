@@ -8,7 +8,7 @@
 //!   probe frame`; tolerance `max(10 %, 0.5 ms)`.
 //! - **Loss**: the fraction of probes that never arrive. The probe count is chosen so that the
 //!   10 % relative band equals three binomial standard deviations, `n = 9·(1-p)/(0.1²·p)`
-//!   (capped at [`MAX_LOSS_PROBES`]); the check passes if `|p̂ - p| ≤ max(0.1·p, 3σ)` with
+//!   (times the Gilbert–Elliott variance factor below; clamped to 2 000..[`MAX_LOSS_PROBES`]); the check passes if `|p̂ - p| ≤ max(0.1·p, 3σ)` with
 //!   `σ = sqrt(p(1-p)/n)`, inflated for Gilbert–Elliott by the Markov-chain variance factor
 //!   `(1+λ)/(1-λ)`, `λ = 1 - p_gb - p_bg`. A lossless link passes with at most 0.1 % loss
 //!   (kernel socket-buffer drops). Probes are paced at ≤ 25 % of the link rate (and ≤ 10 000 per second) so that no queue
