@@ -59,7 +59,7 @@ enum Cmd {
         /// Directory for PNG and SVG plots.
         #[arg(long)]
         plot: Option<PathBuf>,
-        /// Check the links before the trials (stored in the JSON).
+        /// Check the links before the trials (stored in the JSON); abort if any is off.
         #[arg(long)]
         check_links: bool,
         /// Where application binaries live (default: next to this executable).

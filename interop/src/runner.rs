@@ -170,6 +170,23 @@ pub fn run(
         })?;
         if opts.check_links {
             link_checks = crate::probe::check_links(&topo, &first.wan, &first.lan, true)?;
+            let failed: Vec<String> = link_checks
+                .iter()
+                .filter(|c| !c.pass)
+                .map(|c| {
+                    format!(
+                        "{} {} {}: {:.3} vs {:.3}",
+                        c.link, c.dir, c.property, c.measured, c.expected
+                    )
+                })
+                .collect();
+            if !failed.is_empty() {
+                // The lab does not trust a run whose links are off (issue 6).
+                return Err(LabError::Config(format!(
+                    "link checks out of tolerance: {}",
+                    failed.join("; ")
+                )));
+            }
         }
         let bin = app_bin.unwrap_or_default();
         'outer: for t in 0..trials {
