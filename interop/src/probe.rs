@@ -91,6 +91,9 @@ pub struct Check {
     pub samples: usize,
     /// Whether `|measured - expected| ≤ tolerance`.
     pub pass: bool,
+    /// Measurement attempts of this direction (a failing direction is measured once more, to
+    /// tell a transient CPU stall of the host from a wrong link).
+    pub attempts: usize,
 }
 
 impl Check {
@@ -112,6 +115,7 @@ impl Check {
             tolerance,
             samples,
             pass: (measured - expected).abs() <= tolerance,
+            attempts: 1,
         }
     }
 }
@@ -353,6 +357,34 @@ pub fn check_direction(
     Ok(out)
 }
 
+/// [`check_direction`], measured a second time if any property failed the first time; the
+/// second result is kept (with `attempts = 2`).
+#[allow(clippy::too_many_arguments)]
+fn check_direction_retry(
+    link: &str,
+    dir: &str,
+    spec: &LinkSpec,
+    src_ns: &str,
+    src: SocketAddr,
+    dst_ns: &str,
+    dst: SocketAddr,
+    check_rate: bool,
+) -> Result<Vec<Check>, LabError> {
+    let first = check_direction(link, dir, spec, src_ns, src, dst_ns, dst, check_rate)?;
+    if first.iter().all(|c| c.pass) {
+        return Ok(first);
+    }
+    tracing::warn!(
+        "{link} {dir}: out of tolerance, measuring again: {}",
+        format_checks(&first)
+    );
+    let mut second = check_direction(link, dir, spec, src_ns, src, dst_ns, dst, check_rate)?;
+    for c in &mut second {
+        c.attempts = 2;
+    }
+    Ok(second)
+}
+
 /// Measures every link of a topology in both directions.
 pub fn check_links(
     topo: &Topology,
@@ -365,20 +397,20 @@ pub fn check_links(
     let srv = SocketAddr::from((Topology::server_addr(), port(47001)));
     let apw = SocketAddr::from((Topology::ap_wan_addr(), port(47002)));
     let (s_ns, ap_ns) = (topo.ns_server(), topo.ns_ap());
-    out.extend(check_direction(
+    out.extend(check_direction_retry(
         "wan", "down", wan, &s_ns, srv, &ap_ns, apw, check_rate,
     )?);
-    out.extend(check_direction(
+    out.extend(check_direction_retry(
         "wan", "up", wan, &ap_ns, apw, &s_ns, srv, check_rate,
     )?);
     for i in 0..topo.clients() {
         let apl = SocketAddr::from((Topology::ap_lan_addr(i), port(47003)));
         let cli = SocketAddr::from((Topology::client_addr(i), port(47004)));
         let (c_ns, name) = (topo.ns_client(i), format!("lan{i}"));
-        out.extend(check_direction(
+        out.extend(check_direction_retry(
             &name, "down", lan, &ap_ns, apl, &c_ns, cli, check_rate,
         )?);
-        out.extend(check_direction(
+        out.extend(check_direction_retry(
             &name, "up", lan, &c_ns, cli, &ap_ns, apl, check_rate,
         )?);
     }
