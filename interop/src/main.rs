@@ -66,6 +66,32 @@ enum Cmd {
         #[arg(long)]
         bin_dir: Option<PathBuf>,
     },
+    /// Run a scenario once per value of one parameter and plot metric vs parameter.
+    Sweep {
+        /// Scenario file (or the name of a shipped scenario).
+        scenario: String,
+        /// Parameter to sweep, e.g. `lan.loss`.
+        #[arg(long)]
+        param: String,
+        /// Comma-separated values, e.g. `0%,1%,2%,4%`.
+        #[arg(long)]
+        values: String,
+        /// Further overrides.
+        #[arg(long = "set")]
+        sets: Vec<String>,
+        /// Trials per variant and value.
+        #[arg(long)]
+        trials: Option<usize>,
+        /// Results file (all runs).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Directory for plots.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Where application binaries live (default: next to this executable).
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+    },
     /// A short visible comparison: E2E QUIC download over clean vs lossy Packrat-WiFi links.
     Demo {
         /// Directory for plots.
@@ -240,6 +266,68 @@ fn main() -> Result<()> {
                 check_links,
             };
             run_and_report(&scn, &opts, json, plot)?;
+        }
+        Cmd::Sweep {
+            scenario,
+            param,
+            values,
+            sets,
+            trials,
+            json,
+            plot,
+            bin_dir: bd,
+        } => {
+            let stop = stop_flag()?;
+            let opts = RunOptions {
+                trials,
+                bin_dir: bin_dir(bd)?,
+                stop,
+                progress: true,
+                check_links: false,
+            };
+            let mut points = Vec::new();
+            let mut runs = Vec::new();
+            let mut metric = String::from("goodput_mbps");
+            for v in values.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+                let mut s = sets.clone();
+                s.push(format!("{param}={v}"));
+                let scn = Scenario::load(&scenario_path(&scenario), &s)?;
+                metric = scn.metrics.first().cloned().unwrap_or(metric);
+                eprintln!("{param} = {v}");
+                let r = runner::run(&scn, &opts, |_, _| {})?;
+                let mut per = std::collections::BTreeMap::new();
+                for vr in &r.variants {
+                    if let Some(x) = vr.summary.get(&metric) {
+                        per.insert(vr.name.clone(), (x.median, x.q1, x.q3));
+                    }
+                }
+                println!("{param} = {v}\n{}", runner::format_table(&r, &metric));
+                points.push(sidekick_lab::plot::SweepPoint {
+                    value: v.to_string(),
+                    x: sidekick_lab::plot::numeric_prefix(v),
+                    variants: per,
+                });
+                runs.push(r);
+                if opts.stop.load(Ordering::Relaxed) {
+                    bail!("interrupted");
+                }
+            }
+            if let Some(j) = json {
+                let doc = serde_json::json!({ "param": param, "metric": metric, "points": points, "runs": runs });
+                std::fs::write(&j, serde_json::to_string_pretty(&doc)?)?;
+                println!("results: {}", j.display());
+            }
+            if let Some(d) = plot {
+                std::fs::create_dir_all(&d)?;
+                let stem = format!(
+                    "{}-{metric}-vs-{}",
+                    runs.first().map_or("sweep", |r| r.scenario.as_str()),
+                    param.replace('.', "-")
+                );
+                for f in sidekick_lab::plot::sweep(&points, &param, &metric, &d, &stem)? {
+                    println!("plot: {}", f.display());
+                }
+            }
         }
         Cmd::Demo {
             plot,

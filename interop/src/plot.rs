@@ -230,3 +230,176 @@ fn draw_cdf<DB: DrawingBackend>(
     root.present().map_err(e)?;
     Ok(())
 }
+
+/// One point of a sweep: the swept value and, per variant, (median, q1, q3) of the metric.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SweepPoint {
+    /// The value as given (`2%`).
+    pub value: String,
+    /// Its numeric part (x coordinate).
+    pub x: f64,
+    /// Variant name → (median, q1, q3).
+    pub variants: std::collections::BTreeMap<String, (f64, f64, f64)>,
+}
+
+/// The numeric part of a swept value (`"2.5%"` → 2.5); NaN if none.
+pub fn numeric_prefix(s: &str) -> f64 {
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .unwrap_or(s.len());
+    s[..end].parse().unwrap_or(f64::NAN)
+}
+
+/// Metric vs swept parameter, one line per variant with IQR whiskers (the shape of goodput vs
+/// loss figures, e.g. seed 000 Fig. 10); PNG and SVG.
+pub fn sweep(
+    points: &[SweepPoint],
+    param: &str,
+    metric: &str,
+    dir: &Path,
+    stem: &str,
+) -> Result<Vec<PathBuf>, PlotError> {
+    ensure_font()?;
+    let xs: Vec<f64> = points
+        .iter()
+        .map(|p| p.x)
+        .filter(|x| x.is_finite())
+        .collect();
+    if xs.is_empty() {
+        return Err(PlotError::NoData(metric.into()));
+    }
+    let xmin = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let xmax = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let pad = ((xmax - xmin) * 0.05).max(0.1);
+    let ymax = points
+        .iter()
+        .flat_map(|p| p.variants.values().map(|v| v.2))
+        .fold(0.0, f64::max)
+        * 1.15
+        + 1e-9;
+    let png = dir.join(format!("{stem}.png"));
+    let svg = dir.join(format!("{stem}.svg"));
+    let title = format!("{metric} vs {param} (median, IQR)");
+    let range = (xmin - pad, xmax + pad);
+    {
+        let root = BitMapBackend::new(&png, (800, 500)).into_drawing_area();
+        draw_sweep(&root, &title, param, metric, points, range, ymax).map_err(draw_err(&png))?;
+    }
+    {
+        let root = SVGBackend::new(&svg, (800, 500)).into_drawing_area();
+        draw_sweep(&root, &title, param, metric, points, range, ymax).map_err(draw_err(&svg))?;
+    }
+    Ok(vec![png, svg])
+}
+
+fn draw_sweep<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    param: &str,
+    metric: &str,
+    points: &[SweepPoint],
+    (x0, x1): (f64, f64),
+    ymax: f64,
+) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<DB::ErrorType>| x.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, 0f64..ymax)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(param)
+        .y_desc(metric)
+        .draw()
+        .map_err(e)?;
+    let mut names: Vec<&String> = points.iter().flat_map(|p| p.variants.keys()).collect();
+    names.sort();
+    names.dedup();
+    let colors = [BLUE, RED, GREEN, MAGENTA, CYAN];
+    for (i, name) in names.iter().enumerate() {
+        let c = colors[i % colors.len()];
+        let pts: Vec<(f64, (f64, f64, f64))> = points
+            .iter()
+            .filter(|p| p.x.is_finite())
+            .filter_map(|p| p.variants.get(*name).map(|v| (p.x, *v)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|(x, v)| (*x, v.0)),
+                c.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label((*name).clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        for (x, v) in &pts {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(*x, v.1), (*x, v.2)],
+                    c.stroke_width(2),
+                )))
+                .map_err(e)?;
+            chart
+                .draw_series(std::iter::once(Circle::new((*x, v.0), 4, c.filled())))
+                .map_err(e)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_prefixes() {
+        assert_eq!(numeric_prefix("2.5%"), 2.5);
+        assert_eq!(numeric_prefix("40ms"), 40.0);
+        assert!(numeric_prefix("fast").is_nan());
+    }
+
+    #[test]
+    fn plots_are_written() {
+        if !Path::new(DEFAULT_FONT).exists() && std::env::var_os("SIDEKICK_LAB_FONT").is_none() {
+            eprintln!("plots_are_written: skipped (no font: apt-get install fonts-dejavu-core)");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("skl-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut variants = std::collections::BTreeMap::new();
+        variants.insert("e2e".to_string(), (2.0, 1.5, 2.5));
+        let pts = vec![
+            SweepPoint {
+                value: "1%".into(),
+                x: 1.0,
+                variants: variants.clone(),
+            },
+            SweepPoint {
+                value: "2%".into(),
+                x: 2.0,
+                variants,
+            },
+        ];
+        let files = sweep(&pts, "lan.loss", "goodput_mbps", &dir, "t").unwrap();
+        for f in &files {
+            assert!(
+                std::fs::metadata(f).unwrap().len() > 1000,
+                "{}",
+                f.display()
+            );
+        }
+        let png = std::fs::read(&files[0]).unwrap();
+        assert_eq!(&png[..4], b"\x89PNG");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
