@@ -1,0 +1,878 @@
+//! The client side of a sidekick session: a sans-IO state machine with explicit `now`.
+//!
+//! ```text
+//!  Idle ──start──▶ Discovering ──reply──▶ Initiating ──InitAck(accepted)──▶ Established
+//!                      │ retries out          │ retries out / rejected          │ idle timeout,
+//!                      ▼                      ▼                                 ▼ Close, control
+//!                   Failed (Fallback event) ◀─┘                         Closed / Failed (Fallback)
+//! ```
+//!
+//! The application (the client SDK) feeds datagrams from its base socket to
+//! [`ClientSession::handle_base_datagram`] (only those passing [`crate::is_discovery_reply`]),
+//! datagrams from its sidekick socket to [`ClientSession::handle_datagram`], sends what
+//! [`ClientSession::poll_transmit`] returns, and calls [`ClientSession::handle_timeout`] at
+//! [`ClientSession::poll_timeout`]. Any [`ClientEvent::Fallback`] means: continue with plain
+//! end-to-end behaviour (fail open, DESIGN §3).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::discovery::{DiscoveryReply, DiscoveryRequest, is_discovery_reply};
+use crate::error::Error;
+use crate::frame::{self, Header, TagLen};
+use crate::keys::{Ephemeral, NONCE_LEN, SessionId, SessionKey, ct_eq};
+use crate::messages::{
+    Close, Config, Direction, Eack, ErrorMsg, Init, Message, Refresh, Reset, SessionConfig,
+};
+use crate::replay::ReplayWindow;
+use crate::{PROTOCOL_VERSION, Retry};
+
+/// Client-side settings.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// The configuration requested in Init.
+    pub session: SessionConfig,
+    /// Tag length of the frames the client sends.
+    pub tag_len: TagLen,
+    /// First discovery retransmission timeout (doubles per attempt).
+    pub discovery_retry: Duration,
+    /// Discovery requests sent before giving up (fallback: no proxy).
+    pub discovery_attempts: u32,
+    /// First Init retransmission timeout (doubles per attempt).
+    pub init_retry: Duration,
+    /// Init messages sent before giving up.
+    pub init_attempts: u32,
+    /// First Config/Reset retransmission timeout (doubles per attempt).
+    pub control_retry: Duration,
+    /// Config/Reset attempts before the session is declared broken.
+    pub control_attempts: u32,
+    /// Cap on any retransmission backoff.
+    pub max_backoff: Duration,
+    /// Messages the client authorises beyond the highest proxy sequence number it has seen.
+    pub quota_window: u32,
+    /// Period of the quota-refresh / keepalive timer.
+    pub refresh_interval: Duration,
+    /// Session is abandoned when nothing authentic arrived from the proxy for this long.
+    pub idle_timeout: Duration,
+    /// Cap on queued outgoing datagrams.
+    pub outbox_cap: usize,
+}
+
+impl ClientConfig {
+    /// Defaults around a requested session configuration.
+    pub fn new(session: SessionConfig) -> Self {
+        ClientConfig {
+            session,
+            tag_len: TagLen::Short,
+            discovery_retry: Duration::from_millis(250),
+            discovery_attempts: 4,
+            init_retry: Duration::from_millis(200),
+            init_attempts: 5,
+            control_retry: Duration::from_millis(200),
+            control_attempts: 6,
+            max_backoff: Duration::from_secs(2),
+            quota_window: 256,
+            refresh_interval: Duration::from_millis(500),
+            idle_timeout: Duration::from_secs(10),
+            outbox_cap: 64,
+        }
+    }
+}
+
+/// Where a client datagram goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Destination {
+    /// Inline on the base connection's socket, to the base peer (discovery requests).
+    Base,
+    /// From the sidekick socket to the proxy's sidekick address.
+    Sidekick(SocketAddr),
+}
+
+/// A datagram for the client to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientTransmit {
+    /// Where to send it.
+    pub dest: Destination,
+    /// The UDP payload.
+    pub bytes: Vec<u8>,
+}
+
+/// The client session's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientState {
+    /// Not started.
+    Idle,
+    /// Discovery request sent, waiting for a reply.
+    Discovering,
+    /// Reply received, Init sent, waiting for InitAck.
+    Initiating,
+    /// InitAck received; quACKs / eACKs flow.
+    Established,
+    /// Closed by either side.
+    Closed,
+    /// Given up; the application runs end-to-end only.
+    Failed,
+}
+
+/// Why the client falls back to end-to-end behaviour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FallbackReason {
+    /// No discovery reply after all attempts: no sidekick proxy on path.
+    NoProxy,
+    /// No InitAck after all attempts.
+    InitTimeout,
+    /// The proxy rejected the Init (an `ErrorCode` value).
+    Rejected(u32),
+    /// Nothing authentic from the proxy for the idle timeout.
+    IdleTimeout,
+    /// A Config or Reset was never acknowledged.
+    ControlTimeout,
+}
+
+/// What happened, for the application.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientEvent {
+    /// Nothing the application must act on.
+    Nothing,
+    /// A proxy answered discovery; Init is on its way.
+    Discovered {
+        /// Proxy's sidekick address.
+        proxy: SocketAddr,
+    },
+    /// Handshake complete.
+    Established {
+        /// Configuration in force (the proxy may have clamped the request).
+        config: SessionConfig,
+        /// Epoch in force.
+        epoch: u32,
+    },
+    /// A Config was applied by the proxy.
+    Reconfigured {
+        /// Configuration in force.
+        config: SessionConfig,
+        /// The epoch it starts.
+        epoch: u32,
+    },
+    /// A Config was refused by the proxy; the old configuration stays.
+    ConfigRejected {
+        /// The refused request's id.
+        config_id: u32,
+    },
+    /// The proxy started a new epoch (e.g. it failed to decode an eACK, seed 002 §6.1).
+    ResetByProxy {
+        /// The new epoch.
+        epoch: u32,
+        /// Its reason code.
+        reason: u32,
+    },
+    /// The proxy acknowledged our Reset.
+    ResetAcked {
+        /// The epoch now in force on both sides.
+        epoch: u32,
+    },
+    /// A quACK for the current epoch (opaque bytes for the quack crate).
+    Quack {
+        /// Its epoch (always the current one).
+        epoch: u32,
+        /// The quACK wire form.
+        data: Vec<u8>,
+    },
+    /// The proxy reported an error.
+    ProxyError {
+        /// An `ErrorCode` value.
+        code: u32,
+        /// Detail text.
+        detail: String,
+    },
+    /// The proxy closed the session.
+    Closed {
+        /// Its reason code.
+        reason: u32,
+    },
+    /// Give up on the sidekick; continue end-to-end only.
+    Fallback(FallbackReason),
+}
+
+/// Counters of the client session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Datagrams queued for sending.
+    pub sent: u64,
+    /// Authentic frames accepted from the proxy.
+    pub received: u64,
+    /// Frames refused (any error).
+    pub rejected: u64,
+    /// Outgoing datagrams dropped because the outbox was full.
+    pub outbox_dropped: u64,
+    /// Retransmissions (discovery, Init, Config, Reset).
+    pub retransmissions: u64,
+    /// Refresh messages sent.
+    pub refreshes: u64,
+}
+
+/// The client side of one sidekick session. See the module docs for the driving loop.
+///
+/// ```
+/// use std::time::Instant;
+/// use sidekick_protocol::{ClientConfig, ClientSession, ClientState, Destination};
+/// use sidekick_protocol::messages::{IdentifierSpec, RobinConfig, SessionConfig};
+///
+/// let cfg = SessionConfig {
+///     robin: Some(RobinConfig { interval_ms: 30, interval_packets: 0, threshold: 10 }),
+///     packrat: None,
+///     identifier: Some(IdentifierSpec::quic_default()),
+/// };
+/// let now = Instant::now();
+/// let mut client = ClientSession::new(ClientConfig::new(cfg));
+/// client.start(now).unwrap();
+/// assert_eq!(client.state(), ClientState::Discovering);
+/// let t = client.poll_transmit().unwrap();
+/// assert_eq!(t.dest, Destination::Base); // the 128-byte request goes inline on the base path
+/// assert!(sidekick_protocol::is_discovery_request(&t.bytes).is_some());
+/// ```
+#[derive(Debug)]
+pub struct ClientSession {
+    cfg: ClientConfig,
+    rng: SystemRandom,
+    state: ClientState,
+    // Discovery.
+    ephemeral: Option<Ephemeral>,
+    nonce: [u8; NONCE_LEN],
+    request: Option<[u8; crate::DISCOVERY_LEN]>,
+    disc_retry: Option<Retry>,
+    // Session.
+    session_id: Option<SessionId>,
+    key: Option<SessionKey>,
+    proxy: Option<SocketAddr>,
+    next_seq: u64,
+    replay: ReplayWindow,
+    init_retry: Option<Retry>,
+    negotiated: Option<SessionConfig>,
+    epoch: u32,
+    pending_config: Option<(u32, SessionConfig, Retry)>,
+    next_config_id: u32,
+    pending_reset: Option<(u32, Retry)>,
+    path_response: u64,
+    // Quota.
+    max_proxy_seq: u64,
+    granted: u32,
+    proxy_remaining: u32,
+    // Timers.
+    last_rx: Option<Instant>,
+    last_tx: Option<Instant>,
+    next_refresh: Option<Instant>,
+    outbox: VecDeque<ClientTransmit>,
+    events: VecDeque<ClientEvent>,
+    stats: ClientStats,
+}
+
+impl ClientSession {
+    /// A new, idle session.
+    pub fn new(cfg: ClientConfig) -> Self {
+        ClientSession {
+            cfg,
+            rng: SystemRandom::new(),
+            state: ClientState::Idle,
+            ephemeral: None,
+            nonce: [0; NONCE_LEN],
+            request: None,
+            disc_retry: None,
+            session_id: None,
+            key: None,
+            proxy: None,
+            next_seq: 1,
+            replay: ReplayWindow::new(),
+            init_retry: None,
+            negotiated: None,
+            epoch: 0,
+            pending_config: None,
+            next_config_id: 1,
+            pending_reset: None,
+            path_response: 0,
+            max_proxy_seq: 0,
+            granted: 0,
+            proxy_remaining: 0,
+            last_rx: None,
+            last_tx: None,
+            next_refresh: None,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: ClientStats::default(),
+        }
+    }
+
+    /// Current state.
+    pub fn state(&self) -> ClientState {
+        self.state
+    }
+    /// Current epoch.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+    /// Configuration in force once established.
+    pub fn config(&self) -> Option<&SessionConfig> {
+        self.negotiated.as_ref()
+    }
+    /// Session id once discovered.
+    pub fn session_id(&self) -> Option<SessionId> {
+        self.session_id
+    }
+    /// Proxy's sidekick address once discovered.
+    pub fn proxy_addr(&self) -> Option<SocketAddr> {
+        self.proxy
+    }
+    /// Further messages the proxy said it may send (from its latest frame).
+    pub fn proxy_quota_remaining(&self) -> u32 {
+        self.proxy_remaining
+    }
+    /// The highest proxy sequence number this client has authorised so far.
+    pub fn quota_granted(&self) -> u32 {
+        self.granted
+    }
+    /// Counters.
+    pub fn stats(&self) -> ClientStats {
+        self.stats
+    }
+
+    fn random_u8(&self) -> u8 {
+        let mut b = [0u8; 1];
+        // On RNG failure the byte stays 0: byte 0 is cosmetic, only its top two bits matter.
+        let _ = self.rng.fill(&mut b);
+        b[0]
+    }
+
+    fn push_out(&mut self, t: ClientTransmit) {
+        if self.outbox.len() >= self.cfg.outbox_cap {
+            self.stats.outbox_dropped += 1;
+            self.outbox.pop_front();
+        }
+        self.stats.sent += 1;
+        self.outbox.push_back(t);
+    }
+
+    fn fail(&mut self, reason: FallbackReason) -> ClientEvent {
+        tracing::debug!(?reason, "sidekick client falls back to end-to-end");
+        self.state = ClientState::Failed;
+        self.disc_retry = None;
+        self.init_retry = None;
+        self.pending_config = None;
+        self.pending_reset = None;
+        self.next_refresh = None;
+        self.ephemeral = None;
+        ClientEvent::Fallback(reason)
+    }
+
+    fn new_discovery(&mut self) -> Result<(), Error> {
+        let eph = Ephemeral::generate(&self.rng)?;
+        self.rng.fill(&mut self.nonce)?;
+        let req = DiscoveryRequest {
+            version: PROTOCOL_VERSION,
+            capabilities: self.cfg.session.capabilities() as u8,
+            nonce: self.nonce,
+            public_key: *eph.public(),
+        };
+        self.request = Some(req.encode(self.random_u8()));
+        self.ephemeral = Some(eph);
+        Ok(())
+    }
+
+    /// Starts discovery: queues a request for the base path and arms the retry timer.
+    pub fn start(&mut self, now: Instant) -> Result<(), Error> {
+        if self.state != ClientState::Idle {
+            return Err(Error::InvalidState("start: not idle"));
+        }
+        self.cfg.session.validate()?;
+        self.new_discovery()?;
+        self.state = ClientState::Discovering;
+        self.send_request();
+        self.disc_retry = Some(Retry::new(now, self.cfg.discovery_retry));
+        Ok(())
+    }
+
+    fn send_request(&mut self) {
+        if let Some(r) = self.request {
+            self.push_out(ClientTransmit {
+                dest: Destination::Base,
+                bytes: r.to_vec(),
+            });
+        }
+    }
+
+    /// The quota limit to put in the next frame: highest proxy seq seen + window.
+    fn grant(&self) -> u32 {
+        (self.max_proxy_seq + u64::from(self.cfg.quota_window)).min(u64::from(u32::MAX)) as u32
+    }
+
+    fn send(&mut self, now: Instant, msg: &Message) -> Result<(), Error> {
+        let (Some(sid), Some(key), Some(proxy)) = (self.session_id, self.key.as_ref(), self.proxy)
+        else {
+            return Err(Error::InvalidState("no session"));
+        };
+        let grant = self.grant();
+        let bytes = frame::seal(
+            Direction::ClientToProxy,
+            self.cfg.tag_len,
+            sid,
+            self.next_seq,
+            grant,
+            msg,
+            key,
+        )?;
+        self.next_seq += 1;
+        self.granted = self.granted.max(grant);
+        self.last_tx = Some(now);
+        self.push_out(ClientTransmit {
+            dest: Destination::Sidekick(proxy),
+            bytes,
+        });
+        Ok(())
+    }
+
+    fn send_init(&mut self, now: Instant) -> Result<(), Error> {
+        let m = Message::Init(Init {
+            capabilities: self.cfg.session.capabilities(),
+            config: Some(self.cfg.session.clone()),
+        });
+        self.send(now, &m)
+    }
+
+    fn send_refresh(&mut self, now: Instant, want_reply: bool) -> Result<(), Error> {
+        self.stats.refreshes += 1;
+        let m = Message::Refresh(Refresh {
+            path_response: self.path_response,
+            want_reply,
+        });
+        self.send(now, &m)
+    }
+
+    /// Handles a datagram from the base socket that passed [`is_discovery_reply`].
+    pub fn handle_base_datagram(
+        &mut self,
+        now: Instant,
+        payload: &[u8],
+    ) -> Result<ClientEvent, Error> {
+        if !is_discovery_reply(payload) {
+            return Err(Error::BadMagic);
+        }
+        if self.state != ClientState::Discovering {
+            return Err(Error::InvalidState("discovery reply outside discovery"));
+        }
+        let reply = DiscoveryReply::decode(payload)?;
+        if reply.version != PROTOCOL_VERSION {
+            return Err(Error::UnsupportedVersion(reply.version));
+        }
+        // Off-path replies cannot know the nonce: reject before touching the key.
+        if !ct_eq(&reply.nonce, &self.nonce) {
+            return Err(Error::DiscoveryMismatch);
+        }
+        let Some(eph) = self.ephemeral.take() else {
+            return Err(Error::InvalidState("no ephemeral key"));
+        };
+        let key = eph.agree(&reply.public_key, &self.nonce, &reply.session_id);
+        let key = match key {
+            Ok(k) if DiscoveryReply::verify_tag(payload, &k) => k,
+            _ => {
+                // An on-path forger consumed our key: start over with a fresh request at the
+                // next retry.
+                self.new_discovery()?;
+                return Err(Error::DiscoveryMismatch);
+            }
+        };
+        self.session_id = Some(reply.session_id);
+        self.key = Some(key);
+        self.proxy = Some(reply.sidekick_addr);
+        self.disc_retry = None;
+        self.request = None;
+        self.state = ClientState::Initiating;
+        self.last_rx = Some(now);
+        self.send_init(now)?;
+        self.init_retry = Some(Retry::new(now, self.cfg.init_retry));
+        Ok(ClientEvent::Discovered {
+            proxy: reply.sidekick_addr,
+        })
+    }
+
+    /// Handles a datagram received on the sidekick socket from `from`.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<ClientEvent, Error> {
+        let r = self.handle_datagram_inner(now, from, datagram);
+        if r.is_err() {
+            self.stats.rejected += 1;
+        }
+        r
+    }
+
+    fn handle_datagram_inner(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<ClientEvent, Error> {
+        if !matches!(
+            self.state,
+            ClientState::Initiating | ClientState::Established
+        ) {
+            return Err(Error::InvalidState("no live session"));
+        }
+        if Some(from) != self.proxy {
+            return Err(Error::UnexpectedSource);
+        }
+        let header = Header::peek(datagram)?;
+        if Some(header.session_id) != self.session_id {
+            return Err(Error::UnknownSession);
+        }
+        let Some(key) = self.key.as_ref() else {
+            return Err(Error::InvalidState("no key"));
+        };
+        let f = frame::open(datagram, key, Direction::ProxyToClient)?;
+        self.replay.accept(f.header.seq)?;
+        self.stats.received += 1;
+        self.last_rx = Some(now);
+        self.max_proxy_seq = self.max_proxy_seq.max(f.header.seq);
+        self.proxy_remaining = f.header.quota;
+        let ev = self.dispatch(now, f.message)?;
+        // Data-driven quota refresh: the proxy has used half of the last grant.
+        if self.state == ClientState::Established
+            && self.grant().saturating_sub(self.granted) >= self.cfg.quota_window / 2
+        {
+            self.send_refresh(now, false)?;
+        }
+        Ok(ev)
+    }
+
+    fn dispatch(&mut self, now: Instant, msg: Message) -> Result<ClientEvent, Error> {
+        match msg {
+            Message::InitAck(a) => {
+                if self.state == ClientState::Established {
+                    // Duplicate (our Init was retransmitted): answer its challenge again.
+                    self.path_response = a.path_challenge;
+                    self.send_refresh(now, false)?;
+                    return Ok(ClientEvent::Nothing);
+                }
+                self.init_retry = None;
+                if !a.accepted {
+                    return Ok(self.fail(FallbackReason::Rejected(a.reject_code)));
+                }
+                let Some(config) = a.config else {
+                    return Err(Error::InvalidConfig(crate::messages::ConfigError::NoMode));
+                };
+                self.negotiated = Some(config.clone());
+                self.epoch = a.epoch;
+                self.path_response = a.path_challenge;
+                self.state = ClientState::Established;
+                self.send_refresh(now, false)?;
+                self.next_refresh = Some(now + self.cfg.refresh_interval);
+                Ok(ClientEvent::Established {
+                    config,
+                    epoch: a.epoch,
+                })
+            }
+            _ if self.state != ClientState::Established => {
+                Err(Error::InvalidState("message before InitAck"))
+            }
+            Message::Quack(q) => {
+                self.check_epoch(q.epoch)?;
+                Ok(ClientEvent::Quack {
+                    epoch: q.epoch,
+                    data: q.data,
+                })
+            }
+            Message::Config(c) => {
+                let Some((id, _, _)) = &self.pending_config else {
+                    return Ok(ClientEvent::Nothing);
+                };
+                if *id != c.config_id {
+                    return Ok(ClientEvent::Nothing);
+                }
+                self.pending_config = None;
+                if !c.accepted {
+                    return Ok(ClientEvent::ConfigRejected {
+                        config_id: c.config_id,
+                    });
+                }
+                let Some(config) = c.config else {
+                    return Err(Error::InvalidConfig(crate::messages::ConfigError::NoMode));
+                };
+                self.negotiated = Some(config.clone());
+                self.epoch = self.epoch.max(c.epoch);
+                Ok(ClientEvent::Reconfigured {
+                    config,
+                    epoch: self.epoch,
+                })
+            }
+            Message::Reset(r) => {
+                if r.epoch < self.epoch {
+                    return Err(Error::StaleEpoch {
+                        got: r.epoch,
+                        current: self.epoch,
+                    });
+                }
+                if r.epoch == self.epoch {
+                    if matches!(self.pending_reset, Some((e, _)) if e == r.epoch) {
+                        self.pending_reset = None;
+                        return Ok(ClientEvent::ResetAcked { epoch: r.epoch });
+                    }
+                    // The proxy retransmitted a Reset we already adopted: echo again.
+                    self.send(now, &Message::Reset(r))?;
+                    return Ok(ClientEvent::Nothing);
+                }
+                self.epoch = r.epoch;
+                if matches!(self.pending_reset, Some((e, _)) if e <= r.epoch) {
+                    self.pending_reset = None;
+                }
+                self.send(
+                    now,
+                    &Message::Reset(Reset {
+                        epoch: r.epoch,
+                        reason: r.reason,
+                    }),
+                )?;
+                Ok(ClientEvent::ResetByProxy {
+                    epoch: r.epoch,
+                    reason: r.reason,
+                })
+            }
+            Message::Close(c) => {
+                self.state = ClientState::Closed;
+                self.next_refresh = None;
+                self.pending_config = None;
+                self.pending_reset = None;
+                Ok(ClientEvent::Closed { reason: c.reason })
+            }
+            Message::Error(e) => Ok(ClientEvent::ProxyError {
+                code: e.code,
+                detail: e.detail,
+            }),
+            Message::Refresh(_) => Ok(ClientEvent::Nothing),
+            Message::Challenge(c) => {
+                self.path_response = c.token;
+                self.send_refresh(now, false)?;
+                Ok(ClientEvent::Nothing)
+            }
+            // `frame::open` already refused client-only types in this direction.
+            Message::Init(_) | Message::Eack(_) => Err(Error::WrongDirection(msg.msg_type())),
+        }
+    }
+
+    fn check_epoch(&self, got: u32) -> Result<(), Error> {
+        match got.cmp(&self.epoch) {
+            std::cmp::Ordering::Less => Err(Error::StaleEpoch {
+                got,
+                current: self.epoch,
+            }),
+            std::cmp::Ordering::Greater => Err(Error::EpochAhead {
+                got,
+                current: self.epoch,
+            }),
+            std::cmp::Ordering::Equal => Ok(()),
+        }
+    }
+
+    /// Requests a new configuration; returns its id. The proxy's echo yields
+    /// [`ClientEvent::Reconfigured`] (new epoch) or [`ClientEvent::ConfigRejected`].
+    pub fn reconfigure(&mut self, now: Instant, config: SessionConfig) -> Result<u32, Error> {
+        if self.state != ClientState::Established {
+            return Err(Error::InvalidState("reconfigure: not established"));
+        }
+        config.validate()?;
+        let id = self.next_config_id;
+        self.next_config_id = self.next_config_id.wrapping_add(1).max(1);
+        self.send_config(now, id, &config)?;
+        self.pending_config = Some((id, config, Retry::new(now, self.cfg.control_retry)));
+        Ok(id)
+    }
+
+    fn send_config(&mut self, now: Instant, id: u32, config: &SessionConfig) -> Result<(), Error> {
+        let m = Message::Config(Config {
+            config_id: id,
+            config: Some(config.clone()),
+            accepted: false,
+            epoch: 0,
+        });
+        self.send(now, &m)
+    }
+
+    /// Starts a new epoch (seed 001 §4.2 "Resets"); returns it. Quacks of older epochs are
+    /// refused from now on; the proxy's echo yields [`ClientEvent::ResetAcked`].
+    pub fn reset(&mut self, now: Instant, reason: u32) -> Result<u32, Error> {
+        if self.state != ClientState::Established {
+            return Err(Error::InvalidState("reset: not established"));
+        }
+        let e = self.epoch.wrapping_add(1);
+        self.epoch = e;
+        self.send(now, &Message::Reset(Reset { epoch: e, reason }))?;
+        self.pending_reset = Some((e, Retry::new(now, self.cfg.control_retry)));
+        Ok(e)
+    }
+
+    /// Queues an eACK for the current epoch (opaque bytes from the eack crate).
+    pub fn send_eack(&mut self, now: Instant, data: &[u8]) -> Result<(), Error> {
+        if self.state != ClientState::Established {
+            return Err(Error::InvalidState("eack: not established"));
+        }
+        let m = Message::Eack(Eack {
+            epoch: self.epoch,
+            data: data.to_vec(),
+        });
+        self.send(now, &m)
+    }
+
+    /// Reports an error to the proxy.
+    pub fn send_error(&mut self, now: Instant, code: u32, detail: &str) -> Result<(), Error> {
+        let mut d = detail.to_owned();
+        d.truncate(crate::messages::MAX_ERROR_DETAIL);
+        while !d.is_empty() && std::str::from_utf8(d.as_bytes()).is_err() {
+            d.pop();
+        }
+        self.send(now, &Message::Error(ErrorMsg { code, detail: d }))
+    }
+
+    /// Closes the session (one unacknowledged Close; the proxy expires the state otherwise).
+    pub fn close(&mut self, now: Instant, reason: u32) {
+        if matches!(
+            self.state,
+            ClientState::Initiating | ClientState::Established
+        ) {
+            // Best effort: a failure to seal only means the proxy times the session out.
+            let _ = self.send(now, &Message::Close(Close { reason }));
+        }
+        self.state = ClientState::Closed;
+        self.disc_retry = None;
+        self.init_retry = None;
+        self.pending_config = None;
+        self.pending_reset = None;
+        self.next_refresh = None;
+    }
+
+    /// Next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<ClientTransmit> {
+        self.outbox.pop_front()
+    }
+
+    /// Next event generated by a timer (fallbacks).
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    fn idle_deadline(&self) -> Option<Instant> {
+        match self.state {
+            ClientState::Established | ClientState::Initiating => {
+                self.last_rx.map(|t| t + self.cfg.idle_timeout)
+            }
+            _ => None,
+        }
+    }
+
+    /// When [`ClientSession::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.disc_retry.as_ref().map(|r| r.next),
+            self.init_retry.as_ref().map(|r| r.next),
+            self.pending_config.as_ref().map(|(_, _, r)| r.next),
+            self.pending_reset.as_ref().map(|(_, r)| r.next),
+            self.next_refresh,
+            self.idle_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Runs the timers due at `now`; resulting fallbacks are available from
+    /// [`ClientSession::poll_event`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let max_backoff = self.cfg.max_backoff;
+        if let Some(r) = self.disc_retry.as_mut().filter(|r| r.next <= now) {
+            if r.attempts >= self.cfg.discovery_attempts {
+                let e = self.fail(FallbackReason::NoProxy);
+                self.events.push_back(e);
+                return;
+            }
+            r.step(now, max_backoff);
+            self.stats.retransmissions += 1;
+            if self.ephemeral.is_none() && self.new_discovery().is_err() {
+                let e = self.fail(FallbackReason::NoProxy);
+                self.events.push_back(e);
+                return;
+            }
+            self.send_request();
+        }
+        if let Some(r) = self.init_retry.as_mut().filter(|r| r.next <= now) {
+            if r.attempts >= self.cfg.init_attempts {
+                let e = self.fail(FallbackReason::InitTimeout);
+                self.events.push_back(e);
+                return;
+            }
+            r.step(now, max_backoff);
+            self.stats.retransmissions += 1;
+            if self.send_init(now).is_err() {
+                let e = self.fail(FallbackReason::InitTimeout);
+                self.events.push_back(e);
+                return;
+            }
+        }
+        if let Some(deadline) = self.idle_deadline()
+            && deadline <= now
+        {
+            let e = self.fail(FallbackReason::IdleTimeout);
+            self.events.push_back(e);
+            return;
+        }
+        let mut control_failed = false;
+        if let Some((id, cfg, r)) = self.pending_config.as_mut().filter(|p| p.2.next <= now) {
+            if r.attempts >= self.cfg.control_attempts {
+                control_failed = true;
+            } else {
+                r.step(now, max_backoff);
+                let (id, cfg) = (*id, cfg.clone());
+                self.stats.retransmissions += 1;
+                control_failed |= self.send_config(now, id, &cfg).is_err();
+            }
+        }
+        if let Some((e, r)) = self.pending_reset.as_mut().filter(|p| p.1.next <= now) {
+            if r.attempts >= self.cfg.control_attempts {
+                control_failed = true;
+            } else {
+                r.step(now, max_backoff);
+                let e = *e;
+                self.stats.retransmissions += 1;
+                control_failed |= self
+                    .send(
+                        now,
+                        &Message::Reset(Reset {
+                            epoch: e,
+                            reason: 0,
+                        }),
+                    )
+                    .is_err();
+            }
+        }
+        if control_failed {
+            let e = self.fail(FallbackReason::ControlTimeout);
+            self.events.push_back(e);
+            return;
+        }
+        if let Some(t) = self.next_refresh
+            && t <= now
+        {
+            self.next_refresh = Some(now + self.cfg.refresh_interval);
+            let quiet = self
+                .last_rx
+                .is_none_or(|rx| now.duration_since(rx) >= self.cfg.idle_timeout / 3);
+            let keepalive_due = self
+                .last_tx
+                .is_none_or(|tx| now.duration_since(tx) >= self.cfg.idle_timeout / 3);
+            if quiet || keepalive_due || self.grant() > self.granted {
+                // A failed seal here is not fatal; the idle timer decides.
+                let _ = self.send_refresh(now, quiet);
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The proxy side of one sidekick session, its policy, and configuration negotiation.
+//!
+//! A [`ProxySession`] is owned by a [`crate::ProxySessionTable`], which routes datagrams to it.
+//! The session enforces the two send limits of seed 001 §4.1 "Security":
+//! - **quota**: it sends a frame with sequence number `s` only if `s ≤ limit`, where `limit` is
+//!   the highest value the client put in an authentic frame's quota field; every frame it sends
+//!   carries `limit − s`, the number of further frames it may still send;
+//! - **anti-amplification**: towards a client address that has not echoed a path challenge it
+//!   sends at most [`ProxyPolicy::amplification_factor`] (default 3, as QUIC, RFC 9000 §8.1)
+//!   times the bytes of authentic frames received from that address.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::Retry;
+use crate::error::Error;
+use crate::frame::{self, TagLen};
+use crate::keys::{SessionId, SessionKey};
+use crate::messages::{
+    CAP_ALL, CAP_PACKRAT, CAP_ROBIN, ConfigError, Direction, Message, SessionConfig,
+};
+use crate::replay::ReplayWindow;
+
+/// What the proxy accepts and how it limits itself.
+#[derive(Clone, Debug)]
+pub struct ProxyPolicy {
+    /// Where clients send sidekick frames (advertised in discovery replies).
+    pub sidekick_addr: SocketAddr,
+    /// Capabilities offered (`CAP_*`).
+    pub capabilities: u32,
+    /// Largest quACK threshold t granted.
+    pub max_threshold: u32,
+    /// Smallest time-driven quACK interval granted (ms).
+    pub min_quack_interval_ms: u32,
+    /// Largest local eACK symbol count granted.
+    pub max_symbols: u32,
+    /// Largest per-session cache capacity granted (bytes).
+    pub max_cache_bytes: u64,
+    /// Tag length of frames the proxy sends.
+    pub tag_len: TagLen,
+    /// Cap on established sessions (least recently active evicted beyond it).
+    pub max_sessions: usize,
+    /// Cap on half-open sessions (discovery answered, no Init yet; oldest evicted).
+    pub max_half_open: usize,
+    /// Half-open entries expire after this long.
+    pub half_open_timeout: Duration,
+    /// Sessions expire after this long without an authentic client frame.
+    pub idle_timeout: Duration,
+    /// Bytes sent to an unverified address ≤ this factor × authentic bytes received from it.
+    pub amplification_factor: u64,
+    /// Discovery requests answered per second (token bucket rate).
+    pub discovery_rate: u32,
+    /// Token bucket depth for discovery requests.
+    pub discovery_burst: u32,
+    /// First retransmission timeout of a proxy-initiated Reset (doubles).
+    pub reset_retry: Duration,
+    /// Attempts of a proxy-initiated Reset before giving up on it.
+    pub reset_attempts: u32,
+    /// Cap on queued outgoing control datagrams.
+    pub outbox_cap: usize,
+}
+
+impl ProxyPolicy {
+    /// Defaults for a proxy listening for sidekick frames on `sidekick_addr`.
+    pub fn new(sidekick_addr: SocketAddr) -> Self {
+        ProxyPolicy {
+            sidekick_addr,
+            capabilities: CAP_ALL,
+            max_threshold: 64,
+            min_quack_interval_ms: 1,
+            max_symbols: 4096,
+            max_cache_bytes: 4 * 1024 * 1024,
+            tag_len: TagLen::Short,
+            max_sessions: 4096,
+            max_half_open: 1024,
+            half_open_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(30),
+            amplification_factor: 3,
+            discovery_rate: 200,
+            discovery_burst: 50,
+            reset_retry: Duration::from_millis(200),
+            reset_attempts: 6,
+            outbox_cap: 1024,
+        }
+    }
+
+    /// Negotiation: the request with unsupported modes removed and every parameter clamped to
+    /// this policy's limits. Fails if the request is invalid or nothing supported remains.
+    pub fn negotiate(&self, req: &SessionConfig) -> Result<SessionConfig, ConfigError> {
+        req.validate()?;
+        let mut c = req.clone();
+        if self.capabilities & CAP_ROBIN == 0 {
+            c.robin = None;
+        }
+        if self.capabilities & CAP_PACKRAT == 0 {
+            c.packrat = None;
+        }
+        if c.robin.is_none() && c.packrat.is_none() {
+            return Err(ConfigError::Unsupported);
+        }
+        if let Some(r) = c.robin.as_mut() {
+            r.threshold = r.threshold.min(self.max_threshold.max(1));
+            if r.interval_ms != 0 {
+                r.interval_ms = r.interval_ms.max(self.min_quack_interval_ms);
+            }
+        }
+        if let Some(p) = c.packrat.as_mut() {
+            p.local_symbols = p.local_symbols.min(self.max_symbols.max(1));
+            p.cache_capacity_bytes = p.cache_capacity_bytes.min(self.max_cache_bytes.max(1));
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// The base connection a session assists, as the proxy sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BaseFlow {
+    /// The client's address on the base connection.
+    pub client: SocketAddr,
+    /// The peer's (server's) address on the base connection.
+    pub server: SocketAddr,
+}
+
+/// A datagram for the proxy to send from its sidekick socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination.
+    pub to: SocketAddr,
+    /// UDP payload.
+    pub bytes: Vec<u8>,
+}
+
+/// Counters of one session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Frames sent.
+    pub sent: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Authentic frames received.
+    pub received: u64,
+    /// Sends refused because the quota was used up.
+    pub quota_refused: u64,
+    /// Sends refused by the anti-amplification limit.
+    pub amplification_refused: u64,
+    /// Client address changes seen.
+    pub address_changes: u64,
+}
+
+/// Proxy-side state of one established session.
+#[derive(Debug)]
+pub struct ProxySession {
+    pub(crate) id: SessionId,
+    pub(crate) key: SessionKey,
+    pub(crate) base: BaseFlow,
+    pub(crate) client_addr: SocketAddr,
+    pub(crate) validated: bool,
+    pub(crate) challenge: u64,
+    pub(crate) bytes_in_unverified: u64,
+    pub(crate) bytes_out_unverified: u64,
+    pub(crate) next_seq: u64,
+    pub(crate) quota_limit: u64,
+    pub(crate) replay: ReplayWindow,
+    pub(crate) epoch: u32,
+    pub(crate) config: SessionConfig,
+    pub(crate) last_config_id: u32,
+    pub(crate) last_rx: Instant,
+    pub(crate) pending_reset: Option<(u32, u32, Retry)>,
+    pub(crate) stats: SessionStats,
+    pub(crate) tag_len: TagLen,
+    pub(crate) amplification_factor: u64,
+}
+
+impl ProxySession {
+    /// Session id.
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+    /// The base flow it assists.
+    pub fn base(&self) -> BaseFlow {
+        self.base
+    }
+    /// Where the client's sidekick frames come from.
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client_addr
+    }
+    /// Whether the client address echoed a path challenge.
+    pub fn is_validated(&self) -> bool {
+        self.validated
+    }
+    /// Configuration in force.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+    /// Current epoch.
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+    /// Further frames the client currently allows.
+    pub fn quota_remaining(&self) -> u64 {
+        (self.quota_limit + 1).saturating_sub(self.next_seq)
+    }
+    /// Bytes the proxy may still send to the current (unverified) address; `None` once validated.
+    pub fn amplification_budget(&self) -> Option<u64> {
+        (!self.validated).then(|| {
+            (self.amplification_factor * self.bytes_in_unverified)
+                .saturating_sub(self.bytes_out_unverified)
+        })
+    }
+    /// Counters.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Seals `msg` if quota and the amplification limit allow it; counts refusals.
+    pub(crate) fn emit(&mut self, msg: &Message) -> Result<Transmit, Error> {
+        if self.next_seq > self.quota_limit {
+            self.stats.quota_refused += 1;
+            return Err(Error::QuotaExhausted);
+        }
+        let remaining = (self.quota_limit - self.next_seq).min(u64::from(u32::MAX)) as u32;
+        let bytes = frame::seal(
+            Direction::ProxyToClient,
+            self.tag_len,
+            self.id,
+            self.next_seq,
+            remaining,
+            msg,
+            &self.key,
+        )?;
+        let len = bytes.len() as u64;
+        if !self.validated
+            && self.bytes_out_unverified + len
+                > self.amplification_factor * self.bytes_in_unverified
+        {
+            self.stats.amplification_refused += 1;
+            return Err(Error::AmplificationLimit);
+        }
+        if !self.validated {
+            self.bytes_out_unverified += len;
+        }
+        self.next_seq += 1;
+        self.stats.sent += 1;
+        self.stats.bytes_sent += len;
+        Ok(Transmit {
+            to: self.client_addr,
+            bytes,
+        })
+    }
+
+    pub(crate) fn next_deadline(&self, idle: Duration) -> Instant {
+        let idle_at = self.last_rx + idle;
+        match &self.pending_reset {
+            Some((_, _, r)) => idle_at.min(r.next),
+            None => idle_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::{IdentifierSpec, PackratConfig, RobinConfig};
+
+    #[test]
+    fn negotiation_clamps_and_filters() {
+        let mut p = ProxyPolicy::new("10.0.0.1:7000".parse().unwrap());
+        p.max_threshold = 8;
+        p.max_symbols = 100;
+        p.max_cache_bytes = 1000;
+        p.min_quack_interval_ms = 5;
+        let req = SessionConfig {
+            robin: Some(RobinConfig {
+                interval_ms: 2,
+                interval_packets: 0,
+                threshold: 50,
+            }),
+            packrat: Some(PackratConfig {
+                eack_interval_ms: 10,
+                eack_interval_packets: 16,
+                local_symbols: 160,
+                cache_capacity_bytes: 48_000,
+                reorder_delay_ms: 30,
+            }),
+            identifier: Some(IdentifierSpec::quic_default()),
+        };
+        let c = p.negotiate(&req).unwrap();
+        assert_eq!(c.robin.as_ref().unwrap().threshold, 8);
+        assert_eq!(c.robin.as_ref().unwrap().interval_ms, 5);
+        assert_eq!(c.packrat.as_ref().unwrap().local_symbols, 100);
+        assert_eq!(c.packrat.as_ref().unwrap().cache_capacity_bytes, 1000);
+        assert_eq!(c.packrat.as_ref().unwrap().reorder_delay_ms, 30);
+        p.capabilities = CAP_PACKRAT;
+        let c = p.negotiate(&req).unwrap();
+        assert!(c.robin.is_none() && c.packrat.is_some());
+        let robin_only = SessionConfig {
+            packrat: None,
+            ..req.clone()
+        };
+        assert_eq!(p.negotiate(&robin_only), Err(ConfigError::Unsupported));
+    }
+}

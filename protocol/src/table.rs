@@ -1,0 +1,810 @@
+//! The proxy's bounded table of sidekick sessions (sans-IO, explicit `now`).
+//!
+//! Two maps, both capped with an eviction rule and a counter:
+//! - half-open entries (discovery answered, no authentic Init yet): at most
+//!   [`ProxyPolicy::max_half_open`], oldest evicted first, expired after
+//!   [`ProxyPolicy::half_open_timeout`];
+//! - established sessions: at most [`ProxyPolicy::max_sessions`], the least recently active
+//!   evicted when a new one must fit, expired after [`ProxyPolicy::idle_timeout`].
+//!
+//! Discovery processing is rate-limited by a token bucket (one X25519 operation per request).
+//! Datagrams that do not authenticate under a known session's key produce no output and no state.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::discovery::{DISCOVERY_LEN, DiscoveryReply, DiscoveryRequest};
+use crate::error::Error;
+use crate::frame::{self, Header};
+use crate::keys::{Ephemeral, SessionId, SessionKey};
+use crate::messages::{
+    Challenge, Close, Config, Direction, ErrorCode, InitAck, Message, Quack, Refresh, Reset,
+    SessionConfig,
+};
+use crate::proxy::{BaseFlow, ProxyPolicy, ProxySession, SessionStats, Transmit};
+use crate::replay::ReplayWindow;
+use crate::{PROTOCOL_VERSION, Retry};
+
+/// The discovery reply to inject on the base path, spoofed from the base peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiscoveryTransmit {
+    /// Destination: the client's base address.
+    pub to: SocketAddr,
+    /// Source to spoof: the base peer's address.
+    pub from: SocketAddr,
+    /// The 128-byte reply.
+    pub bytes: [u8; DISCOVERY_LEN],
+}
+
+/// What happened, for the proxy's engines.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProxyEvent {
+    /// Nothing for the engines to act on (keepalive, duplicate, quota refresh).
+    Nothing,
+    /// A session completed its handshake: start Robin/Packrat for `base` with `config`.
+    SessionEstablished {
+        /// Session id.
+        id: SessionId,
+        /// Base flow it assists.
+        base: BaseFlow,
+        /// Configuration in force.
+        config: SessionConfig,
+        /// Epoch in force.
+        epoch: u32,
+    },
+    /// The client's address answered the path challenge.
+    PathValidated {
+        /// Session id.
+        id: SessionId,
+    },
+    /// The configuration changed; a new epoch starts.
+    Reconfigured {
+        /// Session id.
+        id: SessionId,
+        /// Configuration in force.
+        config: SessionConfig,
+        /// The new epoch.
+        epoch: u32,
+    },
+    /// The client reset the session: reinitialise the quACK / eACK state for `epoch`.
+    Reset {
+        /// Session id.
+        id: SessionId,
+        /// The new epoch.
+        epoch: u32,
+    },
+    /// The client acknowledged a proxy-initiated Reset.
+    ResetAcked {
+        /// Session id.
+        id: SessionId,
+        /// The epoch now in force.
+        epoch: u32,
+    },
+    /// An eACK for the current epoch (opaque bytes for the eack crate).
+    Eack {
+        /// Session id.
+        id: SessionId,
+        /// Its epoch.
+        epoch: u32,
+        /// The eACK wire form.
+        data: Vec<u8>,
+    },
+    /// The client reported an error.
+    ClientError {
+        /// Session id.
+        id: SessionId,
+        /// An `ErrorCode` value.
+        code: u32,
+    },
+    /// The session is gone (client Close).
+    Closed {
+        /// Session id.
+        id: SessionId,
+    },
+    /// The session was dropped by the proxy (idle expiry or eviction).
+    Expired {
+        /// Session id.
+        id: SessionId,
+        /// Its base flow.
+        base: BaseFlow,
+    },
+}
+
+/// Counters of the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Discovery requests processed (replied).
+    pub discovery_replies: u64,
+    /// Discovery requests refused by the rate limiter.
+    pub discovery_rate_limited: u64,
+    /// Discovery requests refused otherwise (version, bad key).
+    pub discovery_refused: u64,
+    /// Half-open entries evicted by the cap.
+    pub half_open_evicted: u64,
+    /// Half-open entries expired.
+    pub half_open_expired: u64,
+    /// Sessions established.
+    pub established: u64,
+    /// Sessions evicted by the cap.
+    pub sessions_evicted: u64,
+    /// Sessions expired (idle).
+    pub sessions_expired: u64,
+    /// Sessions closed by the client.
+    pub sessions_closed: u64,
+    /// Frames with an unknown session id.
+    pub unknown_session: u64,
+    /// Frames failing authentication.
+    pub auth_failures: u64,
+    /// Replayed frames.
+    pub replays: u64,
+    /// Frames malformed before authentication (size, magic, version, length).
+    pub malformed: u64,
+    /// Authentic frames refused afterwards (direction, body, epoch, state).
+    pub refused: u64,
+    /// Sends refused for quota (all sessions).
+    pub quota_refused: u64,
+    /// Sends refused by the anti-amplification limit (all sessions).
+    pub amplification_refused: u64,
+    /// Control datagrams dropped because the outbox was full.
+    pub outbox_dropped: u64,
+    /// Total bytes of sidekick frames received (authentic or not).
+    pub bytes_in: u64,
+    /// Total bytes sent on the sidekick socket.
+    pub bytes_out: u64,
+}
+
+#[derive(Debug)]
+struct HalfOpen {
+    base: BaseFlow,
+    key: SessionKey,
+    created: Instant,
+}
+
+/// The proxy's sessions. Feed it discovery requests seen on base flows
+/// ([`ProxySessionTable::handle_discovery`]) and datagrams from the sidekick socket
+/// ([`ProxySessionTable::handle_datagram`]); send what [`ProxySessionTable::poll_transmit`]
+/// returns from the sidekick socket; call [`ProxySessionTable::handle_timeout`] at
+/// [`ProxySessionTable::poll_timeout`].
+///
+/// ```
+/// use std::time::Instant;
+/// use sidekick_protocol::{ProxyPolicy, ProxySessionTable, BaseFlow, is_discovery_request};
+///
+/// let now = Instant::now();
+/// let mut table = ProxySessionTable::new(ProxyPolicy::new("192.0.2.1:7000".parse().unwrap()));
+/// // A payload that is not a discovery request costs one length compare.
+/// assert!(is_discovery_request(&[0u8; 1200]).is_none());
+/// // Forged frames on the sidekick socket yield an error and no output.
+/// assert!(table.handle_datagram(now, "198.51.100.9:5".parse().unwrap(), &[0u8; 64]).is_err());
+/// assert!(table.poll_transmit().is_none());
+/// # let _ = BaseFlow { client: "10.0.0.2:1".parse().unwrap(), server: "10.0.1.2:443".parse().unwrap() };
+/// ```
+#[derive(Debug)]
+pub struct ProxySessionTable {
+    policy: ProxyPolicy,
+    rng: SystemRandom,
+    sessions: HashMap<SessionId, ProxySession>,
+    half_open: HashMap<SessionId, HalfOpen>,
+    half_open_order: VecDeque<SessionId>,
+    outbox: VecDeque<Transmit>,
+    events: VecDeque<ProxyEvent>,
+    tokens: f64,
+    tokens_at: Option<Instant>,
+    stats: TableStats,
+}
+
+impl ProxySessionTable {
+    /// An empty table under `policy`.
+    pub fn new(policy: ProxyPolicy) -> Self {
+        let tokens = f64::from(policy.discovery_burst);
+        ProxySessionTable {
+            policy,
+            rng: SystemRandom::new(),
+            sessions: HashMap::new(),
+            half_open: HashMap::new(),
+            half_open_order: VecDeque::new(),
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            tokens,
+            tokens_at: None,
+            stats: TableStats::default(),
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &ProxyPolicy {
+        &self.policy
+    }
+    /// Counters.
+    pub fn stats(&self) -> TableStats {
+        let mut s = self.stats;
+        for sess in self.sessions.values() {
+            s.quota_refused += sess.stats.quota_refused;
+            s.amplification_refused += sess.stats.amplification_refused;
+        }
+        s
+    }
+    /// Established sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+    /// Whether no session is established.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+    /// Half-open entries.
+    pub fn half_open_len(&self) -> usize {
+        self.half_open.len()
+    }
+    /// One session.
+    pub fn session(&self, id: &SessionId) -> Option<&ProxySession> {
+        self.sessions.get(id)
+    }
+    /// Ids of all established sessions.
+    pub fn session_ids(&self) -> impl Iterator<Item = SessionId> + '_ {
+        self.sessions.keys().copied()
+    }
+
+    fn take_token(&mut self, now: Instant) -> bool {
+        if let Some(at) = self.tokens_at {
+            let dt = now.saturating_duration_since(at).as_secs_f64();
+            self.tokens = (self.tokens + dt * f64::from(self.policy.discovery_rate))
+                .min(f64::from(self.policy.discovery_burst));
+        }
+        self.tokens_at = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn random_u8(&self) -> u8 {
+        let mut b = [0u8; 1];
+        // Byte 0's low bits are cosmetic: on RNG failure they stay 0.
+        let _ = self.rng.fill(&mut b);
+        b[0]
+    }
+
+    /// Answers a discovery request seen on `base` (call after [`crate::is_discovery_request`]
+    /// matched a payload travelling from `base.client` to `base.server`). Returns the reply to
+    /// inject towards the client, spoofed from the server; it is never longer than the request.
+    pub fn handle_discovery(
+        &mut self,
+        now: Instant,
+        base: BaseFlow,
+        req: &DiscoveryRequest,
+    ) -> Result<DiscoveryTransmit, Error> {
+        if !self.take_token(now) {
+            self.stats.discovery_rate_limited += 1;
+            return Err(Error::RateLimited);
+        }
+        if req.version < PROTOCOL_VERSION {
+            self.stats.discovery_refused += 1;
+            return Err(Error::UnsupportedVersion(req.version));
+        }
+        let mut id = SessionId::random(&self.rng)?;
+        while self.sessions.contains_key(&id) || self.half_open.contains_key(&id) {
+            id = SessionId::random(&self.rng)?;
+        }
+        let eph = Ephemeral::generate(&self.rng)?;
+        let public_key = *eph.public();
+        let key = match eph.agree(&req.public_key, &req.nonce, &id) {
+            Ok(k) => k,
+            Err(e) => {
+                self.stats.discovery_refused += 1;
+                return Err(e);
+            }
+        };
+        let reply = DiscoveryReply {
+            version: PROTOCOL_VERSION,
+            capabilities: self.policy.capabilities as u8,
+            nonce: req.nonce,
+            session_id: id,
+            public_key,
+            sidekick_addr: self.policy.sidekick_addr,
+            tag: [0; 16],
+        };
+        let bytes = reply.encode(self.random_u8(), &key);
+        self.expire_half_open(now);
+        while self.half_open.len() >= self.policy.max_half_open.max(1) {
+            let Some(old) = self.half_open_order.pop_front() else {
+                break;
+            };
+            if self.half_open.remove(&old).is_some() {
+                self.stats.half_open_evicted += 1;
+            }
+        }
+        self.half_open.insert(
+            id,
+            HalfOpen {
+                base,
+                key,
+                created: now,
+            },
+        );
+        self.half_open_order.push_back(id);
+        self.stats.discovery_replies += 1;
+        tracing::debug!(?id, client = %base.client, "discovery answered");
+        Ok(DiscoveryTransmit {
+            to: base.client,
+            from: base.server,
+            bytes,
+        })
+    }
+
+    fn expire_half_open(&mut self, now: Instant) {
+        while let Some(id) = self.half_open_order.front().copied() {
+            match self.half_open.get(&id) {
+                None => {
+                    self.half_open_order.pop_front();
+                }
+                Some(h)
+                    if now.saturating_duration_since(h.created)
+                        >= self.policy.half_open_timeout =>
+                {
+                    self.half_open.remove(&id);
+                    self.half_open_order.pop_front();
+                    self.stats.half_open_expired += 1;
+                }
+                Some(_) => break,
+            }
+        }
+    }
+
+    /// Handles a datagram received on the sidekick socket from `from`.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<ProxyEvent, Error> {
+        self.stats.bytes_in += datagram.len() as u64;
+        let header = match Header::peek(datagram) {
+            Ok(h) => h,
+            Err(e) => {
+                self.stats.malformed += 1;
+                return Err(e);
+            }
+        };
+        let id = header.session_id;
+        if self.sessions.contains_key(&id) {
+            return self.handle_established(now, from, datagram);
+        }
+        let Some(h) = self.half_open.get(&id) else {
+            self.stats.unknown_session += 1;
+            return Err(Error::UnknownSession);
+        };
+        let f = match frame::open(datagram, &h.key, Direction::ClientToProxy) {
+            Ok(f) => f,
+            Err(e) => {
+                self.count_open_error(&e);
+                return Err(e);
+            }
+        };
+        let Message::Init(init) = f.message else {
+            self.stats.refused += 1;
+            return Err(Error::InvalidState("half-open session expects Init"));
+        };
+        let Some(h) = self.half_open.remove(&id) else {
+            return Err(Error::UnknownSession);
+        };
+        let mut replay = ReplayWindow::new();
+        replay.accept(f.header.seq)?;
+        let negotiated = init
+            .config
+            .as_ref()
+            .ok_or(crate::messages::ConfigError::NoMode)
+            .and_then(|c| self.policy.negotiate(c));
+        while self.sessions.len() >= self.policy.max_sessions.max(1) {
+            self.evict_lru();
+        }
+        let mut challenge = [0u8; 8];
+        self.rng.fill(&mut challenge)?;
+        let mut s = ProxySession {
+            id,
+            key: h.key,
+            base: h.base,
+            client_addr: from,
+            validated: false,
+            challenge: u64::from_be_bytes(challenge).max(1),
+            bytes_in_unverified: datagram.len() as u64,
+            bytes_out_unverified: 0,
+            next_seq: 1,
+            quota_limit: u64::from(f.header.quota),
+            replay,
+            epoch: 0,
+            config: negotiated.clone().unwrap_or_default(),
+            last_config_id: 0,
+            last_rx: now,
+            pending_reset: None,
+            stats: SessionStats {
+                received: 1,
+                ..SessionStats::default()
+            },
+            tag_len: self.policy.tag_len,
+            amplification_factor: self.policy.amplification_factor,
+        };
+        let ack = init_ack(&s, negotiated.as_ref().err(), self.policy.capabilities);
+        let t = s.emit(&ack);
+        self.queue(t);
+        match negotiated {
+            Ok(config) => {
+                self.stats.established += 1;
+                let base = s.base;
+                self.sessions.insert(id, s);
+                Ok(ProxyEvent::SessionEstablished {
+                    id,
+                    base,
+                    config,
+                    epoch: 0,
+                })
+            }
+            Err(e) => {
+                self.stats.refused += 1;
+                Err(Error::InvalidConfig(e))
+            }
+        }
+    }
+
+    fn count_open_error(&mut self, e: &Error) {
+        match e {
+            Error::BadMac => self.stats.auth_failures += 1,
+            _ => self.stats.refused += 1,
+        }
+    }
+
+    fn queue(&mut self, t: Result<Transmit, Error>) {
+        match t {
+            Ok(t) => {
+                if self.outbox.len() >= self.policy.outbox_cap {
+                    self.stats.outbox_dropped += 1;
+                    self.outbox.pop_front();
+                }
+                self.outbox.push_back(t);
+            }
+            Err(e) => tracing::debug!(%e, "control message not sent"),
+        }
+    }
+
+    fn evict_lru(&mut self) {
+        let Some(victim) = self
+            .sessions
+            .values()
+            .min_by_key(|s| s.last_rx)
+            .map(|s| s.id)
+        else {
+            return;
+        };
+        if let Some(s) = self.sessions.remove(&victim) {
+            self.stats.sessions_evicted += 1;
+            self.events.push_back(ProxyEvent::Expired {
+                id: victim,
+                base: s.base,
+            });
+        }
+    }
+
+    fn handle_established(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<ProxyEvent, Error> {
+        let caps = self.policy.capabilities;
+        let Some(s) = self.sessions.get_mut(&Header::peek(datagram)?.session_id) else {
+            return Err(Error::UnknownSession);
+        };
+        let f = match frame::open(datagram, &s.key, Direction::ClientToProxy) {
+            Ok(f) => f,
+            Err(e) => {
+                match e {
+                    Error::BadMac => self.stats.auth_failures += 1,
+                    _ => self.stats.refused += 1,
+                }
+                return Err(e);
+            }
+        };
+        if let Err(e) = s.replay.accept(f.header.seq) {
+            self.stats.replays += 1;
+            return Err(e);
+        }
+        s.last_rx = now;
+        s.stats.received += 1;
+        s.quota_limit = s.quota_limit.max(u64::from(f.header.quota));
+        let mut out: Vec<Result<Transmit, Error>> = Vec::new();
+        if from != s.client_addr {
+            // NAT rebinding (or an on-path copy): the new address is unverified until it
+            // echoes a fresh challenge.
+            s.client_addr = from;
+            s.validated = false;
+            s.bytes_in_unverified = 0;
+            s.bytes_out_unverified = 0;
+            s.stats.address_changes += 1;
+            let mut c = [0u8; 8];
+            self.rng.fill(&mut c)?;
+            s.challenge = u64::from_be_bytes(c).max(1);
+            s.bytes_in_unverified += datagram.len() as u64;
+            out.push(s.emit(&Message::Challenge(Challenge { token: s.challenge })));
+        } else if !s.validated {
+            s.bytes_in_unverified += datagram.len() as u64;
+        }
+        let id = s.id;
+        let ev = match f.message {
+            Message::Init(_) => {
+                // Retransmitted Init (our InitAck was lost): answer again, same challenge.
+                let ack = init_ack(s, None, caps);
+                out.push(s.emit(&ack));
+                Ok(ProxyEvent::Nothing)
+            }
+            Message::Config(c) => {
+                if c.config_id != 0 && c.config_id == s.last_config_id {
+                    // Retransmission: echo what is in force.
+                    out.push(s.emit(&Message::Config(Config {
+                        config_id: c.config_id,
+                        config: Some(s.config.clone()),
+                        accepted: true,
+                        epoch: s.epoch,
+                    })));
+                    Ok(ProxyEvent::Nothing)
+                } else {
+                    let negotiated = c
+                        .config
+                        .as_ref()
+                        .ok_or(crate::messages::ConfigError::NoMode)
+                        .and_then(|r| self.policy.negotiate(r));
+                    match negotiated {
+                        Ok(config) => {
+                            s.config = config.clone();
+                            s.epoch = s.epoch.wrapping_add(1);
+                            s.last_config_id = c.config_id;
+                            out.push(s.emit(&Message::Config(Config {
+                                config_id: c.config_id,
+                                config: Some(config.clone()),
+                                accepted: true,
+                                epoch: s.epoch,
+                            })));
+                            Ok(ProxyEvent::Reconfigured {
+                                id,
+                                config,
+                                epoch: s.epoch,
+                            })
+                        }
+                        Err(_) => {
+                            out.push(s.emit(&Message::Config(Config {
+                                config_id: c.config_id,
+                                config: Some(s.config.clone()),
+                                accepted: false,
+                                epoch: s.epoch,
+                            })));
+                            Ok(ProxyEvent::Nothing)
+                        }
+                    }
+                }
+            }
+            Message::Reset(r) => {
+                if r.epoch < s.epoch {
+                    Err(Error::StaleEpoch {
+                        got: r.epoch,
+                        current: s.epoch,
+                    })
+                } else if r.epoch == s.epoch {
+                    if matches!(s.pending_reset, Some((e, _, _)) if e == r.epoch) {
+                        s.pending_reset = None;
+                        Ok(ProxyEvent::ResetAcked { id, epoch: r.epoch })
+                    } else {
+                        // The client retransmitted (our echo was lost): echo again.
+                        out.push(s.emit(&Message::Reset(r)));
+                        Ok(ProxyEvent::Nothing)
+                    }
+                } else {
+                    s.epoch = r.epoch;
+                    if matches!(s.pending_reset, Some((e, _, _)) if e <= r.epoch) {
+                        s.pending_reset = None;
+                    }
+                    out.push(s.emit(&Message::Reset(r)));
+                    Ok(ProxyEvent::Reset { id, epoch: s.epoch })
+                }
+            }
+            Message::Eack(e) => {
+                if e.epoch < s.epoch {
+                    Err(Error::StaleEpoch {
+                        got: e.epoch,
+                        current: s.epoch,
+                    })
+                } else if e.epoch > s.epoch {
+                    Err(Error::EpochAhead {
+                        got: e.epoch,
+                        current: s.epoch,
+                    })
+                } else {
+                    Ok(ProxyEvent::Eack {
+                        id,
+                        epoch: e.epoch,
+                        data: e.data,
+                    })
+                }
+            }
+            Message::Refresh(r) => {
+                let mut ev = ProxyEvent::Nothing;
+                if !s.validated && r.path_response == s.challenge {
+                    s.validated = true;
+                    ev = ProxyEvent::PathValidated { id };
+                }
+                if r.want_reply {
+                    out.push(s.emit(&Message::Refresh(Refresh {
+                        path_response: 0,
+                        want_reply: false,
+                    })));
+                }
+                Ok(ev)
+            }
+            Message::Error(e) => Ok(ProxyEvent::ClientError { id, code: e.code }),
+            Message::Close(_) => Ok(ProxyEvent::Closed { id }),
+            other => Err(Error::WrongDirection(other.msg_type())),
+        };
+        for t in out {
+            self.queue(t);
+        }
+        match &ev {
+            Ok(ProxyEvent::Closed { id }) => {
+                self.sessions.remove(id);
+                self.stats.sessions_closed += 1;
+            }
+            Err(_) => self.stats.refused += 1,
+            Ok(_) => {}
+        }
+        ev
+    }
+
+    /// Emits a quACK for session `id` in its current epoch. Refused (and counted) beyond the
+    /// client's quota or the anti-amplification limit.
+    pub fn send_quack(
+        &mut self,
+        _now: Instant,
+        id: &SessionId,
+        data: &[u8],
+    ) -> Result<Transmit, Error> {
+        let s = self.sessions.get_mut(id).ok_or(Error::UnknownSession)?;
+        let m = Message::Quack(Quack {
+            epoch: s.epoch,
+            data: data.to_vec(),
+        });
+        let t = s.emit(&m)?;
+        self.stats.bytes_out += t.bytes.len() as u64;
+        Ok(t)
+    }
+
+    /// Starts a new epoch from the proxy side (e.g. an undecodable eACK, seed 002 §6.1);
+    /// returns it. The Reset is queued and retransmitted until the client echoes it.
+    pub fn send_reset(
+        &mut self,
+        now: Instant,
+        id: &SessionId,
+        reason: ErrorCode,
+    ) -> Result<u32, Error> {
+        let retry = self.policy.reset_retry;
+        let s = self.sessions.get_mut(id).ok_or(Error::UnknownSession)?;
+        let e = s.epoch.wrapping_add(1);
+        s.epoch = e;
+        let t = s.emit(&Message::Reset(Reset {
+            epoch: e,
+            reason: reason as u32,
+        }));
+        s.pending_reset = Some((e, reason as u32, Retry::new(now, retry)));
+        let ok = t.as_ref().map(|_| ()).map_err(Clone::clone);
+        self.queue(t);
+        ok.map(|()| e)
+    }
+
+    /// Closes session `id`: queues a Close (if quota allows) and forgets the session.
+    pub fn close(&mut self, _now: Instant, id: &SessionId, reason: ErrorCode) -> Result<(), Error> {
+        let mut s = self.sessions.remove(id).ok_or(Error::UnknownSession)?;
+        let t = s.emit(&Message::Close(Close {
+            reason: reason as u32,
+        }));
+        self.queue(t);
+        Ok(())
+    }
+
+    /// Next control datagram to send from the sidekick socket.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        let t = self.outbox.pop_front()?;
+        self.stats.bytes_out += t.bytes.len() as u64;
+        Some(t)
+    }
+
+    /// Next event produced by timers or evictions.
+    pub fn poll_event(&mut self) -> Option<ProxyEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`ProxySessionTable::handle_timeout`] must next be called. O(sessions).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let idle = self.policy.idle_timeout;
+        let ho = self
+            .half_open_order
+            .front()
+            .and_then(|id| self.half_open.get(id))
+            .map(|h| h.created + self.policy.half_open_timeout);
+        self.sessions
+            .values()
+            .map(|s| s.next_deadline(idle))
+            .chain(ho)
+            .min()
+    }
+
+    /// Expires idle sessions and half-open entries, retransmits pending Resets.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.expire_half_open(now);
+        let idle = self.policy.idle_timeout;
+        let max_backoff = Duration::from_secs(2).max(self.policy.reset_retry);
+        let attempts = self.policy.reset_attempts;
+        let expired: Vec<SessionId> = self
+            .sessions
+            .values()
+            .filter(|s| now.saturating_duration_since(s.last_rx) >= idle)
+            .map(|s| s.id)
+            .collect();
+        for id in expired {
+            if let Some(s) = self.sessions.remove(&id) {
+                self.stats.sessions_expired += 1;
+                self.events
+                    .push_back(ProxyEvent::Expired { id, base: s.base });
+            }
+        }
+        let mut out = Vec::new();
+        for s in self.sessions.values_mut() {
+            let Some((e, reason, r)) = s.pending_reset.as_mut() else {
+                continue;
+            };
+            if r.next > now {
+                continue;
+            }
+            if r.attempts >= attempts {
+                s.pending_reset = None;
+                continue;
+            }
+            r.step(now, max_backoff);
+            let m = Message::Reset(Reset {
+                epoch: *e,
+                reason: *reason,
+            });
+            out.push(s.emit(&m));
+        }
+        for t in out {
+            self.queue(t);
+        }
+    }
+}
+
+fn init_ack(s: &ProxySession, err: Option<&crate::messages::ConfigError>, caps: u32) -> Message {
+    Message::InitAck(InitAck {
+        accepted: err.is_none(),
+        capabilities: caps,
+        config: err.is_none().then(|| s.config.clone()),
+        path_challenge: s.challenge,
+        epoch: s.epoch,
+        reject_code: if err.is_some() {
+            ErrorCode::BadConfig as u32
+        } else {
+            0
+        },
+    })
+}
+
+/// Fuzz body: arbitrary datagrams into a table holding one established session; never panics
+/// and never produces output for unauthenticated input.
+pub fn fuzz_table(data: &[u8]) {
+    let now = Instant::now();
+    let mut t = ProxySessionTable::new(ProxyPolicy::new(([127, 0, 0, 1], 7000).into()));
+    let from: SocketAddr = ([127, 0, 0, 1], 9).into();
+    let r = t.handle_datagram(now, from, data);
+    assert!(r.is_err(), "no session exists, nothing can be accepted");
+    assert!(t.poll_transmit().is_none());
+    assert_eq!(t.len() + t.half_open_len(), 0);
+}
