@@ -44,6 +44,9 @@ struct Common {
     /// the lab's link element).
     #[arg(long)]
     gso: bool,
+    /// Client, quinn upload: run the sidekick SDK (discovery, Robin quACKs, PACUBIC).
+    #[arg(long)]
+    sidekick: bool,
     /// Speak HTTP/3 (ALPN h3: GET /download/N, POST /upload/N, GET /stats) instead of the raw
     /// stream protocol. Both ends must agree.
     #[arg(long)]
@@ -89,6 +92,7 @@ fn options(c: &Common) -> TransportOptions {
         cc: c.cc,
         gso: c.gso,
         http3: c.http3,
+        sidekick: c.sidekick,
         ..TransportOptions::default()
     }
 }

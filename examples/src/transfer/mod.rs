@@ -109,6 +109,10 @@ pub struct TransportOptions {
     /// Speak HTTP/3 (ALPN `h3`; `GET /download/N`, `POST /upload/N`, `GET /stats`) instead of the
     /// raw-stream protocol.
     pub http3: bool,
+    /// quinn uploads only: run the sidekick SDK session (discovery of an on-path proxy, Robin
+    /// quACKs) with PACUBIC as the congestion controller; falls back to end to end when no proxy
+    /// answers.
+    pub sidekick: bool,
 }
 
 impl Default for TransportOptions {
@@ -118,6 +122,7 @@ impl Default for TransportOptions {
             gso: false,
             idle_timeout: Duration::from_secs(30),
             http3: false,
+            sidekick: false,
         }
     }
 }
@@ -286,6 +291,28 @@ pub struct TransferReport {
     pub lost_packets: u64,
     /// Packets the data sender sent.
     pub sent_packets: u64,
+    /// Sidekick counters (only with `--sidekick`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sidekick: Option<SidekickCounters>,
+}
+
+/// Counters of the client's sidekick session, read from the SDK's stats.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct SidekickCounters {
+    /// quACKs handed to Robin (`SdkStats::quacks`).
+    pub quacks: u64,
+    /// Of which rejected as inconsistent.
+    pub inconsistent_quacks: u64,
+    /// eACKs sent (Packrat).
+    pub eacks_sent: u64,
+    /// Near-segment losses applied to PACUBIC (`SharedSignals::quack_events_applied`).
+    pub losses_detected: u64,
+    /// Early retransmissions queued by the SDK.
+    pub retransmissions: u64,
+    /// Whether the session was active at the end.
+    pub active: bool,
+    /// Whether the client fell back to end to end.
+    pub fallback: bool,
 }
 
 /// Sender-side transport statistics.
@@ -322,6 +349,7 @@ impl TransferReport {
             goodput_mbps,
             retransmissions: stats.retransmissions,
             lost_packets: stats.lost_packets,
+            sidekick: None,
             sent_packets: stats.sent_packets,
         }
     }

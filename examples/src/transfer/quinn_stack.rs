@@ -13,11 +13,16 @@ use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{Endpoint, TransportConfig, VarInt};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use sidekick::integrations::quinn_cc::{PacubicFactory, SharedSignals};
+use sidekick::integrations::quinn_socket::SidekickSocket;
+use sidekick::keylog::KeyLogStore;
+use sidekick::pacubic::PacubicConfig;
+use sidekick::session::{SidekickClient, SidekickConfig};
 
 use super::cert::SelfSigned;
 use super::{
-    ALPN, CHUNK, Cc, Direction, Request, SenderStats, Stack, Summary, TransferReport,
-    TransportOptions, fill_pattern, unix_ns, upload_duration,
+    ALPN, CHUNK, Cc, Direction, Request, SenderStats, SidekickCounters, Stack, Summary,
+    TransferReport, TransportOptions, fill_pattern, unix_ns, upload_duration,
 };
 
 fn transport_config(opts: &TransportOptions) -> anyhow::Result<TransportConfig> {
@@ -248,23 +253,53 @@ pub async fn run_client(
         .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
         .with_no_client_auth();
     tls.alpn_protocols = vec![alpn(opts)];
+    // Sidekick (Robin #2, upload): the SDK needs the TLS secrets (key log) to read packet
+    // numbers, and PACUBIC replaces the configured congestion controller.
+    let sk = opts.sidekick.then(|| {
+        let keylog = KeyLogStore::new(64);
+        tls.key_log = Arc::new(keylog.clone());
+        (keylog, SharedSignals::new())
+    });
     let mut cfg = quinn::ClientConfig::new(Arc::new(
         QuicClientConfig::try_from(tls).context("QUIC client TLS config")?,
     ));
-    cfg.transport_config(Arc::new(transport_config(opts)?));
+    let mut transport = transport_config(opts)?;
+    if let Some((_, signals)) = &sk {
+        transport.congestion_controller_factory(Arc::new(PacubicFactory::new(
+            PacubicConfig::default(),
+            signals.clone(),
+        )));
+    }
+    cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if connect.is_ipv4() {
         "0.0.0.0:0".parse()?
     } else {
         "[::]:0".parse()?
     };
     let socket = super::udp_socket(bind).context("binding client socket")?;
-    let mut endpoint = Endpoint::new(
-        quinn::EndpointConfig::default(),
-        None,
-        socket,
-        Arc::new(quinn::TokioRuntime),
-    )
-    .context("quinn endpoint")?;
+    let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
+    let mut sk_handle = None;
+    let mut endpoint = if let Some((keylog, signals)) = sk {
+        let base = runtime
+            .wrap_udp_socket(socket)
+            .context("wrapping client socket")?;
+        let sk_socket = std::net::UdpSocket::bind(bind).context("binding sidekick socket")?;
+        let (wrapped, handle) = SidekickSocket::spawn(
+            base,
+            sk_socket,
+            connect,
+            SidekickClient::new(SidekickConfig::robin(10, 16)),
+            Some(keylog),
+            Some(signals.clone()),
+        )
+        .context("starting the sidekick session")?;
+        sk_handle = Some((handle, signals));
+        Endpoint::new_with_abstract_socket(quinn::EndpointConfig::default(), None, wrapped, runtime)
+            .context("quinn endpoint")?
+    } else {
+        Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
+            .context("quinn endpoint")?
+    };
     endpoint.set_default_client_config(cfg);
     let conn = endpoint
         .connect(connect, "localhost")
@@ -346,13 +381,23 @@ pub async fn run_client(
     };
     conn.close(VarInt::from_u32(0), b"done");
     endpoint.wait_idle().await;
-    Ok(TransferReport::new(
-        Stack::Quinn,
-        req.direction,
-        req.bytes,
-        duration,
-        stats,
-    ))
+    let mut report = TransferReport::new(Stack::Quinn, req.direction, req.bytes, duration, stats);
+    if let Some((handle, signals)) = sk_handle {
+        report.sidekick = Some(handle.with_client(|c| {
+            let st = c.stats();
+            SidekickCounters {
+                quacks: st.quacks,
+                inconsistent_quacks: st.inconsistent_quacks,
+                eacks_sent: st.eacks_sent,
+                losses_detected: signals.quack_events_applied(),
+                retransmissions: st.retransmissions,
+                active: c.is_active(),
+                fallback: c.fallback_cause().is_some(),
+            }
+        }));
+        handle.stop();
+    }
+    Ok(report)
 }
 
 async fn read_summary(recv: &mut quinn::RecvStream) -> anyhow::Result<Summary> {
