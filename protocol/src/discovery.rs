@@ -31,6 +31,8 @@ pub const FIRST_BYTE_VALUE: u8 = 0x40;
 pub const REPLY_TAG_LEN: usize = 16;
 
 const MAGIC_AT: usize = 1;
+/// End (exclusive) of the 16-byte magic.
+const MAGIC_END: usize = MAGIC_AT + 16;
 const VERSION_AT: usize = 17;
 const CAPS_AT: usize = 18;
 const NONCE_AT: usize = 19;
@@ -80,7 +82,7 @@ pub struct DiscoveryReply {
 fn has_marker(payload: &[u8], magic: &[u8; 16]) -> bool {
     payload.len() == DISCOVERY_LEN
         && payload[0] & FIRST_BYTE_MASK == FIRST_BYTE_VALUE
-        && payload[MAGIC_AT..MAGIC_AT + 16] == magic[..]
+        && payload[MAGIC_AT..MAGIC_END] == magic[..]
 }
 
 /// Hot-path check run by the proxy on every UDP payload: a length compare, one masked byte and a
@@ -113,7 +115,7 @@ impl DiscoveryRequest {
     pub fn encode(&self, first_byte_random: u8) -> [u8; DISCOVERY_LEN] {
         let mut b = [0u8; DISCOVERY_LEN];
         b[0] = FIRST_BYTE_VALUE | (first_byte_random & !FIRST_BYTE_MASK);
-        b[MAGIC_AT..MAGIC_AT + 16].copy_from_slice(&REQUEST_MAGIC);
+        b[MAGIC_AT..MAGIC_END].copy_from_slice(&REQUEST_MAGIC);
         b[VERSION_AT] = self.version;
         b[CAPS_AT] = self.capabilities;
         b[NONCE_AT..NONCE_AT + NONCE_LEN].copy_from_slice(&self.nonce);
@@ -141,7 +143,7 @@ impl DiscoveryReply {
     pub fn encode(&self, first_byte_random: u8, key: &SessionKey) -> [u8; DISCOVERY_LEN] {
         let mut b = [0u8; DISCOVERY_LEN];
         b[0] = FIRST_BYTE_VALUE | (first_byte_random & !FIRST_BYTE_MASK);
-        b[MAGIC_AT..MAGIC_AT + 16].copy_from_slice(&REPLY_MAGIC);
+        b[MAGIC_AT..MAGIC_END].copy_from_slice(&REPLY_MAGIC);
         b[VERSION_AT] = self.version;
         b[CAPS_AT] = self.capabilities;
         b[NONCE_AT..NONCE_AT + NONCE_LEN].copy_from_slice(&self.nonce);

@@ -557,78 +557,73 @@ impl ProxySessionTable {
                         .as_ref()
                         .ok_or(crate::messages::ConfigError::NoMode)
                         .and_then(|r| self.policy.negotiate(r));
-                    match negotiated {
-                        Ok(config) => {
-                            s.config = config.clone();
-                            s.epoch = s.epoch.wrapping_add(1);
-                            s.last_config_id = c.config_id;
-                            out.push(s.emit(&Message::Config(Config {
-                                config_id: c.config_id,
-                                config: Some(config.clone()),
-                                accepted: true,
-                                epoch: s.epoch,
-                            })));
-                            Ok(ProxyEvent::Reconfigured {
-                                id,
-                                config,
-                                epoch: s.epoch,
-                            })
-                        }
-                        Err(_) => {
-                            out.push(s.emit(&Message::Config(Config {
-                                config_id: c.config_id,
-                                config: Some(s.config.clone()),
-                                accepted: false,
-                                epoch: s.epoch,
-                            })));
-                            Ok(ProxyEvent::Nothing)
-                        }
+                    if let Ok(config) = negotiated {
+                        s.config = config.clone();
+                        s.epoch = s.epoch.wrapping_add(1);
+                        s.last_config_id = c.config_id;
+                        out.push(s.emit(&Message::Config(Config {
+                            config_id: c.config_id,
+                            config: Some(config.clone()),
+                            accepted: true,
+                            epoch: s.epoch,
+                        })));
+                        Ok(ProxyEvent::Reconfigured {
+                            id,
+                            config,
+                            epoch: s.epoch,
+                        })
+                    } else {
+                        out.push(s.emit(&Message::Config(Config {
+                            config_id: c.config_id,
+                            config: Some(s.config.clone()),
+                            accepted: false,
+                            epoch: s.epoch,
+                        })));
+                        Ok(ProxyEvent::Nothing)
                     }
                 }
             }
             Message::Reset(r) => {
-                if r.epoch < s.epoch {
-                    Err(Error::StaleEpoch {
+                match r.epoch.cmp(&s.epoch) {
+                    std::cmp::Ordering::Less => Err(Error::StaleEpoch {
                         got: r.epoch,
                         current: s.epoch,
-                    })
-                } else if r.epoch == s.epoch {
-                    if matches!(s.pending_reset, Some((e, _, _)) if e == r.epoch) {
-                        s.pending_reset = None;
-                        Ok(ProxyEvent::ResetAcked { id, epoch: r.epoch })
-                    } else {
-                        // The client retransmitted (our echo was lost): echo again.
+                    }),
+                    std::cmp::Ordering::Equal => {
+                        if matches!(s.pending_reset, Some((e, _, _)) if e == r.epoch) {
+                            s.pending_reset = None;
+                            Ok(ProxyEvent::ResetAcked { id, epoch: r.epoch })
+                        } else {
+                            // The client retransmitted (our echo was lost): echo again.
+                            out.push(s.emit(&Message::Reset(r)));
+                            Ok(ProxyEvent::Nothing)
+                        }
+                    }
+                    std::cmp::Ordering::Greater => {
+                        s.epoch = r.epoch;
+                        if matches!(s.pending_reset, Some((e, _, _)) if e <= r.epoch) {
+                            s.pending_reset = None;
+                        }
                         out.push(s.emit(&Message::Reset(r)));
-                        Ok(ProxyEvent::Nothing)
+                        Ok(ProxyEvent::Reset { id, epoch: s.epoch })
                     }
-                } else {
-                    s.epoch = r.epoch;
-                    if matches!(s.pending_reset, Some((e, _, _)) if e <= r.epoch) {
-                        s.pending_reset = None;
-                    }
-                    out.push(s.emit(&Message::Reset(r)));
-                    Ok(ProxyEvent::Reset { id, epoch: s.epoch })
                 }
             }
-            Message::Eack(e) => {
-                if e.epoch < s.epoch {
-                    Err(Error::StaleEpoch {
-                        got: e.epoch,
-                        current: s.epoch,
-                    })
-                } else if e.epoch > s.epoch {
-                    Err(Error::EpochAhead {
-                        got: e.epoch,
-                        current: s.epoch,
-                    })
-                } else {
-                    Ok(ProxyEvent::Eack {
-                        id,
-                        epoch: e.epoch,
-                        data: e.data,
-                    })
-                }
-            }
+            Message::Eack(e) => match e.epoch.cmp(&s.epoch) {
+                std::cmp::Ordering::Less => Err(Error::StaleEpoch {
+                    got: e.epoch,
+                    current: s.epoch,
+                }),
+                std::cmp::Ordering::Greater => Err(Error::EpochAhead {
+                    got: e.epoch,
+                    current: s.epoch,
+                }),
+                std::cmp::Ordering::Equal => Ok(ProxyEvent::Eack {
+                    id,
+                    epoch: e.epoch,
+                    data: e.data,
+                }),
+            },
             Message::Refresh(r) => {
                 let mut ev = ProxyEvent::Nothing;
                 if !s.validated && r.path_response == s.challenge {
