@@ -18,3 +18,15 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 stage "cargo test"
 cargo test --workspace --locked
+
+stage "lab tests (network namespaces, root)"
+if [ "$(id -u)" -eq 0 ]; then
+    # The lab tests launch the applications and the proxy as binaries of the same (debug) build.
+    cargo build --locked -p sidekick-examples -p sidekick-proxy -p sidekick-lab
+    SIDEKICK_LAB=1 cargo test --locked -p sidekick-lab --test lab -- --test-threads=1
+    SIDEKICK_LAB=1 cargo test --locked -p sidekick-proxy --test afpacket --test netns_e2e -- --test-threads=1
+    sidekick_lab_bin="${CARGO_TARGET_DIR:-target}/debug/sidekick-lab"
+    "$sidekick_lab_bin" clean --all
+else
+    echo "lab tests: skipped (need root for network namespaces; run as root, as CI does)"
+fi
