@@ -407,12 +407,16 @@ impl ClientSession {
     }
 
     fn send(&mut self, now: Instant, msg: &Message) -> Result<(), Error> {
+        self.send_padded(now, msg, 0)
+    }
+
+    fn send_padded(&mut self, now: Instant, msg: &Message, min_len: usize) -> Result<(), Error> {
         let (Some(sid), Some(key), Some(proxy)) = (self.session_id, self.key.as_ref(), self.proxy)
         else {
             return Err(Error::InvalidState("no session"));
         };
         let grant = self.grant();
-        let bytes = frame::seal(
+        let bytes = frame::seal_padded(
             Direction::ClientToProxy,
             self.cfg.tag_len,
             sid,
@@ -420,6 +424,7 @@ impl ClientSession {
             grant,
             msg,
             key,
+            min_len,
         )?;
         self.next_seq += 1;
         self.granted = self.granted.max(grant);
@@ -436,7 +441,8 @@ impl ClientSession {
             capabilities: self.cfg.session.capabilities(),
             config: Some(self.cfg.session.clone()),
         });
-        self.send(now, &m)
+        // Padded so the proxy's InitAck never exceeds what it received (zero amplification).
+        self.send_padded(now, &m, frame::MIN_INIT_DATAGRAM)
     }
 
     fn send_refresh(&mut self, now: Instant, want_reply: bool) -> Result<(), Error> {

@@ -167,6 +167,51 @@ pub fn max_body(tag: TagLen) -> usize {
     MAX_DATAGRAM - HEADER_LEN - tag.bytes()
 }
 
+/// Protobuf field number reserved in every message body for padding (a length-delimited field
+/// of zero bytes). Receivers skip it like any unknown field; senders use it to pad an Init to
+/// [`MIN_INIT_DATAGRAM`].
+pub const PADDING_FIELD: u32 = 2047;
+
+/// Smallest datagram that may carry an Init. The InitAck the proxy answers with is never larger
+/// (checked by a unit test against the largest InitAck the encoder can produce), so answering an
+/// Init never sends more bytes than were received (zero amplification, seed 001 §4.1
+/// "Security"). Proxies refuse shorter Inits with [`Error::Truncated`].
+pub const MIN_INIT_DATAGRAM: usize = 256;
+
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends a padding field to `body` so that it grows by at least `extra` bytes (nothing when
+/// `extra` is 0). The field is `PADDING_FIELD`, wire type 2, filled with zeros.
+fn pad_body(body: &mut Vec<u8>, extra: usize) {
+    if extra == 0 {
+        return;
+    }
+    let key = (u64::from(PADDING_FIELD) << 3) | 2;
+    let fixed = varint_len(key);
+    let mut n = extra.saturating_sub(fixed + 1);
+    while fixed + varint_len(n as u64) + n < extra {
+        n += 1;
+    }
+    put_varint(body, key);
+    put_varint(body, n as u64);
+    body.resize(body.len() + n, 0);
+}
+
 /// Encodes and authenticates one frame.
 pub fn seal(
     dir: Direction,
@@ -177,7 +222,29 @@ pub fn seal(
     message: &Message,
     key: &SessionKey,
 ) -> Result<Vec<u8>, Error> {
-    let body = message.encode_body();
+    seal_padded(dir, tag, session_id, seq, quota, message, key, 0)
+}
+
+/// [`seal`], padding the body with a [`PADDING_FIELD`] so the datagram is at least `min_len`
+/// bytes long (at most one byte longer). The target is capped at `MAX_DATAGRAM − 1`, so padding
+/// alone never makes a frame exceed [`MAX_DATAGRAM`].
+#[allow(clippy::too_many_arguments)]
+pub fn seal_padded(
+    dir: Direction,
+    tag: TagLen,
+    session_id: SessionId,
+    seq: u64,
+    quota: u32,
+    message: &Message,
+    key: &SessionKey,
+    min_len: usize,
+) -> Result<Vec<u8>, Error> {
+    let mut body = message.encode_body();
+    let unpadded = HEADER_LEN + body.len() + tag.bytes();
+    pad_body(
+        &mut body,
+        min_len.min(MAX_DATAGRAM - 1).saturating_sub(unpadded),
+    );
     if body.len() > max_body(tag) {
         return Err(Error::Oversized {
             len: body.len(),
@@ -203,6 +270,28 @@ pub fn seal(
     let mut out = Vec::with_capacity(HEADER_LEN + body.len() + tag.bytes());
     header.write(&mut out);
     out.extend_from_slice(&body);
+    let t = key.tag(&[&out]);
+    out.extend_from_slice(&t[..tag.bytes()]);
+    Ok(out)
+}
+
+/// Seals an arbitrary `body` under `header` (its `body_len` is overwritten): lets tests and fuzz
+/// targets build authentic frames whose bodies the encoder would never produce.
+pub fn seal_raw(header: &Header, body: &[u8], key: &SessionKey) -> Result<Vec<u8>, Error> {
+    let tag = header.tag_len();
+    if body.len() > max_body(tag) {
+        return Err(Error::Oversized {
+            len: body.len(),
+            max: max_body(tag),
+        });
+    }
+    let header = Header {
+        body_len: body.len() as u16,
+        ..*header
+    };
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + tag.bytes());
+    header.write(&mut out);
+    out.extend_from_slice(body);
     let t = key.tag(&[&out]);
     out.extend_from_slice(&t[..tag.bytes()]);
     Ok(out)
@@ -360,6 +449,108 @@ mod tests {
         assert_eq!(
             open(&b, &key(), Direction::ClientToProxy),
             Err(Error::WrongDirection(crate::messages::msg_type::QUACK))
+        );
+    }
+
+    #[test]
+    fn padding_reaches_the_minimum_and_is_skipped() {
+        let m = Message::Reset(Reset {
+            epoch: 4,
+            reason: 0,
+        });
+        let plain = seal(
+            Direction::ClientToProxy,
+            TagLen::Short,
+            SessionId([1; 16]),
+            1,
+            0,
+            &m,
+            &key(),
+        )
+        .unwrap();
+        for min in [
+            0,
+            plain.len(),
+            plain.len() + 1,
+            plain.len() + 2,
+            100,
+            180,
+            181,
+            182,
+            183,
+            256,
+            1000,
+            5000,
+        ] {
+            let b = seal_padded(
+                Direction::ClientToProxy,
+                TagLen::Short,
+                SessionId([1; 16]),
+                1,
+                0,
+                &m,
+                &key(),
+                min,
+            )
+            .unwrap();
+            let want = min.min(MAX_DATAGRAM - 1).max(plain.len());
+            assert!(b.len() >= want, "min {min}: got {}", b.len());
+            if min > plain.len() + 3 {
+                assert!(b.len() <= want + 1, "min {min}: got {}", b.len());
+            }
+            assert!(b.len() <= MAX_DATAGRAM);
+            let f = open(&b, &key(), Direction::ClientToProxy).unwrap();
+            assert_eq!(f.message, m);
+        }
+    }
+
+    /// The largest InitAck the encoder can produce (every integer at its maximum, a 16-byte
+    /// hash key, the long tag) fits in the minimum Init: answering an Init never amplifies.
+    #[test]
+    fn largest_init_ack_fits_in_the_minimum_init() {
+        use crate::messages::{IdentifierSpec, InitAck, PackratConfig, RobinConfig, SessionConfig};
+        let config = SessionConfig {
+            robin: Some(RobinConfig {
+                interval_ms: u32::MAX,
+                interval_packets: u32::MAX,
+                threshold: u32::MAX,
+            }),
+            packrat: Some(PackratConfig {
+                eack_interval_ms: u32::MAX,
+                eack_interval_packets: u32::MAX,
+                local_symbols: u32::MAX,
+                cache_capacity_bytes: u64::MAX,
+                reorder_delay_ms: u32::MAX,
+            }),
+            identifier: Some(IdentifierSpec {
+                mode: i32::MIN,
+                offset: i32::MIN,
+                width: u32::MAX,
+                hash_key: vec![0xff; crate::messages::MAX_HASH_KEY],
+            }),
+        };
+        let ack = Message::InitAck(InitAck {
+            accepted: true,
+            capabilities: u32::MAX,
+            config: Some(config),
+            path_challenge: u64::MAX,
+            epoch: u32::MAX,
+            reject_code: u32::MAX,
+        });
+        let b = seal(
+            Direction::ProxyToClient,
+            TagLen::Long,
+            SessionId([0xff; 16]),
+            u64::MAX,
+            u32::MAX,
+            &ack,
+            &key(),
+        )
+        .unwrap();
+        assert!(
+            b.len() <= MIN_INIT_DATAGRAM,
+            "largest InitAck is {} bytes",
+            b.len()
         );
     }
 

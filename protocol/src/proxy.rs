@@ -6,8 +6,9 @@
 //!   the highest value the client put in an authentic frame's quota field; every frame it sends
 //!   carries `limit − s`, the number of further frames it may still send;
 //! - **anti-amplification**: towards a client address that has not echoed a path challenge it
-//!   sends at most [`ProxyPolicy::amplification_factor`] (default 3, as QUIC, RFC 9000 §8.1)
-//!   times the bytes of authentic frames received from that address.
+//!   sends at most [`ProxyPolicy::amplification_factor`] (default 1: zero amplification; QUIC
+//!   allows 3, RFC 9000 §8.1) times the bytes of authentic frames received from that address.
+//!   Inits are padded to [`crate::frame::MIN_INIT_DATAGRAM`] so the InitAck always fits.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -58,6 +59,8 @@ pub struct ProxyPolicy {
     pub reset_attempts: u32,
     /// Cap on queued outgoing control datagrams.
     pub outbox_cap: usize,
+    /// Cap on queued events for the application (oldest dropped and counted beyond it).
+    pub max_events: usize,
 }
 
 impl ProxyPolicy {
@@ -75,12 +78,13 @@ impl ProxyPolicy {
             max_half_open: 1024,
             half_open_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
-            amplification_factor: 3,
+            amplification_factor: 1,
             discovery_rate: 200,
             discovery_burst: 50,
             reset_retry: Duration::from_millis(200),
             reset_attempts: 6,
             outbox_cap: 1024,
+            max_events: 4096,
         }
     }
 
@@ -157,6 +161,9 @@ pub struct ProxySession {
     pub(crate) client_addr: SocketAddr,
     pub(crate) validated: bool,
     pub(crate) challenge: u64,
+    /// A fresh challenge for the current address has not been sent yet (the amplification
+    /// budget refused it); retried on the next authentic frame from that address.
+    pub(crate) challenge_pending: bool,
     pub(crate) bytes_in_unverified: u64,
     pub(crate) bytes_out_unverified: u64,
     pub(crate) next_seq: u64,
@@ -200,6 +207,14 @@ impl ProxySession {
     /// Further frames the client currently allows.
     pub fn quota_remaining(&self) -> u64 {
         (self.quota_limit + 1).saturating_sub(self.next_seq)
+    }
+    /// Authentic bytes received from the current client address while it was unverified.
+    pub fn unverified_bytes_in(&self) -> u64 {
+        self.bytes_in_unverified
+    }
+    /// Bytes sent to the current client address while it was unverified.
+    pub fn unverified_bytes_out(&self) -> u64 {
+        self.bytes_out_unverified
     }
     /// Bytes the proxy may still send to the current (unverified) address; `None` once validated.
     pub fn amplification_budget(&self) -> Option<u64> {
