@@ -220,7 +220,7 @@ impl ProxySessionTable {
     pub fn policy(&self) -> &ProxyPolicy {
         &self.policy
     }
-    /// Counters.
+    /// Counters (refusal counters include sessions already removed).
     pub fn stats(&self) -> TableStats {
         let mut s = self.stats;
         for sess in self.sessions.values() {
@@ -492,12 +492,19 @@ impl ProxySessionTable {
             return;
         };
         if let Some(s) = self.sessions.remove(&victim) {
+            self.retire(&s);
             self.stats.sessions_evicted += 1;
             self.push_event(ProxyEvent::Expired {
                 id: victim,
                 base: s.base,
             });
         }
+    }
+
+    /// Folds a removed session's refusal counters into the table's totals.
+    fn retire(&mut self, s: &ProxySession) {
+        self.stats.quota_refused += s.stats.quota_refused;
+        self.stats.amplification_refused += s.stats.amplification_refused;
     }
 
     fn push_event(&mut self, ev: ProxyEvent) {
@@ -681,7 +688,9 @@ impl ProxySessionTable {
         }
         match &ev {
             Ok(ProxyEvent::Closed { id }) => {
-                self.sessions.remove(id);
+                if let Some(s) = self.sessions.remove(id) {
+                    self.retire(&s);
+                }
                 self.stats.sessions_closed += 1;
             }
             Err(_) => self.stats.refused += 1,
@@ -736,6 +745,7 @@ impl ProxySessionTable {
         let t = s.emit(&Message::Close(Close {
             reason: reason as u32,
         }));
+        self.retire(&s);
         self.queue(t);
         Ok(())
     }
@@ -781,6 +791,7 @@ impl ProxySessionTable {
             .collect();
         for id in expired {
             if let Some(s) = self.sessions.remove(&id) {
+                self.retire(&s);
                 self.stats.sessions_expired += 1;
                 self.push_event(ProxyEvent::Expired { id, base: s.base });
             }
