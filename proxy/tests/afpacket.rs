@@ -43,7 +43,7 @@ struct Veth {
 }
 
 impl Veth {
-    fn new(tag: &str, subnet: u8) -> Option<Self> {
+    fn new(tag: &str, subnet: u8) -> Self {
         let id = std::process::id() % 100_000;
         let v = Self {
             ns: format!("skp{tag}{id}"),
@@ -68,13 +68,10 @@ impl Veth {
             && sh(&[
                 "ip", "netns", "exec", &v.ns, "ip", "link", "set", "lo", "up",
             ]);
-        if ok {
-            // Let the link come up (DAD is off for IPv4; ARP on first send).
-            std::thread::sleep(Duration::from_millis(200));
-            Some(v)
-        } else {
-            panic!("could not create veth/netns");
-        }
+        assert!(ok, "could not create veth/netns");
+        // Let the link come up (DAD is off for IPv4; ARP on first send).
+        std::thread::sleep(Duration::from_millis(200));
+        v
     }
 
     fn peer_mac(&self) -> [u8; 6] {
@@ -131,7 +128,7 @@ fn capture_direction_checksum_and_injection() {
         eprintln!("skipping AF_PACKET test: needs root");
         return;
     }
-    let Some(v) = Veth::new("a", 201) else { return };
+    let v = Veth::new("a", 201);
     let mut sock = PacketSocket::open(
         &v.host,
         RingOptions {
@@ -216,7 +213,7 @@ fn capture_rate_without_drops() {
         eprintln!("skipping AF_PACKET rate test: needs root");
         return;
     }
-    let Some(v) = Veth::new("b", 202) else { return };
+    let v = Veth::new("b", 202);
     let mut sock = PacketSocket::open(&v.host, RingOptions::default()).unwrap();
     let _ = sock.stats();
     let udp = UdpSocket::bind("10.222.202.1:0").unwrap();
