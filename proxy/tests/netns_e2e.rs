@@ -164,9 +164,7 @@ fn setup() -> Option<Topo> {
             "via",
             "10.222.241.1",
         ]);
-    if !ok {
-        panic!("could not build the namespaces");
-    }
+    assert!(ok, "could not build the namespaces");
     t.proxy = Some(
         Command::new("ip")
             .args(["netns", "exec", ap, env!("CARGO_BIN_EXE_sidekick-proxy")])
