@@ -44,14 +44,19 @@
 //! ```
 
 mod client;
+mod client_types;
 mod ffi;
+mod fuzz;
 mod packrat;
 mod pacubic;
 mod quack_api;
 mod robin;
+mod sockaddr;
 
 pub use client::*;
+pub use client_types::*;
 pub use ffi::SkStatus;
+pub use fuzz::fuzz_c_api;
 pub use packrat::*;
 pub use pacubic::*;
 pub use quack_api::*;

@@ -6,6 +6,9 @@
 //! (`target/<profile>/deps`, where `cargo test` leaves the freshly built staticlib), then in
 //! `target/<profile>`; this works with and without `CARGO_TARGET_DIR`.
 
+// Test code: a failed expectation is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -2,6 +2,9 @@
 //! never go stale. Regenerate it with
 //! `SIDEKICK_BLESS_HEADER=1 cargo test -p sidekick-capi --test header`.
 
+// Test code: a failed expectation is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 fn generate() -> String {

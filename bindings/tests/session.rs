@@ -1,0 +1,275 @@
+//! The client session through the C API against the real protocol proxy state machine
+//! (`sidekick_protocol::ProxySessionTable`): discovery inline on the base path, Init/InitAck on
+//! the sidekick socket, a quACK that reveals a near-segment loss, the early retransmission on
+//! the base socket.
+
+// Test code: a failed expectation is a test failure; the C API is called as C would.
+#![allow(clippy::unwrap_used, clippy::expect_used, unsafe_code)]
+
+use std::net::SocketAddr;
+use std::ptr::null_mut;
+use std::time::{Duration, Instant};
+
+use quack::PowerSumQuack;
+use sidekick::*;
+use sidekick_protocol::{BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId};
+
+const PROXY: &str = "192.0.2.1:7000";
+
+fn sockaddr_in(a: SocketAddr) -> libc::sockaddr_in {
+    let SocketAddr::V4(a) = a else {
+        panic!("IPv4 only here")
+    };
+    // SAFETY: all-zero bytes are a valid sockaddr_in.
+    let mut s: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    s.sin_family = libc::AF_INET as libc::sa_family_t;
+    s.sin_port = a.port().to_be();
+    s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+    s
+}
+
+struct Lab {
+    t0: Instant,
+    client: *mut SkClient,
+    proxy: ProxySessionTable,
+    base: BaseFlow,
+    sid: Option<SessionId>,
+}
+
+impl Lab {
+    /// The caller's clock: microseconds with an arbitrary origin.
+    fn us(at: Duration) -> u64 {
+        7_000_000 + u64::try_from(at.as_micros()).unwrap()
+    }
+
+    /// Pops every datagram the client wants to send.
+    fn transmits(&mut self) -> Vec<(SkDestination, Vec<u8>, Option<u16>)> {
+        let mut out = Vec::new();
+        loop {
+            let mut buf = vec![0u8; 2048];
+            let (mut len, mut alen) = (0usize, 0usize);
+            let mut dest = SkDestination::Base;
+            // SAFETY: all-zero bytes are a valid sockaddr_storage.
+            let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            // SAFETY: valid buffers and outputs; `client` is live.
+            let s = unsafe {
+                sk_client_poll_transmit(
+                    self.client,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    &raw mut len,
+                    &raw mut dest,
+                    &raw mut addr,
+                    &raw mut alen,
+                )
+            };
+            if s == SkStatus::Empty {
+                return out;
+            }
+            assert_eq!(s, SkStatus::Ok);
+            buf.truncate(len);
+            let port = (dest == SkDestination::Sidekick).then(|| {
+                assert_eq!(alen, size_of::<libc::sockaddr_in>());
+                // SAFETY: the API wrote a sockaddr_in into the storage.
+                let sin = unsafe { *(&raw const addr).cast::<libc::sockaddr_in>() };
+                u16::from_be(sin.sin_port)
+            });
+            out.push((dest, buf, port));
+        }
+    }
+
+    fn deliver_from_proxy(&mut self, at: Duration, bytes: &[u8]) {
+        let from = sockaddr_in(PROXY.parse().unwrap());
+        // SAFETY: valid address and datagram; `client` is live.
+        let s = unsafe {
+            sk_client_on_sidekick_received(
+                self.client,
+                Self::us(at),
+                (&raw const from).cast(),
+                size_of::<libc::sockaddr_in>(),
+                bytes.as_ptr(),
+                bytes.len(),
+            )
+        };
+        assert_eq!(s, SkStatus::Ok);
+    }
+
+    /// Client frames to the proxy, proxy frames back, until quiet.
+    fn shuttle(&mut self, at: Duration) {
+        for _ in 0..10 {
+            for (dest, bytes, port) in self.transmits() {
+                assert_eq!(dest, SkDestination::Sidekick);
+                assert_eq!(port, Some(7000));
+                let ev = self
+                    .proxy
+                    .handle_datagram(self.t0 + at, self.base.client, &bytes);
+                if let Ok(ProxyEvent::SessionEstablished { id, .. }) = ev {
+                    self.sid = Some(id);
+                }
+            }
+            while let Some(t) = self.proxy.poll_transmit() {
+                self.deliver_from_proxy(at, &t.bytes);
+            }
+        }
+    }
+
+    fn quack(&mut self, at: Duration, seen: &PowerSumQuack<u32>) {
+        let sid = self.sid.expect("session established");
+        let t = self
+            .proxy
+            .send_quack(self.t0 + at, &sid, &seen.to_bytes())
+            .unwrap();
+        self.deliver_from_proxy(at, &t.bytes);
+    }
+
+    fn events(&mut self) -> Vec<SkClientEvent> {
+        let mut out = Vec::new();
+        loop {
+            let mut ev = std::mem::MaybeUninit::<SkClientEvent>::uninit();
+            // SAFETY: `ev` is valid for a write; `client` is live.
+            match unsafe { sk_client_poll_event(self.client, ev.as_mut_ptr()) } {
+                // SAFETY: `Ok` means the event was written.
+                SkStatus::Ok => out.push(unsafe { ev.assume_init() }),
+                SkStatus::Empty => return out,
+                other => panic!("poll_event: {other:?}"),
+            }
+        }
+    }
+}
+
+fn dg(i: u32) -> Vec<u8> {
+    let mut d = vec![0x42u8; 30];
+    d.extend(i.to_le_bytes());
+    d
+}
+
+#[test]
+fn robin_session_through_the_c_api_finds_a_near_loss_and_retransmits() {
+    let mut cfg = std::mem::MaybeUninit::<SkSessionConfig>::uninit();
+    // SAFETY: valid output pointer.
+    assert_eq!(
+        unsafe { sk_session_config_robin(30, 8, cfg.as_mut_ptr()) },
+        SkStatus::Ok
+    );
+    // SAFETY: written by the call above.
+    let cfg = unsafe { cfg.assume_init() };
+    let mut client = null_mut();
+    // SAFETY: valid config and output pointer.
+    assert_eq!(
+        unsafe { sk_client_new(&raw const cfg, &raw mut client) },
+        SkStatus::Ok
+    );
+    let base = BaseFlow {
+        client: "10.0.0.2:5000".parse().unwrap(),
+        server: "203.0.113.5:443".parse().unwrap(),
+    };
+    let mut lab = Lab {
+        t0: Instant::now(),
+        client,
+        proxy: ProxySessionTable::new(ProxyPolicy::new(PROXY.parse().unwrap())),
+        base,
+        sid: None,
+    };
+    let ms = Duration::from_millis;
+
+    // Discovery: the request goes inline on the base socket; the proxy answers on the path.
+    // SAFETY: `client` is live.
+    assert_eq!(
+        unsafe { sk_client_start(lab.client, Lab::us(ms(0))) },
+        SkStatus::Ok
+    );
+    let tx = lab.transmits();
+    assert_eq!(tx.len(), 1);
+    assert_eq!((tx[0].0, tx[0].1.len()), (SkDestination::Base, 128));
+    let parsed = sidekick_protocol::is_discovery_request(&tx[0].1).unwrap();
+    let reply = lab.proxy.handle_discovery(lab.t0, base, &parsed).unwrap();
+    // SAFETY: valid datagram; `client` is live.
+    let s = unsafe {
+        sk_client_on_base_received(
+            lab.client,
+            Lab::us(ms(0)),
+            reply.bytes.as_ptr(),
+            reply.bytes.len(),
+        )
+    };
+    assert_eq!(s, SkStatus::Ok);
+    let (mut buf, mut len) = ([0u8; 64], 0usize);
+    // SAFETY: valid buffer and length output.
+    let s =
+        unsafe { sk_client_poll_deliver(lab.client, buf.as_mut_ptr(), buf.len(), &raw mut len) };
+    assert_eq!(s, SkStatus::Empty, "the discovery reply is consumed");
+
+    // Init / InitAck on the sidekick socket.
+    lab.shuttle(ms(1));
+    let ev = lab.events();
+    assert_eq!(
+        ev.first().map(|e| e.kind),
+        Some(SkClientEventKind::Established)
+    );
+    let mut active = false;
+    // SAFETY: valid output; null cause is allowed.
+    unsafe { sk_client_state(lab.client, &raw mut active, null_mut()) };
+    assert!(active);
+
+    // The proxy's first quACK (nothing seen yet) is the epoch baseline.
+    let mut seen = PowerSumQuack::<u32>::new(8);
+    lab.quack(ms(2), &seen);
+    // Ten datagrams on the base path; the proxy never sees number 4.
+    for i in 0..10u32 {
+        let d = dg(i);
+        let mut logged = false;
+        // SAFETY: valid datagram and output; `client` is live.
+        let s = unsafe {
+            sk_client_on_base_sent(
+                lab.client,
+                Lab::us(ms(3 + u64::from(i))),
+                d.as_ptr(),
+                d.len(),
+                &raw mut logged,
+            )
+        };
+        assert_eq!(s, SkStatus::Ok);
+        assert!(
+            logged,
+            "Robin logs every identifiable datagram while active"
+        );
+        if i != 4 {
+            seen.insert(i);
+        }
+    }
+    lab.quack(ms(15), &seen);
+    let ev = lab.events();
+    let lost: Vec<_> = ev
+        .iter()
+        .filter(|e| e.kind == SkClientEventKind::NearLoss)
+        .collect();
+    assert_eq!(lost.len(), 1);
+    assert_eq!(lost[0].id, 4);
+    assert_eq!(lost[0].rule, SkLossRule::Reordering);
+    assert_eq!(lost[0].sent_us, Lab::us(ms(7)));
+    let delivered: u64 = ev
+        .iter()
+        .filter(|e| e.kind == SkClientEventKind::Delivered)
+        .map(|e| e.delivered_bytes)
+        .sum();
+    assert_eq!(delivered, 9 * 34);
+    // The identical datagram is queued for the base socket.
+    let resent: Vec<_> = lab
+        .transmits()
+        .into_iter()
+        .filter(|t| t.0 == SkDestination::Base)
+        .map(|t| t.1)
+        .collect();
+    assert_eq!(resent, vec![dg(4)]);
+    let mut stats = std::mem::MaybeUninit::<SkClientStats>::uninit();
+    // SAFETY: valid output.
+    assert_eq!(
+        unsafe { sk_client_stats(lab.client, stats.as_mut_ptr()) },
+        SkStatus::Ok
+    );
+    // SAFETY: written by the call above.
+    let stats = unsafe { stats.assume_init() };
+    assert_eq!((stats.quacks, stats.retransmissions), (2, 1));
+    // SAFETY: freed once.
+    unsafe { sk_client_free(lab.client) };
+}
