@@ -4,7 +4,13 @@
 //! ```text
 //! sidekick-transfer server --stack quinn|quiche --listen IP:PORT [--once]
 //! sidekick-transfer client --stack quinn|quiche --connect IP:PORT (--download BYTES | --upload BYTES)
-//!                          [--json] [--cc cubic|reno|bbr] [--timeout SECS]
+//!                          [--json] [--cc cubic|reno|bbr] [--timeout SECS] [--http3]
+//!                          [--sidekick [--sidekick-quack-interval-ms MS] [--sidekick-quack-threshold T]
+//!                           [--sidekick-quack-every-packets N]
+//!                           [--sidekick-ack-reduction N] [--sidekick-eack-interval-ms MS]
+//!                           [--sidekick-eack-packets N] [--sidekick-eack-symbols N]
+//!                           [--sidekick-cache-bytes B] [--sidekick-reorder-ms MS] [--sidekick-selective]
+//!                           [--sidekick-discovery-retry-ms MS] [--sidekick-discovery-attempts N]]
 //! ```
 
 use std::net::SocketAddr;
@@ -12,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+use sidekick_examples::transfer::sidekick::SidekickParams;
 use sidekick_examples::transfer::{
     Cc, Direction, Request, Stack, TransportOptions, quiche_stack, quinn_stack,
 };
@@ -44,7 +51,9 @@ struct Common {
     /// the lab's link element).
     #[arg(long)]
     gso: bool,
-    /// Client, quinn upload: run the sidekick SDK (discovery, Robin quACKs, PACUBIC).
+    /// Client: use an on-path sidekick proxy through the SDK. Upload: Robin (quACKs, early
+    /// retransmission; PACUBIC on quinn). Download: Packrat (eACKs, reorder window). Falls back
+    /// to end to end when no proxy answers. Ignored by the server.
     #[arg(long)]
     sidekick: bool,
     /// Speak HTTP/3 (ALPN h3: GET /download/N, POST /upload/N, GET /stats) instead of the raw
@@ -85,6 +94,74 @@ struct ClientArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120.0)]
     timeout: f64,
+    #[command(flatten)]
+    sk: SidekickArgs,
+}
+
+/// Parameters of the sidekick session (with --sidekick). Defaults: seed 001 Table 5 (Robin) and
+/// seed 002 Tables 3-4 (Packrat, HTTP/3 on Wi-Fi).
+#[derive(Args)]
+// The field names are the flags' names, which share the `--sidekick-` prefix on purpose.
+#[allow(clippy::struct_field_names)]
+struct SidekickArgs {
+    /// Upload (Robin): quACK interval in ms [default: 30, or 15 with --sidekick-ack-reduction].
+    #[arg(long, value_name = "MS")]
+    sidekick_quack_interval_ms: Option<u32>,
+    /// Upload (Robin): quACK threshold t [default: 10, or 50 with --sidekick-ack-reduction].
+    #[arg(long, value_name = "T")]
+    sidekick_quack_threshold: Option<u32>,
+    /// Upload (Robin): also a quACK every N packets (seed 001 Table 5 #1 uses 2) [default: 0,
+    /// time-driven only].
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    sidekick_quack_every_packets: u32,
+    /// quinn upload (Robin #3): ask the server (ACK-frequency extension) to ACK only every N
+    /// ack-eliciting packets, and let quACKs advance PACUBIC's window meanwhile.
+    #[arg(long, value_name = "N")]
+    sidekick_ack_reduction: Option<u32>,
+    /// Download (Packrat): send an eACK at least every MS while packets arrive.
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    sidekick_eack_interval_ms: u32,
+    /// Download (Packrat): …or every N packets.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    sidekick_eack_packets: u32,
+    /// Download (Packrat): local eACK coded symbols (160 for bulk, 40 for media).
+    #[arg(long, value_name = "N", default_value_t = 160)]
+    sidekick_eack_symbols: u32,
+    /// Download (Packrat): proxy cache capacity requested, bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 48_000)]
+    sidekick_cache_bytes: u32,
+    /// Download (Packrat): reorder window (ACK withholding), ms (30 Wi-Fi/cellular, 65
+    /// satellite).
+    #[arg(long, value_name = "MS", default_value_t = 30)]
+    sidekick_reorder_ms: u32,
+    /// Download (Packrat): selective eACKs, only while a gap is open.
+    #[arg(long)]
+    sidekick_selective: bool,
+    /// First discovery retransmission timeout, ms (doubles per attempt, capped at 2 s).
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    sidekick_discovery_retry_ms: u32,
+    /// Discovery requests before falling back to end to end (no proxy).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    sidekick_discovery_attempts: u32,
+}
+
+impl SidekickArgs {
+    fn params(&self) -> SidekickParams {
+        SidekickParams {
+            quack_interval_ms: self.sidekick_quack_interval_ms,
+            quack_threshold: self.sidekick_quack_threshold,
+            quack_packets: self.sidekick_quack_every_packets,
+            ack_reduction: self.sidekick_ack_reduction,
+            eack_interval_ms: self.sidekick_eack_interval_ms,
+            eack_packets: self.sidekick_eack_packets,
+            eack_symbols: self.sidekick_eack_symbols,
+            cache_bytes: self.sidekick_cache_bytes,
+            reorder_ms: self.sidekick_reorder_ms,
+            selective: self.sidekick_selective,
+            discovery_retry_ms: self.sidekick_discovery_retry_ms,
+            discovery_attempts: self.sidekick_discovery_attempts,
+        }
+    }
 }
 
 fn options(c: &Common) -> TransportOptions {
@@ -121,7 +198,8 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Cmd::Client(a) => {
-            let opts = options(&a.common);
+            let mut opts = options(&a.common);
+            opts.sidekick_params = a.sk.params();
             let req = match (a.download, a.upload) {
                 (Some(b), _) => Request {
                     direction: Direction::Download,
@@ -162,6 +240,9 @@ fn main() -> anyhow::Result<()> {
                     report.lost_packets,
                     report.retransmissions
                 );
+                if let Some(sk) = &report.sidekick {
+                    println!("sidekick: {}", serde_json::to_string(sk)?);
+                }
             }
             Ok(())
         }

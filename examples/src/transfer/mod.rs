@@ -27,13 +27,17 @@
 
 pub mod cert;
 mod quiche_h3;
+mod quiche_sidekick;
 pub mod quiche_stack;
 mod quinn_h3;
 pub mod quinn_stack;
+pub mod sidekick;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+
+pub use self::sidekick::SidekickCounters;
 
 /// ALPN shared by both stacks so that a quinn client talks to a quiche server and vice versa.
 pub const ALPN: &[u8] = b"sidekick-transfer";
@@ -109,10 +113,12 @@ pub struct TransportOptions {
     /// Speak HTTP/3 (ALPN `h3`; `GET /download/N`, `POST /upload/N`, `GET /stats`) instead of the
     /// raw-stream protocol.
     pub http3: bool,
-    /// quinn uploads only: run the sidekick SDK session (discovery of an on-path proxy, Robin
-    /// quACKs) with PACUBIC as the congestion controller; falls back to end to end when no proxy
-    /// answers.
+    /// Client only: run the sidekick SDK session (discovery of an on-path proxy; Robin with
+    /// early retransmission on uploads — plus PACUBIC on quinn —, Packrat eACKs and the reorder
+    /// window on downloads); falls back to end to end when no proxy answers.
     pub sidekick: bool,
+    /// Parameters of the sidekick session.
+    pub sidekick_params: self::sidekick::SidekickParams,
 }
 
 impl Default for TransportOptions {
@@ -123,6 +129,7 @@ impl Default for TransportOptions {
             idle_timeout: Duration::from_secs(30),
             http3: false,
             sidekick: false,
+            sidekick_params: self::sidekick::SidekickParams::default(),
         }
     }
 }
@@ -294,25 +301,6 @@ pub struct TransferReport {
     /// Sidekick counters (only with `--sidekick`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sidekick: Option<SidekickCounters>,
-}
-
-/// Counters of the client's sidekick session, read from the SDK's stats.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct SidekickCounters {
-    /// quACKs handed to Robin (`SdkStats::quacks`).
-    pub quacks: u64,
-    /// Of which rejected as inconsistent.
-    pub inconsistent_quacks: u64,
-    /// eACKs sent (Packrat).
-    pub eacks_sent: u64,
-    /// Near-segment losses applied to PACUBIC (`SharedSignals::quack_events_applied`).
-    pub losses_detected: u64,
-    /// Early retransmissions queued by the SDK.
-    pub retransmissions: u64,
-    /// Whether the session was active at the end.
-    pub active: bool,
-    /// Whether the client fell back to end to end.
-    pub fallback: bool,
 }
 
 /// Sender-side transport statistics.

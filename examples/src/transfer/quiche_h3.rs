@@ -10,10 +10,10 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context as _, bail};
 use quiche::h3::NameValue as _;
 
-use super::quiche_stack::{Io, config, random_cid, stats_of};
+use super::quiche_stack::{Driver, Io, stats_of};
 use super::{
-    CHUNK, Direction, Request, SenderStats, Stack, Summary, TransferReport, TransportOptions,
-    fill_pattern, unix_ns, upload_duration,
+    CHUNK, Direction, Request, SenderStats, Stack, Summary, TransferReport, fill_pattern, unix_ns,
+    upload_duration,
 };
 
 /// Response body still to write on one stream: `pattern` bytes of payload, then `tail`, then FIN.
@@ -241,27 +241,15 @@ fn request(method: &str, path: &str) -> Vec<quiche::h3::Header> {
     ]
 }
 
-/// One HTTP/3 transfer as a quiche client.
-pub(super) fn run_client(
+/// One HTTP/3 transfer as a quiche client on a connection that is being established.
+pub(super) fn client_loop(
+    io: &mut Io,
+    d: &mut dyn Driver,
     connect: SocketAddr,
     req: Request,
-    opts: &TransportOptions,
+    deadline: Instant,
     timeout: Duration,
 ) -> anyhow::Result<TransferReport> {
-    let deadline = Instant::now() + timeout;
-    let mut cfg = config(opts)?;
-    cfg.verify_peer(false);
-    let bind: SocketAddr = if connect.is_ipv4() {
-        "0.0.0.0:0".parse()?
-    } else {
-        "[::]:0".parse()?
-    };
-    let socket = super::udp_socket(bind).context("binding client socket")?;
-    let mut io = Io::new(socket)?;
-    let scid = random_cid()?;
-    let scid = quiche::ConnectionId::from_ref(&scid);
-    let mut conn = quiche::connect(Some("localhost"), &scid, io.local, connect, &mut cfg)
-        .context("quiche connect")?;
     let h3_cfg = quiche::h3::Config::new().context("h3 config")?;
     let mut h3: Option<quiche::h3::Connection> = None;
     let mut pattern = vec![0u8; CHUNK];
@@ -280,29 +268,30 @@ pub(super) fn run_client(
     let mut result: Option<(Duration, SenderStats)> = None;
     let mut buf = vec![0u8; CHUNK];
     loop {
-        io.flush(&mut conn)?;
-        if result.is_some() || conn.is_closed() {
+        io.flush(d)?;
+        if result.is_some() || d.conn().is_closed() {
             io.drain()?;
             break;
         }
         if Instant::now() > deadline {
             bail!("timed out after {timeout:?} ({got} of {} bytes)", req.bytes);
         }
-        io.step(&mut conn, connect)?;
+        io.step(d, connect)?;
+        let conn = d.conn();
         if h3.is_none() && conn.is_established() {
-            h3 = Some(quiche::h3::Connection::with_transport(&mut conn, &h3_cfg).context("h3")?);
+            h3 = Some(quiche::h3::Connection::with_transport(conn, &h3_cfg).context("h3")?);
         }
         let Some(h3c) = h3.as_mut() else { continue };
         if main_sid.is_none() {
             start = Some((Instant::now(), unix_ns(SystemTime::now())));
             let sid = match req.direction {
                 Direction::Download => h3c.send_request(
-                    &mut conn,
+                    conn,
                     &request("GET", &format!("/download/{}", req.bytes)),
                     true,
                 ),
                 Direction::Upload => h3c.send_request(
-                    &mut conn,
+                    conn,
                     &request("POST", &format!("/upload/{}", req.bytes)),
                     false,
                 ),
@@ -311,7 +300,7 @@ pub(super) fn run_client(
             main_sid = Some(sid);
         }
         loop {
-            match h3c.poll(&mut conn) {
+            match h3c.poll(conn) {
                 Ok((_, quiche::h3::Event::Headers { list, .. })) => {
                     let status = header(&list, b":status").unwrap_or_default();
                     if status != "200" {
@@ -319,7 +308,7 @@ pub(super) fn run_client(
                     }
                 }
                 Ok((sid, quiche::h3::Event::Data)) => {
-                    while let Ok(n) = h3c.recv_body(&mut conn, sid, &mut buf) {
+                    while let Ok(n) = h3c.recv_body(conn, sid, &mut buf) {
                         if Some(sid) == main_sid && req.direction == Direction::Download {
                             got += n as u64;
                             if got >= req.bytes && t_end.is_none() {
@@ -337,7 +326,7 @@ pub(super) fn run_client(
                             bail!("download ended after {got} of {} bytes", req.bytes);
                         }
                         let s = h3c
-                            .send_request(&mut conn, &request("GET", "/stats"), true)
+                            .send_request(conn, &request("GET", "/stats"), true)
                             .context("stats request")?;
                         stats_sid = Some(s);
                     } else if summary_buf.len() == Summary::LEN {
@@ -362,7 +351,7 @@ pub(super) fn run_client(
                                 }
                                 (
                                     upload_duration(s_wall, &summary, s.elapsed()),
-                                    stats_of(&conn),
+                                    stats_of(conn),
                                 )
                             }
                         });
@@ -376,7 +365,7 @@ pub(super) fn run_client(
         }
         if req.direction == Direction::Upload {
             if let Some(sid) = main_sid {
-                upload.pump(h3c, &mut conn, sid, &pattern)?;
+                upload.pump(h3c, conn, sid, &pattern)?;
             }
         }
     }
@@ -385,7 +374,7 @@ pub(super) fn run_client(
         bail!(
             "connection closed before the transfer completed ({got} of {} bytes; peer error {:?})",
             req.bytes,
-            conn.peer_error()
+            d.conn().peer_error()
         );
     };
     Ok(TransferReport::new(

@@ -134,6 +134,49 @@ impl Outbox {
     }
 }
 
+/// What the event loop ([`Io`]) drives: a plain `quiche::Connection` (servers, clients without
+/// the sidekick) or a client connection wrapped in the SDK's `SidekickQuiche`.
+pub(super) trait Driver {
+    /// The connection (streams, state, statistics).
+    fn conn(&mut self) -> &mut quiche::Connection;
+    /// Next datagram to send.
+    fn send_datagram(&mut self, out: &mut [u8]) -> quiche::Result<(usize, quiche::SendInfo)>;
+    /// A datagram arrived on the base socket.
+    fn recv_datagram(&mut self, buf: &mut [u8], info: quiche::RecvInfo) -> quiche::Result<usize>;
+    /// Time until the next timer.
+    fn next_timeout(&self) -> Option<Duration>;
+    /// Run due timers.
+    fn fire_timers(&mut self, peer: SocketAddr, local: SocketAddr);
+    /// Longest the loop may block on the base socket (a second socket needs polling).
+    fn poll_interval(&self) -> Option<Duration> {
+        None
+    }
+    /// I/O besides the base connection's (the sidekick socket).
+    fn side_io(&mut self, _base: &UdpSocket) {}
+}
+
+impl Driver for quiche::Connection {
+    fn conn(&mut self) -> &mut quiche::Connection {
+        self
+    }
+
+    fn send_datagram(&mut self, out: &mut [u8]) -> quiche::Result<(usize, quiche::SendInfo)> {
+        self.send(out)
+    }
+
+    fn recv_datagram(&mut self, buf: &mut [u8], info: quiche::RecvInfo) -> quiche::Result<usize> {
+        self.recv(buf, info)
+    }
+
+    fn next_timeout(&self) -> Option<Duration> {
+        self.timeout()
+    }
+
+    fn fire_timers(&mut self, _peer: SocketAddr, _local: SocketAddr) {
+        self.on_timeout();
+    }
+}
+
 /// Most datagrams held for pacing before `flush` stops asking quiche for more.
 const PACING_QUEUE: usize = 256;
 
@@ -160,9 +203,9 @@ impl Io {
         })
     }
 
-    pub(super) fn flush(&mut self, conn: &mut quiche::Connection) -> anyhow::Result<()> {
+    pub(super) fn flush<D: Driver + ?Sized>(&mut self, conn: &mut D) -> anyhow::Result<()> {
         while self.paced.len() < PACING_QUEUE {
-            match conn.send(&mut self.out) {
+            match conn.send_datagram(&mut self.out) {
                 Ok((n, info)) => self
                     .paced
                     .push_back((info.at, self.out[..n].to_vec(), info.to)),
@@ -181,6 +224,7 @@ impl Io {
                     .with_context(|| format!("sending to {to}"))?;
             }
         }
+        conn.side_io(&self.socket);
         Ok(())
     }
 
@@ -201,9 +245,9 @@ impl Io {
             .map(|(at, _, _)| at.saturating_duration_since(Instant::now()))
     }
 
-    fn feed(
+    fn feed<D: Driver + ?Sized>(
         &mut self,
-        conn: &mut quiche::Connection,
+        conn: &mut D,
         peer: SocketAddr,
         n: usize,
         from: SocketAddr,
@@ -216,21 +260,24 @@ impl Io {
             from,
             to: self.local,
         };
-        if let Err(e) = conn.recv(&mut self.inbuf[..n], info) {
+        if let Err(e) = conn.recv_datagram(&mut self.inbuf[..n], info) {
             tracing::debug!("quiche recv: {e}");
         }
     }
 
     /// Wait for one datagram from `peer` (others are ignored) until quiche's timer; feed it to
     /// `conn`, or fire the timer.
-    pub(super) fn step(
+    pub(super) fn step<D: Driver + ?Sized>(
         &mut self,
-        conn: &mut quiche::Connection,
+        conn: &mut D,
         peer: SocketAddr,
     ) -> anyhow::Result<()> {
-        let mut wait = conn.timeout().unwrap_or(Duration::from_millis(100));
+        let mut wait = conn.next_timeout().unwrap_or(Duration::from_millis(100));
         if let Some(s) = self.next_send() {
             wait = wait.min(s);
+        }
+        if let Some(p) = conn.poll_interval() {
+            wait = wait.min(p);
         }
         let wait = wait.clamp(Duration::from_micros(50), Duration::from_millis(100));
         self.socket
@@ -255,13 +302,14 @@ impl Io {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                conn.on_timeout();
+                conn.fire_timers(peer, self.local);
             }
             Err(e) => return Err(e).context("receiving"),
         }
-        if conn.timeout() == Some(Duration::ZERO) {
-            conn.on_timeout();
+        if conn.next_timeout() == Some(Duration::ZERO) {
+            conn.fire_timers(peer, self.local);
         }
+        conn.side_io(&self.socket);
         Ok(())
     }
 }
@@ -433,12 +481,13 @@ pub fn run_client(
     opts: &TransportOptions,
     timeout: Duration,
 ) -> anyhow::Result<TransferReport> {
-    if opts.http3 {
-        return super::quiche_h3::run_client(connect, req, opts, timeout);
-    }
     let deadline = Instant::now() + timeout;
     let mut cfg = config(opts)?;
     cfg.verify_peer(false);
+    if opts.sidekick {
+        // The packet-number lens reads the key log (SidekickQuiche installs the hook).
+        cfg.log_keys();
+    }
     let bind: SocketAddr = if connect.is_ipv4() {
         "0.0.0.0:0".parse()?
     } else {
@@ -450,7 +499,36 @@ pub fn run_client(
     let scid = quiche::ConnectionId::from_ref(&scid);
     let mut conn = quiche::connect(Some("localhost"), &scid, io.local, connect, &mut cfg)
         .context("quiche connect")?;
+    let run = |io: &mut Io, d: &mut dyn Driver| {
+        if opts.http3 {
+            super::quiche_h3::client_loop(io, d, connect, req, deadline, timeout)
+        } else {
+            client_loop(io, d, connect, req, deadline, timeout)
+        }
+    };
+    if opts.sidekick {
+        let mut d = super::quiche_sidekick::SkConn::new(
+            conn,
+            connect,
+            req.direction,
+            &opts.sidekick_params,
+        )?;
+        let mut report = run(&mut io, &mut d)?;
+        report.sidekick = Some(d.counters());
+        Ok(report)
+    } else {
+        run(&mut io, &mut conn)
+    }
+}
 
+fn client_loop(
+    io: &mut Io,
+    d: &mut dyn Driver,
+    connect: SocketAddr,
+    req: Request,
+    deadline: Instant,
+    timeout: Duration,
+) -> anyhow::Result<TransferReport> {
     let mut out = Outbox::new();
     let mut start: Option<(Instant, u64)> = None;
     let mut got = 0u64;
@@ -459,15 +537,16 @@ pub fn run_client(
     let mut result: Option<(Duration, SenderStats)> = None;
     let mut buf = vec![0u8; CHUNK];
     loop {
-        io.flush(&mut conn)?;
-        if result.is_some() || conn.is_closed() {
+        io.flush(d)?;
+        if result.is_some() || d.conn().is_closed() {
             io.drain()?;
             break;
         }
         if Instant::now() > deadline {
             bail!("timed out after {timeout:?} ({got} of {} bytes)", req.bytes);
         }
-        io.step(&mut conn, connect)?;
+        io.step(d, connect)?;
+        let conn = d.conn();
         if conn.is_established() && start.is_none() {
             start = Some((Instant::now(), unix_ns(SystemTime::now())));
             out.queue
@@ -512,7 +591,7 @@ pub fn run_client(
                 }
             }
         }
-        out.pump(&mut conn)?;
+        out.pump(conn)?;
         if summary_buf.len() == Summary::LEN {
             let summary = Summary::decode(&summary_buf)?;
             let (s, s_wall) = start.context("summary before request")?;
@@ -531,13 +610,14 @@ pub fn run_client(
                     }
                     (
                         upload_duration(s_wall, &summary, s.elapsed()),
-                        stats_of(&conn),
+                        stats_of(conn),
                     )
                 }
             });
             conn.close(true, 0, b"done").ok();
         }
     }
+    let conn = d.conn();
     tracing::info!(stats = ?conn.stats(), path = ?conn.path_stats().next(), "client connection");
     let Some((duration, stats)) = result else {
         bail!(

@@ -5,7 +5,7 @@
 //! datagram handed to the kernel fits the path MTU, as the lab's link element requires.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context as _, bail};
@@ -17,9 +17,10 @@ use sidekick::integrations::quinn_cc::{PacubicFactory, SharedSignals};
 use sidekick::integrations::quinn_socket::SidekickSocket;
 use sidekick::keylog::KeyLogStore;
 use sidekick::pacubic::PacubicConfig;
-use sidekick::session::{SidekickClient, SidekickConfig};
+use sidekick::session::SidekickClient;
 
 use super::cert::SelfSigned;
+use super::sidekick::{self as sk, EngineSample};
 use super::{
     ALPN, CHUNK, Cc, Direction, Request, SenderStats, SidekickCounters, Stack, Summary,
     TransferReport, TransportOptions, fill_pattern, unix_ns, upload_duration,
@@ -253,8 +254,9 @@ pub async fn run_client(
         .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
         .with_no_client_auth();
     tls.alpn_protocols = vec![alpn(opts)];
-    // Sidekick (Robin #2, upload): the SDK needs the TLS secrets (key log) to read packet
-    // numbers, and PACUBIC replaces the configured congestion controller.
+    // Sidekick: the SDK needs the TLS secrets (key log) to read packet numbers in both
+    // directions; on uploads PACUBIC replaces the configured congestion controller (Robin #2).
+    let mode = sk::Mode::for_direction(req.direction);
     let sk = opts.sidekick.then(|| {
         let keylog = KeyLogStore::new(64);
         tls.key_log = Arc::new(keylog.clone());
@@ -265,10 +267,21 @@ pub async fn run_client(
     ));
     let mut transport = transport_config(opts)?;
     if let Some((_, signals)) = &sk {
-        transport.congestion_controller_factory(Arc::new(PacubicFactory::new(
-            PacubicConfig::default(),
-            signals.clone(),
-        )));
+        if mode == sk::Mode::Robin {
+            transport.congestion_controller_factory(Arc::new(PacubicFactory::new(
+                PacubicConfig::default(),
+                signals.clone(),
+            )));
+            if let Some(n) = opts.sidekick_params.ack_reduction {
+                // Robin #3 (seed 001 §2, Table 5): the server ACKs rarely (ACK-frequency
+                // extension, which quinn servers support); quACKs advance the window meanwhile.
+                let mut af = quinn::AckFrequencyConfig::default();
+                af.ack_eliciting_threshold(VarInt::from_u32(n.saturating_sub(1)))
+                    .max_ack_delay(Some(std::time::Duration::from_millis(100)));
+                transport.ack_frequency_config(Some(af));
+                signals.set_ack_reduction(true);
+            }
+        }
     }
     cfg.transport_config(Arc::new(transport));
     let bind: SocketAddr = if connect.is_ipv4() {
@@ -278,7 +291,7 @@ pub async fn run_client(
     };
     let socket = super::udp_socket(bind).context("binding client socket")?;
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
-    let mut sk_handle = None;
+    let mut sk_run = None;
     let mut endpoint = if let Some((keylog, signals)) = sk {
         let base = runtime
             .wrap_udp_socket(socket)
@@ -288,12 +301,23 @@ pub async fn run_client(
             base,
             sk_socket,
             connect,
-            SidekickClient::new(SidekickConfig::robin(10, 16)),
+            SidekickClient::new(opts.sidekick_params.config(req.direction)),
             Some(keylog),
-            Some(signals.clone()),
+            (mode == sk::Mode::Robin).then(|| signals.clone()),
         )
         .context("starting the sidekick session")?;
-        sk_handle = Some((handle, signals));
+        // The SDK drops its engines on fallback: keep their last counters for the report.
+        let sample = Arc::new(Mutex::new(EngineSample::default()));
+        let sampler = tokio::spawn({
+            let (handle, sample) = (handle.clone(), sample.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    handle.with_client(|c| lock(&sample).update(c));
+                }
+            }
+        });
+        sk_run = Some((handle, signals, sample, sampler));
         Endpoint::new_with_abstract_socket(quinn::EndpointConfig::default(), None, wrapped, runtime)
             .context("quinn endpoint")?
     } else {
@@ -306,18 +330,37 @@ pub async fn run_client(
         .context("starting connection")?
         .await
         .with_context(|| format!("handshake with {connect}"))?;
-    if opts.http3 {
-        let (duration, stats) = super::quinn_h3::client(&conn, req).await?;
+    let (duration, stats) = if opts.http3 {
+        let r = super::quinn_h3::client(&conn, req).await?;
         conn.close(VarInt::from_u32(0x100), b"done");
-        endpoint.wait_idle().await;
-        return Ok(TransferReport::new(
-            Stack::Quinn,
-            req.direction,
-            req.bytes,
-            duration,
-            stats,
-        ));
+        r
+    } else {
+        let r = raw_transfer(&conn, req).await?;
+        conn.close(VarInt::from_u32(0), b"done");
+        r
+    };
+    endpoint.wait_idle().await;
+    let mut report = TransferReport::new(Stack::Quinn, req.direction, req.bytes, duration, stats);
+    if let Some((handle, signals, sample, sampler)) = sk_run {
+        sampler.abort();
+        let sample = *lock(&sample);
+        report.sidekick = Some(handle.with_client(|c| {
+            SidekickCounters::collect(mode, c, &sample, signals.quack_events_applied())
+        }));
+        handle.stop();
     }
+    Ok(report)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The raw-stream transfer on an established connection: (duration, data sender's stats).
+async fn raw_transfer(
+    conn: &quinn::Connection,
+    req: Request,
+) -> anyhow::Result<(std::time::Duration, SenderStats)> {
     let (mut send, mut recv) = conn.open_bi().await.context("opening stream")?;
 
     let start = Instant::now();
@@ -379,25 +422,7 @@ pub async fn run_client(
             )
         }
     };
-    conn.close(VarInt::from_u32(0), b"done");
-    endpoint.wait_idle().await;
-    let mut report = TransferReport::new(Stack::Quinn, req.direction, req.bytes, duration, stats);
-    if let Some((handle, signals)) = sk_handle {
-        report.sidekick = Some(handle.with_client(|c| {
-            let st = c.stats();
-            SidekickCounters {
-                quacks: st.quacks,
-                inconsistent_quacks: st.inconsistent_quacks,
-                eacks_sent: st.eacks_sent,
-                losses_detected: signals.quack_events_applied(),
-                retransmissions: st.retransmissions,
-                active: c.is_active(),
-                fallback: c.fallback_cause().is_some(),
-            }
-        }));
-        handle.stop();
-    }
-    Ok(report)
+    Ok((duration, stats))
 }
 
 async fn read_summary(recv: &mut quinn::RecvStream) -> anyhow::Result<Summary> {

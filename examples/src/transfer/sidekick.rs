@@ -1,0 +1,352 @@
+//! The sidekick side of `sidekick-transfer client --sidekick`: which engine runs for which
+//! direction, the parameters the lab scenarios set, and the counters the JSON report carries.
+//!
+//! - **Upload** (the client is the data sender, lossy link near it): Robin (seed 001 §4.3). The
+//!   proxy quACKs what it forwarded; the SDK retransmits a datagram the quACK shows lost (an
+//!   identical copy) and, on quinn, PACUBIC reacts to the near-segment loss (§4.3.2, App. A).
+//!   Defaults from seed 001 Table 5, scenario #2: a quACK every 30 ms, threshold t = 10.
+//!   ACK reduction (scenario #3, quinn only): the client asks the server through the QUIC
+//!   ACK-frequency extension to ACK only every N ack-eliciting packets and lets quACKs advance
+//!   PACUBIC's window meanwhile; defaults then become a quACK every 15 ms, t = 50.
+//! - **Download** (the client is the data receiver, lossy link near it): Packrat (seed 002
+//!   §4-§5). The client sends eACKs of what it received; the proxy retransmits from its cache
+//!   what is missing; the client holds post-gap datagrams for a reorder window (ACK withholding,
+//!   seed 002 §4 and §5.2) so the server never sees a gap the proxy repairs. Defaults from seed
+//!   002 Table 4 (HTTP/3: eACK every 10 ms / 16 packets, 160 symbols, 48 kB cache) and Table 3
+//!   (reorder delay 30 ms, the Wi-Fi and cellular setting; 65 ms for satellite).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sidekick::packrat::PackratStats;
+use sidekick::robin::RobinStats;
+use sidekick::session::{FallbackCause, SidekickClient, SidekickConfig};
+use sidekick_protocol::FallbackReason;
+
+use super::Direction;
+
+/// Parameters of the sidekick session (`--sidekick-*` flags).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SidekickParams {
+    /// quACK interval in ms (Robin); `None`: 30, or 15 with ACK reduction (seed 001 Table 5).
+    pub quack_interval_ms: Option<u32>,
+    /// quACK threshold t (Robin); `None`: 10, or 50 with ACK reduction.
+    pub quack_threshold: Option<u32>,
+    /// Also a quACK every this many packets (Robin; seed 001 Table 5 #1 uses 2); 0: time only.
+    pub quack_packets: u32,
+    /// quinn upload: ask the server to send an ACK only every this many ack-eliciting packets
+    /// (ACK-frequency extension) and advance PACUBIC on quACKs (Robin #3). `None`: off.
+    pub ack_reduction: Option<u32>,
+    /// eACK interval in ms (Packrat).
+    pub eack_interval_ms: u32,
+    /// eACK every this many packets (Packrat).
+    pub eack_packets: u32,
+    /// Local eACK symbols (Packrat).
+    pub eack_symbols: u32,
+    /// Proxy cache capacity in bytes requested (Packrat).
+    pub cache_bytes: u32,
+    /// Reorder window (ACK withholding) in ms (Packrat).
+    pub reorder_ms: u32,
+    /// Selective eACKs: only while a gap is open (seed 002 §5.2.3).
+    pub selective: bool,
+    /// First discovery retransmission timeout in ms (doubles per attempt).
+    pub discovery_retry_ms: u32,
+    /// Discovery requests sent before falling back (no proxy).
+    pub discovery_attempts: u32,
+}
+
+impl Default for SidekickParams {
+    fn default() -> Self {
+        Self {
+            quack_interval_ms: None,
+            quack_threshold: None,
+            quack_packets: 0,
+            ack_reduction: None,
+            eack_interval_ms: 10,
+            eack_packets: 16,
+            eack_symbols: 160,
+            cache_bytes: 48_000,
+            reorder_ms: 30,
+            selective: false,
+            discovery_retry_ms: 250,
+            discovery_attempts: 4,
+        }
+    }
+}
+
+/// Which engine the client runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Robin sender (uploads).
+    Robin,
+    /// Packrat receiver (downloads).
+    Packrat,
+}
+
+impl Mode {
+    /// The engine for a transfer direction.
+    pub fn for_direction(d: Direction) -> Self {
+        match d {
+            Direction::Upload => Mode::Robin,
+            Direction::Download => Mode::Packrat,
+        }
+    }
+}
+
+impl SidekickParams {
+    /// quACK interval and threshold in effect.
+    pub fn quack(&self) -> (u32, u32) {
+        let reduce = self.ack_reduction.is_some();
+        (
+            self.quack_interval_ms
+                .unwrap_or(if reduce { 15 } else { 30 }),
+            self.quack_threshold.unwrap_or(if reduce { 50 } else { 10 }),
+        )
+    }
+
+    /// The SDK configuration for a transfer in `direction`.
+    ///
+    /// ```
+    /// use sidekick_examples::transfer::Direction;
+    /// use sidekick_examples::transfer::sidekick::SidekickParams;
+    ///
+    /// let c = SidekickParams::default().config(Direction::Upload);
+    /// let robin = c.protocol.session.robin.unwrap();
+    /// assert_eq!((robin.interval_ms, robin.threshold), (30, 10)); // seed 001 Table 5, #2
+    /// assert!(c.protocol.session.packrat.is_none());
+    /// ```
+    pub fn config(&self, direction: Direction) -> SidekickConfig {
+        let mut c = match Mode::for_direction(direction) {
+            Mode::Robin => {
+                let (interval, t) = self.quack();
+                let mut c = SidekickConfig::robin(interval, t);
+                if let Some(r) = c.protocol.session.robin.as_mut() {
+                    r.interval_packets = self.quack_packets;
+                }
+                c
+            }
+            Mode::Packrat => {
+                let mut c = SidekickConfig::packrat();
+                if let Some(p) = c.protocol.session.packrat.as_mut() {
+                    p.eack_interval_ms = self.eack_interval_ms;
+                    p.eack_interval_packets = self.eack_packets;
+                    p.local_symbols = self.eack_symbols;
+                    p.cache_capacity_bytes = u64::from(self.cache_bytes);
+                    p.reorder_delay_ms = self.reorder_ms;
+                }
+                c.packrat.selective = self.selective;
+                c
+            }
+        };
+        c.protocol.discovery_retry = Duration::from_millis(u64::from(self.discovery_retry_ms));
+        c.protocol.discovery_attempts = self.discovery_attempts.max(1);
+        c
+    }
+}
+
+/// The engines' counters, sampled while the session is active (the SDK drops its engines on
+/// fallback, so the report keeps the last sample).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineSample {
+    /// Robin's counters.
+    pub robin: Option<RobinStats>,
+    /// Packrat's counters.
+    pub packrat: Option<PackratStats>,
+}
+
+impl EngineSample {
+    /// Take a fresh sample if the engines are running.
+    pub fn update(&mut self, c: &SidekickClient) {
+        if let Some(r) = c.robin() {
+            self.robin = Some(r.stats());
+        }
+        if let Some(p) = c.packrat() {
+            self.packrat = Some(p.stats());
+        }
+    }
+}
+
+/// Counters of the client's sidekick session in the JSON report.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct SidekickCounters {
+    /// `robin` (upload) or `packrat` (download).
+    pub mode: Option<Mode>,
+    /// `active` (session up at the end), `fallback` (the SDK fell back: see `fallback_cause`), or
+    /// `discovering` (no proxy had answered when the transfer ended: it ran end to end).
+    pub state: &'static str,
+    /// quACKs handed to Robin (`SdkStats::quacks`).
+    pub quacks: u64,
+    /// Of which rejected as inconsistent.
+    pub inconsistent_quacks: u64,
+    /// Of which stale (ignored).
+    pub stale_quacks: u64,
+    /// eACKs sent (Packrat).
+    pub eacks_sent: u64,
+    /// Coded symbols in those eACKs.
+    pub eack_symbols: u64,
+    /// Near-segment losses Robin detected (reordering rule + time rule).
+    pub losses_detected: u64,
+    /// quinn: near-segment losses applied to PACUBIC (`SharedSignals::quack_events_applied`).
+    pub cc_events: u64,
+    /// Early retransmissions the SDK sent (Robin: identical copies of datagrams a quACK shows
+    /// lost).
+    pub retransmissions: u64,
+    /// Packrat: datagrams held back by the reorder window.
+    pub held: u64,
+    /// Packrat: gaps opened in the packet-number sequence.
+    pub gaps_opened: u64,
+    /// Packrat: gaps filled while held (late arrival or the proxy's retransmission).
+    pub gaps_filled: u64,
+    /// Packrat: gaps released by the reorder window expiring.
+    pub gaps_expired: u64,
+    /// Resets the client requested.
+    pub resets_requested: u64,
+    /// Resets the proxy started.
+    pub resets_by_proxy: u64,
+    /// Sidekick datagrams refused (forged, replayed, wrong source).
+    pub rejected_frames: u64,
+    /// Whether the session was active at the end.
+    pub active: bool,
+    /// Whether the transfer ran (at the end) without the sidekick: fell back, or no proxy
+    /// answered.
+    pub fallback: bool,
+    /// Why: `no_proxy`, `init_timeout`, `rejected`, `idle_timeout`, `control_timeout`,
+    /// `closed_by_proxy`, `inconsistent_quacks`, `never_sent`, `over_quota`, `too_many_resets`,
+    /// `application`, or `discovery_unanswered` (still probing when the transfer ended).
+    pub fallback_cause: Option<&'static str>,
+}
+
+/// Stable name of a fallback cause for reports.
+pub fn cause_name(c: FallbackCause) -> &'static str {
+    match c {
+        FallbackCause::Protocol(r) => match r {
+            FallbackReason::NoProxy => "no_proxy",
+            FallbackReason::InitTimeout => "init_timeout",
+            FallbackReason::Rejected(_) => "rejected",
+            FallbackReason::IdleTimeout => "idle_timeout",
+            FallbackReason::ControlTimeout => "control_timeout",
+        },
+        FallbackCause::ClosedByProxy => "closed_by_proxy",
+        FallbackCause::InconsistentQuacks => "inconsistent_quacks",
+        FallbackCause::NeverSent => "never_sent",
+        FallbackCause::OverQuota => "over_quota",
+        FallbackCause::TooManyResets => "too_many_resets",
+        FallbackCause::Application => "application",
+    }
+}
+
+impl SidekickCounters {
+    /// Counters from the client state, the last engine sample and (quinn) PACUBIC's count.
+    pub fn collect(mode: Mode, c: &SidekickClient, sample: &EngineSample, cc_events: u64) -> Self {
+        let mut sample = *sample;
+        sample.update(c);
+        let st = c.stats();
+        let (state, cause) = match (c.is_active(), c.fallback_cause()) {
+            (true, _) => ("active", None),
+            (false, Some(cause)) => ("fallback", Some(cause_name(cause))),
+            (false, None) => ("discovering", Some("discovery_unanswered")),
+        };
+        let robin = sample.robin.unwrap_or_default();
+        let packrat = sample.packrat.unwrap_or_default();
+        Self {
+            mode: Some(mode),
+            state,
+            quacks: st.quacks,
+            inconsistent_quacks: st.inconsistent_quacks,
+            stale_quacks: st.stale_quacks,
+            eacks_sent: st.eacks_sent,
+            eack_symbols: packrat.eack_symbols,
+            losses_detected: robin.lost_by_reordering + robin.lost_by_time,
+            cc_events,
+            retransmissions: st.retransmissions,
+            held: packrat.held,
+            gaps_opened: packrat.gaps_opened,
+            gaps_filled: packrat.gaps_filled,
+            gaps_expired: packrat.gaps_expired,
+            resets_requested: st.resets_requested,
+            resets_by_proxy: st.resets_by_proxy,
+            rejected_frames: st.rejected_frames,
+            active: state == "active",
+            fallback: state != "active",
+            fallback_cause: cause,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn defaults_follow_the_papers() {
+        let p = SidekickParams::default();
+        assert_eq!(p.quack(), (30, 10));
+        let reduce = SidekickParams {
+            ack_reduction: Some(20),
+            ..p
+        };
+        assert_eq!(reduce.quack(), (15, 50));
+        let c = p.config(Direction::Download);
+        let pk = c.protocol.session.packrat.unwrap();
+        assert_eq!(
+            (
+                pk.eack_interval_ms,
+                pk.eack_interval_packets,
+                pk.local_symbols,
+                pk.cache_capacity_bytes,
+                pk.reorder_delay_ms
+            ),
+            (10, 16, 160, 48_000, 30)
+        );
+        assert!(c.protocol.session.robin.is_none());
+    }
+
+    #[test]
+    fn overrides_reach_the_sdk_config() {
+        let p = SidekickParams {
+            quack_interval_ms: Some(7),
+            quack_threshold: Some(33),
+            quack_packets: 2,
+            reorder_ms: 65,
+            eack_symbols: 40,
+            selective: true,
+            discovery_attempts: 2,
+            ..SidekickParams::default()
+        };
+        let up = p.config(Direction::Upload);
+        let r = up.protocol.session.robin.unwrap();
+        assert_eq!((r.interval_ms, r.threshold, r.interval_packets), (7, 33, 2));
+        assert_eq!(up.protocol.discovery_attempts, 2);
+        let down = p.config(Direction::Download);
+        let pk = down.protocol.session.packrat.unwrap();
+        assert_eq!((pk.reorder_delay_ms, pk.local_symbols), (65, 40));
+        assert!(down.packrat.selective);
+    }
+
+    #[test]
+    fn counters_report_discovery_and_fallback() {
+        let mut c = SidekickClient::new(SidekickParams::default().config(Direction::Upload));
+        let now = Instant::now();
+        c.start(now).unwrap();
+        let s = SidekickCounters::collect(Mode::Robin, &c, &EngineSample::default(), 0);
+        assert_eq!(s.state, "discovering");
+        assert!(s.fallback && !s.active);
+        assert_eq!(s.fallback_cause, Some("discovery_unanswered"));
+        // Without answers, discovery gives up after its attempts: no proxy.
+        let mut t = now;
+        for _ in 0..20 {
+            t += Duration::from_secs(1);
+            c.handle_timeout(t);
+        }
+        let s = SidekickCounters::collect(Mode::Robin, &c, &EngineSample::default(), 0);
+        assert_eq!(s.state, "fallback");
+        assert_eq!(s.fallback_cause, Some("no_proxy"));
+        let line = serde_json::to_string(&s).unwrap();
+        assert!(
+            line.contains(r#""mode":"robin","state":"fallback""#),
+            "{line}"
+        );
+    }
+}
