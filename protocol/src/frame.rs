@@ -8,7 +8,7 @@
 //! ```
 //!
 //! All integers big-endian. The tag (16 bytes, or 32 with flag `TAG32`) is HMAC-SHA256 under the
-//! session key over header ‖ body. The layout is specified in `docs/protocol.md` §3.
+//! session key over header ‖ body. The layout is specified in `docs/protocol.md` §4.
 
 use crate::error::Error;
 use crate::keys::{SESSION_ID_LEN, SessionId, SessionKey};

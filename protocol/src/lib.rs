@@ -49,6 +49,7 @@
 use std::time::{Duration, Instant};
 
 pub mod client;
+mod client_types;
 pub mod discovery;
 pub mod error;
 pub mod frame;
@@ -57,6 +58,7 @@ pub mod messages;
 pub mod proxy;
 pub mod replay;
 pub mod table;
+mod table_fuzz;
 
 pub use client::{
     ClientConfig, ClientEvent, ClientSession, ClientState, ClientStats, ClientTransmit,

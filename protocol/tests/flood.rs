@@ -79,6 +79,8 @@ fn policy() -> ProxyPolicy {
     p.max_half_open = 128;
     p.outbox_cap = 256;
     p.max_events = 32;
+    // Fewer X25519 operations than the default 200/s keep the test fast; the flood is the same.
+    p.discovery_rate = 50;
     p
 }
 
@@ -124,7 +126,7 @@ fn flood_keeps_state_bounded_and_never_amplifies() {
     let server: SocketAddr = "203.0.113.5:443".parse().unwrap();
     let mut now = t0;
 
-    // Phase 1: 100k forged discovery requests from 65k spoofed addresses, 1 ms apart.
+    // Phase 1: 100k forged discovery requests from 65k spoofed hosts, 1 ms apart.
     let mut replies = 0u64;
     let mut half_open_ids = Vec::new();
     for i in 0..100_000u32 {
@@ -164,9 +166,9 @@ fn flood_keeps_state_bounded_and_never_amplifies() {
     }
     let s = t.stats();
     assert_eq!(s.discovery_replies, replies);
-    // Token bucket: 200/s for 100 s plus the burst of 50.
-    assert!(replies <= 200 * 100 + 50 + 1, "{replies}");
-    assert!(replies > 15_000, "{replies}");
+    // Token bucket: 50/s for 100 s plus the burst of 50.
+    assert!(replies <= 50 * 100 + 50 + 1, "{replies}");
+    assert!(replies > 4_000, "{replies}");
     assert_eq!(
         s.discovery_rate_limited + s.discovery_refused + replies,
         100_000
@@ -179,7 +181,7 @@ fn flood_keeps_state_bounded_and_never_amplifies() {
     now += Duration::from_secs(1);
     let mut clients = Vec::new();
     for c in 0..100u16 {
-        now += Duration::from_millis(10);
+        now += Duration::from_millis(25);
         let base = BaseFlow {
             client: SocketAddr::new(Ipv4Addr::new(10, 1, (c >> 8) as u8, c as u8).into(), 5000),
             server,
@@ -241,7 +243,7 @@ fn flood_keeps_state_bounded_and_never_amplifies() {
         .collect();
 
     // Phase 3: 100k forged Inits (padded, for half-open and live ids and random ones, under
-    // keys the attacker made up) and 100k random datagrams, from 65k addresses.
+    // keys the attacker made up) and 100k random datagrams, from 65k hosts.
     let forged_key = SessionKey::from_bytes(&[0x66; 32]);
     let init = Message::Init(Init {
         capabilities: 1,
