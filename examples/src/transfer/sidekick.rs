@@ -49,6 +49,11 @@ pub struct SidekickParams {
     pub reorder_ms: u32,
     /// Selective eACKs: only while a gap is open (seed 002 §5.2.3).
     pub selective: bool,
+    /// Packets added to the open gaps when sizing an eACK (Packrat): the proxy's view includes
+    /// the packets it forwarded that had not reached the client when the eACK was built, and
+    /// after a proxy reset those that straddle the epoch change; an eACK sized for the gaps alone
+    /// fails to decode at the proxy, which then resets the epoch.
+    pub eack_inflight: u32,
     /// First discovery retransmission timeout in ms (doubles per attempt).
     pub discovery_retry_ms: u32,
     /// Discovery requests sent before falling back (no proxy).
@@ -68,6 +73,7 @@ impl Default for SidekickParams {
             cache_bytes: 48_000,
             reorder_ms: 30,
             selective: false,
+            eack_inflight: 16,
             discovery_retry_ms: 250,
             discovery_attempts: 4,
         }
@@ -136,6 +142,7 @@ impl SidekickParams {
                     p.reorder_delay_ms = self.reorder_ms;
                 }
                 c.packrat.selective = self.selective;
+                c.packrat.inflight_allowance = self.eack_inflight as usize;
                 c
             }
         };
