@@ -282,9 +282,10 @@ impl Identifier for u16 {
 impl Identifier for u32 {
     const BYTES: usize = 4;
     const MODULUS: u64 = 4_294_967_291;
-    // Each lazy insertion adds a value < 2^33 (the SIMD path skips the last fold) to an
-    // accumulator that starts < p: 2^31 - 1 insertions cannot overflow a u64. Keep a margin.
-    const LAZY_LIMIT: u32 = 1 << 30;
+    // Each lazy insertion adds a value < 1.5·2^34 (the AVX2 path keeps its lanes folded once,
+    // below 6·2^32) to an accumulator that starts < p: 2^28 insertions stay below
+    // 2^32 + 1.5·2^62 < 2^64.
+    const LAZY_LIMIT: u32 = 1 << 28;
     const BUFFERED: bool = true;
 
     #[inline]

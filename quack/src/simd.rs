@@ -59,7 +59,7 @@ pub(crate) fn insert8_u32(acc: &mut [u64], xs: &[u32; 8]) {
     insert_batch_u32(acc, xs);
 }
 
-/// Inserts several identifiers (each accumulator grows by less than `2^33` per identifier).
+/// Inserts several identifiers (each accumulator grows by less than `1.5·2^34` per identifier).
 pub(crate) fn insert_batch_u32(acc: &mut [u64], xs: &[u32]) {
     let mut rest = xs;
     #[cfg(target_arch = "x86_64")]
@@ -170,9 +170,9 @@ mod avx2 {
     use core::arch::x86_64::{
         __m256i, _mm_add_epi64, _mm_cvtsi128_si64, _mm_unpackhi_epi64, _mm256_add_epi64,
         _mm256_and_si256, _mm256_castsi256_pd, _mm256_castsi256_si128, _mm256_cmpeq_epi64,
-        _mm256_extracti128_si256, _mm256_movemask_pd, _mm256_mul_epu32, _mm256_or_si256,
-        _mm256_set_epi64x, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_slli_epi64,
-        _mm256_srli_epi64,
+        _mm256_cmpgt_epi64, _mm256_extracti128_si256, _mm256_movemask_pd, _mm256_mul_epu32,
+        _mm256_or_si256, _mm256_set_epi64x, _mm256_set1_epi64x, _mm256_setzero_si256,
+        _mm256_slli_epi64, _mm256_srli_epi64, _mm256_sub_epi64,
     };
 
     use super::{P32, canon};
@@ -228,29 +228,55 @@ mod avx2 {
         )
     }
 
+    /// Lanes reduced from `v < 2^32 + 25` to the canonical representative `< p`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn canonical(v: __m256i) -> __m256i {
+        let w = _mm256_and_si256(low32(v), _mm256_set1_epi64x(0xFFFF_FFFF));
+        // w < 2^32: subtract p where w ≥ p (signed compare is exact below 2^63).
+        let ge = _mm256_cmpgt_epi64(w, _mm256_set1_epi64x(P32 as i64 - 1));
+        _mm256_sub_epi64(w, _mm256_and_si256(ge, _mm256_set1_epi64x(P32 as i64)))
+    }
+
+    /// One step of a power chain: `r·m` for `r < 6·2^32` (any representative) and canonical
+    /// `m`, `m5 = 5·m mod p`. With `r = lo + hi·2^32` (`hi ≤ 5`), `r·m ≡ lo·m + hi·(5m)`, and
+    /// `lo·m + hi·m5 ≤ (2^32−1)(p−1) + 5(p−1) < 2^64`; one fold brings the result back below
+    /// `2^32 + 5·2^32 = 6·2^32`. Two multiplications and one fold instead of three folds.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn chain_step(r: __m256i, m: __m256i, m5: __m256i) -> __m256i {
+        let p = _mm256_add_epi64(
+            _mm256_mul_epu32(r, m),
+            _mm256_mul_epu32(_mm256_srli_epi64::<32>(r), m5),
+        );
+        fold(p)
+    }
+
     /// Adds the powers of 8 identifiers to the accumulators.
     #[target_feature(enable = "avx2")]
     pub(super) fn insert8(acc: &mut [u64], xs: &[u32; 8]) {
         let zero = _mm256_setzero_si256();
+        let five = _mm256_set1_epi64x(5);
         let xa = lanes(&xs[..4]);
         let xb = lanes(&xs[4..]);
-        // Four independent chains: odd and even powers of both vectors, each stepping by x².
-        // Every y is congruent to its power and < 2^32 + 25; low32(y) feeds multiplications.
-        let sa2 = mul_add_fold2(xa, xa, zero);
-        let sb2 = mul_add_fold2(xb, xb, zero);
-        let (xa2, xb2) = (low32(sa2), low32(sb2));
+        // Four independent chains: odd and even powers of both vectors, each stepping by x²
+        // (canonical, with 5·x² mod p for the high part of the running value).
+        let xa2 = canonical(mul_add_fold2(xa, xa, zero));
+        let xb2 = canonical(mul_add_fold2(xb, xb, zero));
+        let xa25 = canonical(mul_add_fold2(xa2, five, zero));
+        let xb25 = canonical(mul_add_fold2(xb2, five, zero));
         let (mut oa, mut ob) = (xa, xb);
-        let (mut ea, mut eb) = (sa2, sb2);
+        let (mut ea, mut eb) = (xa2, xb2);
         let mut pairs = acc.chunks_exact_mut(2);
         for pair in &mut pairs {
-            // 8 lanes < 2^32 + 25 each: a horizontal sum is < 2^36 (the u32 lazy bound allows
-            // < 2^33 per identifier).
+            // 8 lanes < 6·2^32 each: a horizontal sum is < 48·2^32, i.e. < 1.5·2^34 per
+            // identifier (the u32 lazy bound).
             pair[0] += hsum(_mm256_add_epi64(oa, ob));
             pair[1] += hsum(_mm256_add_epi64(ea, eb));
-            oa = mul_add_fold2(low32(oa), xa2, zero);
-            ob = mul_add_fold2(low32(ob), xb2, zero);
-            ea = mul_add_fold2(low32(ea), xa2, zero);
-            eb = mul_add_fold2(low32(eb), xb2, zero);
+            oa = chain_step(oa, xa2, xa25);
+            ob = chain_step(ob, xb2, xb25);
+            ea = chain_step(ea, xa2, xa25);
+            eb = chain_step(eb, xb2, xb25);
         }
         if let [last] = pairs.into_remainder() {
             *last += hsum(_mm256_add_epi64(oa, ob));
@@ -280,19 +306,31 @@ mod avx2 {
             let lane = |i: usize| canon(xs.get(4 * v + i).copied().unwrap_or(0)) as i64;
             _mm256_set_epi64x(lane(3), lane(2), lane(1), lane(0))
         });
+        // 5·x mod p, canonical, for the high part of the running value (see `chain_step`).
+        let five = _mm256_set1_epi64x(5);
+        let zero = _mm256_setzero_si256();
+        let x5: [__m256i; V] = core::array::from_fn(|v| canonical(mul_add_fold2(x[v], five, zero)));
+        // Horner: acc ← acc·x + c with acc kept below 6·2^32 (one fold per step); the
+        // coefficients are canonical, so acc = lo + hi·2^32 gives
+        // lo·x + hi·(5x) + c ≤ (2^32−1)(p−1) + 6(p−1) < 2^64.
         let mut acc = [_mm256_set1_epi64x(1); V];
         for &c in coeffs {
             let c = _mm256_set1_epi64x(c as i64);
             for v in 0..V {
-                acc[v] = mul_add_fold2(low32(acc[v]), x[v], c);
+                let a = acc[v];
+                let prod = _mm256_add_epi64(
+                    _mm256_mul_epu32(a, x[v]),
+                    _mm256_mul_epu32(_mm256_srli_epi64::<32>(a), x5[v]),
+                );
+                acc[v] = fold(_mm256_add_epi64(prod, c));
             }
         }
-        let zero = _mm256_setzero_si256();
         let p = _mm256_set1_epi64x(P32 as i64);
         let mut mask = 0u32;
         for (v, a) in acc.iter().enumerate() {
-            // One more fold gives the exact representative < 2^32; zero mod p is 0 or p.
-            let a = fold(*a);
+            // Two more folds give the exact representative < 2^32 (< 2^32 + 25, then < 2^32);
+            // zero mod p is 0 or p.
+            let a = fold(fold(*a));
             let z = _mm256_or_si256(_mm256_cmpeq_epi64(a, zero), _mm256_cmpeq_epi64(a, p));
             mask |= (_mm256_movemask_pd(_mm256_castsi256_pd(z)) as u32) << (4 * v);
         }
@@ -333,6 +371,103 @@ mod tests {
             insert_batch_u32(&mut acc, &xs);
             let got: Vec<u64> = acc.iter().map(|a| a % P32).collect();
             assert_eq!(got, reference_sums(&xs, t), "t = {t}");
+        }
+    }
+
+    #[test]
+    fn batch_paths_match_reference_at_the_lazy_extremes() {
+        // Identifiers whose powers keep the lanes near their bounds (−1, −2, 4 = 2^32 − 1 mod p,
+        // values just below p and 2^32), long chains (t = 64), and 8-identifier blocks.
+        let xs: Vec<u32> = [
+            u32::MAX,
+            u32::MAX - 1,
+            u32::MAX - 4,
+            u32::MAX - 5,
+            u32::MAX - 6,
+            (P32 - 1) as u32,
+            (P32 - 2) as u32,
+            0x8000_0000,
+        ]
+        .iter()
+        .copied()
+        .cycle()
+        .take(8 * 5 + 3)
+        .collect();
+        for t in [1usize, 2, 9, 10, 20, 64] {
+            let mut acc = vec![0u64; t];
+            insert_batch_u32(&mut acc, &xs);
+            let got: Vec<u64> = acc.iter().map(|a| a % P32).collect();
+            assert_eq!(got, reference_sums(&xs, t), "t = {t}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lazy_batches_equal_naive_sums(
+            xs in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..70),
+            t in 0usize..40,
+        ) {
+            let mut acc = vec![0u64; t];
+            insert_batch_u32(&mut acc, &xs);
+            let got: Vec<u64> = acc.iter().map(|a| a % P32).collect();
+            proptest::prop_assert_eq!(got, reference_sums(&xs, t));
+            // Exactly 8 at a time (the insert buffer's path).
+            let mut acc8 = vec![0u64; t];
+            for c in xs.chunks_exact(8) {
+                let block: [u32; 8] = core::array::from_fn(|i| c[i]);
+                insert8_u32(&mut acc8, &block);
+            }
+            let whole = xs.len() / 8 * 8;
+            let got8: Vec<u64> = acc8.iter().map(|a| a % P32).collect();
+            proptest::prop_assert_eq!(got8, reference_sums(&xs[..whole], t));
+        }
+    }
+
+    /// Coefficients (highest degree first, leading 1 omitted) of `Π (x − r)` mod p.
+    fn poly_from_roots(roots: &[u32]) -> Vec<u64> {
+        let mulm = |a: u64, b: u64| ((u128::from(a) * u128::from(b)) % u128::from(P32)) as u64;
+        let mut c = vec![1u64]; // c[0] = leading coefficient
+        for &r in roots {
+            let r = u64::from(r) % P32;
+            let mut next = c.clone();
+            next.push(0);
+            for (i, &ci) in c.iter().enumerate() {
+                next[i + 1] = (next[i + 1] + P32 - mulm(ci, r)) % P32;
+            }
+            c = next;
+        }
+        c.remove(0);
+        c
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn simd_roots_match_naive_evaluation(
+            roots in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::prelude::any::<u32>(),
+                    proptest::strategy::Strategy::prop_map(0u32..8, |d| u32::MAX - d),
+                    (0u32..8),
+                ],
+                1..24,
+            ),
+            others in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..80),
+        ) {
+            let coeffs = poly_from_roots(&roots);
+            let mut cands = others.clone();
+            cands.extend(roots.iter().copied());
+            cands.extend([u32::MAX, u32::MAX - 4, (P32 - 1) as u32, 0, 1]);
+            let naive = |x: u32| {
+                let x = u128::from(u64::from(x) % P32);
+                coeffs.iter().fold(1u128, |acc, &c| (acc * x + u128::from(c)) % u128::from(P32))
+            };
+            let want: Vec<usize> = (0..cands.len()).filter(|&i| naive(cands[i]) == 0).collect();
+            let mut hits = Vec::new();
+            find_roots_u32(&coeffs, &cands, &mut hits);
+            proptest::prop_assert_eq!(&hits, &want);
+            hits.clear();
+            find_roots_scalar(&coeffs, &cands, 0, &mut hits);
+            proptest::prop_assert_eq!(&hits, &want);
         }
     }
 
