@@ -216,17 +216,17 @@ fn peel<I: Id>(
             queue.resize(qlen + n + 64, 0);
         }
         let mut walk = IndexWalk::new(h);
-        let mut contains_i = false;
         loop {
             let j = walk.index();
             let Some(t) = syms.get_mut(j) else { break };
             t.apply(id, checksum, -c);
             queue[qlen] = j as u32;
             qlen += usize::from(is_unit(t.count));
-            contains_i |= j == i;
             walk.advance();
         }
-        if !contains_i {
+        // Symbol i held exactly this element (count c): if the walk passed through it, its count
+        // is now 0, otherwise it is still c.
+        if syms[i].count != 0 {
             // The checksum matched but the element does not map to this symbol: a checksum
             // collision or corruption; the peeled element is not trustworthy.
             return Err(DecodeError::ChecksumMismatch { index: i });

@@ -6,35 +6,48 @@
 //! at index `j`, the next hit lies beyond `j + x` with probability
 //! `∏_{k=j+1}^{j+x} (1 − ρ(k)) = (j+1)(j+2)/((j+x+1)(j+x+2)) ≈ ((j+1.5)/(j+x+1.5))²`,
 //! so the gap is sampled by inversion as `ceil((j + 1.5)·(F − 1))` with `P(F > f) = 1/f²`
-//! (`f ≥ 1`). The reference code draws `F = (1 − u)^(−1/2)` with a square root *and* a division;
-//! here `F = 1 / max(U₁, U₂)` for two independent uniforms, which has exactly the same law
-//! (`P(max(U₁,U₂) < 1/f) = 1/f²`) and needs no square root. `F − 1 = (1 − M)/M` with
-//! `M = max(U₁, U₂)` is then computed in integer fixed point from an 8-bit reciprocal table
-//! (relative error below 2^-9 on the gap, far inside the paper's own continuous approximation),
-//! so no floating-point division either. The two uniforms are the halves of one output of a
-//! 64-bit multiplicative generator seeded by the element's keyed hash.
+//! (`f ≥ 1`), the reference code's continuous approximation. The reference draws
+//! `F = (1 − u)^(−1/2)` with a square root *and* a division; this crate draws `F` in the log
+//! domain with neither:
+//!
+//! - `log₂ F` is exponential with `P(log₂ F > x) = 4^(−x)`, so its integer part `K` is geometric
+//!   with `P(K ≥ k) = 4^(−k)` — half the number of leading zero bits of a uniform 64-bit word
+//!   (`P(lz ≥ 2k) = 4^(−k)`) — and its fractional part `Φ`, independent of `K` (memorylessness),
+//!   has density `∝ 4^(−φ)` on `[0, 1)`;
+//! - `2^Φ = (1 − 3u/4)^(−1/2)` for a uniform `u` is read from a 2048-entry fixed-point table
+//!   ([`POW`], bin midpoints, relative error of `F` below 2^-11, inside the continuous
+//!   approximation's own error), so `F·2^24 = POW[v] << K` is one load and one shift.
+//!
+//! The random bits come from a 64-bit multiplicative congruential generator seeded with the
+//! element's keyed hash: one multiplication per step, whose high bits give `K` and a middle
+//! field gives `v`. The only loop-carried chain that depends on the previous index is one
+//! multiply, shift and add (`y' = y + 2 + 2·⌊y·G/2⌋`, `y = 2·index + 3`); the generator and
+//! the table lookup run ahead of it. The mapping is deterministic integer arithmetic (the table
+//! is computed at compile time), so the client and the proxy agree on every platform.
 //!
 //! Because the hits at different indices are independent Bernoulli(ρ(i)) events (the survival
 //! function above is a product), any sampler with these gap laws yields the rIBLT's
 //! distribution; decoding performance (symbols per missing element) is measured by
 //! `examples/sizing.rs` and matches the paper's.
-//!
-//! The per-step chain that depends on the previous index is kept short (integer multiply, add,
-//! shift, add); the PRNG and reciprocal depend only on the PRNG state, so successive steps
-//! overlap in the CPU. The mapping is deterministic integer arithmetic, so the client and the
-//! proxy always agree on every platform.
 
 /// Exclusive bound on indices this mapping is used for. Every sketch is smaller
 /// ([`crate::MAX_SYMBOLS`]); beyond this bound the walk's arithmetic is not meaningful.
 pub(crate) const INDEX_BOUND: u64 = 1 << 16;
 
-/// Fixed-point fraction bits of `G = F − 1`.
+/// Fixed-point fraction bits of `F` and `G = F − 1`.
 const G_FRAC: u32 = 24;
+
+/// log₂ of the number of entries of [`POW`].
+const POW_BITS: u32 = 11;
+
+/// Bit position of the table index `v` in the generator output (below every bit the leading-zero
+/// count can examine, see [`IndexWalk::advance`]).
+const POW_SHIFT: u32 = 29;
 
 /// A walk over one element's coded-symbol indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexWalk {
-    /// Weyl-sequence PRNG state.
+    /// Multiplicative congruential generator state (odd).
     state: u64,
     /// `2·index + 3`, i.e. twice `index + 1.5`: keeps the gap formula in integers.
     y: u64,
@@ -44,7 +57,10 @@ impl IndexWalk {
     /// Starts a walk at index 0 for an element with keyed hash `seed`.
     #[inline(always)]
     pub fn new(seed: u64) -> Self {
-        IndexWalk { state: seed, y: 3 }
+        IndexWalk {
+            state: seed | 1,
+            y: 3,
+        }
     }
 
     /// The current index.
@@ -56,45 +72,48 @@ impl IndexWalk {
     /// Moves to the next index of the sequence (strictly larger than the current one).
     #[inline(always)]
     pub fn advance(&mut self) {
-        // PRNG step: 64-bit multiplicative congruential state; the output folds the two halves
-        // of the 128-bit product (the high half alone is bounded by the multiplier, the low
-        // half alone has weak low bits). Independent of the index, so the CPU computes it
-        // ahead of the index chain.
-        let prod = u128::from(self.state) * u128::from(PRNG_MUL);
-        self.state = prod as u64;
-        let z = (prod >> 64) as u64 ^ prod as u64;
-        // P = max(U1, U2) + 1 over two 32-bit uniforms; F = 2^32 / P has P(F > f) = 1/f².
-        // P is kept ≥ 2^16 (F ≤ 2^16, which already jumps past INDEX_BOUND from any index;
-        // the clipped mass is 2^-32), so G below needs no upper clamp.
-        let p = ((z >> 32).max(z & 0xffff_ffff) + 1) | (1 << 16);
-        // G = F − 1 = (2^32 − P) / P, in fixed point with G_FRAC fraction bits, from an 8-bit
-        // reciprocal table (relative error < 2^-9, see RECIP), plus one ulp (2^-24) so that
-        // every gap is ≥ 1.
-        let lz = p.leading_zeros(); // 31..=47
-        let idx = ((p << lz) >> 55) as usize & 0xff;
-        let d = (1u64 << 32) - p;
-        let g = ((d * u64::from(RECIP[idx])) >> (70 - lz)) + 1;
-        // gap = ceil((index + 1.5)·G) = ceil(y·G_fixed / 2^(G_FRAC+1)).
-        let gap = self.y.wrapping_mul(g).wrapping_add((1 << (G_FRAC + 1)) - 1) >> (G_FRAC + 1);
-        self.y = self.y.wrapping_add(gap << 1);
+        // Generator step; independent of the index, so the CPU computes it ahead of the index
+        // chain.
+        self.state = self.state.wrapping_mul(PRNG_MUL);
+        let r = self.state;
+        // K = ⌊lz/2⌋ from the top bits. Bit 24 is forced so that lz ≤ 39 (K ≤ 19: F ≥ 2^19
+        // already jumps past INDEX_BOUND from any index; the clipped mass is 2^-39) and the
+        // table index (bits 29..40) is only examined by lz with probability 2^-24.
+        let k = (r | (1 << 24)).leading_zeros() >> 1;
+        let v = (r >> POW_SHIFT) as usize & ((1 << POW_BITS) - 1);
+        // G·2^24 = (2^Φ·2^24 << K) − 2^24.
+        let g = (u64::from(POW[v]) << k) - (1 << G_FRAC);
+        // gap = ceil((index + 1.5)·G), computed as ⌊y·G_fixed / 2^(G_FRAC+1)⌋ + 1 (equal unless
+        // the product is an exact multiple, and at least 1). y < 2^18 and g < 2^45 while the
+        // index is below INDEX_BOUND, so the product does not wrap. `y + 2` does not depend on
+        // the product, so the chain from one index to the next is multiply, shift, add.
+        let gap = self.y.wrapping_mul(g) >> (G_FRAC + 1);
+        self.y = self.y.wrapping_add(2).wrapping_add(gap << 1);
     }
 }
 
-/// Multiplier of the PRNG (an odd 64-bit constant with good spectral properties, from
+/// Multiplier of the generator (an odd 64-bit constant with good spectral properties, from
 /// L'Ecuyer's tables of MCG multipliers).
 const PRNG_MUL: u64 = 0xd1342543de82ef95;
 
-/// `RECIP[k] = round(2^31 / (1 + (k + 0.5)/256))`: reciprocal of a normalised mantissa whose top
-/// eight fraction bits are `k`. For `P = 2^e·(1 + f)`, `1/P ≈ RECIP[k]·2^-(31+e)`, so
-/// `G·2^24 = (2^32 − P)·2^24/P ≈ ((2^32 − P)·RECIP[k]) >> (e + 7)` with `e = 63 − lz`.
-const RECIP: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut k = 0;
-    while k < 256 {
-        // 2^31 / (1 + (k+0.5)/256) = 2^39 / (256 + k + 0.5) = 2^40 / (513 + 2k), rounded.
-        let den = 513 + 2 * k as u64;
-        t[k] = (((1u64 << 40) + den / 2) / den) as u32;
-        k += 1;
+/// `POW[v] = round(2^24 · (1 − 3u/4)^(−1/2))` at the bin midpoint `u = (v + 0.5)/2048`: the
+/// inverse CDF of `2^Φ`, where `Φ ∈ [0, 1)` has density `∝ 4^(−φ)`. Values lie in
+/// `[2^24, 2^25)`.
+pub(crate) const POW: [u32; 1 << POW_BITS] = {
+    let mut t = [0u32; 1 << POW_BITS];
+    let mut v = 0;
+    while v < t.len() {
+        let u = (v as f64 + 0.5) / (t.len() as f64);
+        let a = 1.0 - 0.75 * u;
+        // Newton's iteration for a^(-1/2) (a ∈ (1/4, 1]), converged well before 64 rounds.
+        let mut r = 1.0f64;
+        let mut i = 0;
+        while i < 64 {
+            r *= 1.5 - 0.5 * a * r * r;
+            i += 1;
+        }
+        t[v] = (r * (1u64 << G_FRAC) as f64 + 0.5) as u32;
+        v += 1;
     }
     t
 };
@@ -169,6 +188,44 @@ mod tests {
             assert!(
                 diff < 4.0 * sd + 0.05 * expect,
                 "index {i}: {h} hits, expected {expect:.0} ± {sd:.0}"
+            );
+        }
+    }
+
+    #[test]
+    fn pow_table_is_the_inverse_cdf() {
+        // 2^Φ at the bin midpoints, against the closed form with f64 sqrt; monotone; in range.
+        for (v, &p) in POW.iter().enumerate() {
+            let u = (v as f64 + 0.5) / POW.len() as f64;
+            let want = (1.0 - 0.75 * u).sqrt().recip() * f64::from(1u32 << G_FRAC);
+            assert!((f64::from(p) - want).abs() <= 1.0, "v = {v}: {p} vs {want}");
+            assert!((1 << G_FRAC..1 << (G_FRAC + 1)).contains(&p));
+        }
+        assert!(POW.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn gap_law_is_inverse_square() {
+        // From index 0 (y = 3) the gap exceeds x with probability ≈ (1.5/(1.5 + x))²
+        // (continuous approximation): check the first gap's survival at a few points.
+        let k = HashKey::new(11, 12);
+        let n = 200_000u64;
+        let mut beyond = [0u32; 4];
+        let xs = [1usize, 3, 10, 40];
+        for id in 0..n {
+            let mut w = IndexWalk::new(k.hash(id));
+            w.advance();
+            for (b, &x) in beyond.iter_mut().zip(&xs) {
+                *b += u32::from(w.index() > x);
+            }
+        }
+        for (&b, &x) in beyond.iter().zip(&xs) {
+            let p = (1.5 / (1.5 + x as f64)).powi(2);
+            let got = f64::from(b) / n as f64;
+            let sd = (p * (1.0 - p) / n as f64).sqrt();
+            assert!(
+                (got - p).abs() < 5.0 * sd + 0.01 * p,
+                "x = {x}: {got} vs {p}"
             );
         }
     }
