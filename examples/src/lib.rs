@@ -2,7 +2,8 @@
 //! bulk transfer over QUIC. Each application is a binary usable alone and by the lab.
 //!
 //! - [`transfer`]: bulk transfer over QUIC (quinn and quiche), binary `sidekick-transfer`.
-//! - [`media`]: Robin #1 low-latency media with NACKs and de-jitter delay, binary `sidekick-media`.
+//! - [`media`]: Robin #1 low-latency media with NACKs and de-jitter delay, binary `sidekick-media`;
+//!   [`media_sidekick`]: its Robin sender on the SDK (`--sidekick`).
 //! - [`fec`]: Packrat media with FEC by repetition, stalls, binary `sidekick-media-fec`.
 //! - [`wire`], [`nack`], [`stats`], [`media_io`]: shared wire format, NACK bookkeeping,
 //!   statistics and tokio adapters.
@@ -10,6 +11,7 @@
 pub mod fec;
 pub mod media;
 pub mod media_io;
+pub mod media_sidekick;
 pub mod nack;
 pub mod stats;
 pub mod transfer;

@@ -432,6 +432,15 @@ impl MediaReceiver {
 pub trait SendObserver: Send {
     /// `datagram` for `seq` was sent; `retransmission` tells whether it is a resend.
     fn on_send(&mut self, seq: u32, datagram: &[u8], retransmission: bool);
+
+    /// A datagram other than media data was sent to the peer (FIN). Default: ignored.
+    fn on_control_sent(&mut self, _datagram: &[u8]) {}
+
+    /// A datagram arrived from the peer's address; return true to consume it (e.g. a sidekick
+    /// discovery reply, which an on-path proxy sends "from" the peer). Default: not consumed.
+    fn on_receive(&mut self, _datagram: &[u8]) -> bool {
+        false
+    }
 }
 
 /// Observer that does nothing.

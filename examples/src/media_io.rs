@@ -89,7 +89,9 @@ pub async fn run_sender(
                 observer.on_send(seq, &d, false);
             }
             _ = fin_tick.tick(), if !streaming => {
-                send(socket, &encode_fin(sender.total()), peer).await;
+                let fin = encode_fin(sender.total());
+                send(socket, &fin, peer).await;
+                observer.on_control_sent(&fin);
             }
             () = sleep_until(give_up), if !streaming => {
                 return SenderOutcome { summary: None };
@@ -102,7 +104,7 @@ pub async fn run_sender(
                         continue;
                     }
                 };
-                if from != peer {
+                if from != peer || observer.on_receive(&buf[..n]) {
                     continue;
                 }
                 if let Some(s) = sender.summary_of(&buf[..n]) {

@@ -1,98 +1,22 @@
 //! `sidekick-transfer client --sidekick` through an in-process sidekick proxy, for every stack ×
 //! direction, raw stream and HTTP/3.
 //!
-//! The proxy is the real proxy's sans-IO core (`sidekick_proxy::core::ProxyCore` with the real
-//! session layer) inside a UDP relay: the client connects to the relay's front socket as if it
-//! were the server; the relay builds the IP packet each datagram would be on the wire, hands it to
-//! the core (discovery, Robin quACKs, Packrat cache), forwards the payload, and carries out the
-//! core's actions (discovery replies and cached retransmissions injected towards the client,
-//! sidekick messages from the proxy's sidekick socket). The lossy link sits on the proxy's client
-//! side, as in the papers: on uploads a datagram is dropped *before* the proxy sees it (Robin,
-//! seed 001 Table 5 #2), on downloads *after* the proxy cached it (Packrat, seed 002 Table 3).
+//! The proxy is the real proxy's sans-IO core in a UDP relay (`tests/common`): one short-header
+//! datagram in 40 is lost on the proxy's client side — before the proxy on uploads (Robin, seed
+//! 001 Table 5 #2), after it cached the datagram on downloads (Packrat, seed 002 Table 3) — and
+//! the far segment has 15 ms one way and 20 Mbit/s towards the client.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
-
-use sidekick_protocol::ProxyPolicy;
-use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
-use sidekick_proxy::engine::{Action, Direction};
-use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
-use sidekick_proxy::session::ProtocolSessions;
-use tokio::net::UdpSocket;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidekick-transfer");
 const BYTES: u64 = 2_000_000;
-/// One short-header datagram in this many is lost on the proxy's client side.
-const LOSS_EVERY: u64 = 40;
-/// One-way delay of the far segment (relay → server), so the end-to-end RTT is well above the
-/// proxy's feedback interval, as in the papers' settings (loopback alone has ~0.1 ms).
-const FAR_DELAY: Duration = Duration::from_millis(15);
-
-/// Rate of the far segment server → relay (seed 002 Table 3: 20 Mbit/s server–proxy): the
-/// bottleneck is upstream of the proxy, as in the papers, so the proxy's cache holds roughly
-/// one client–proxy RTT of data.
-const FAR_RATE_BPS: f64 = 20e6;
-/// Drop-tail limit of the far segment's queue.
-const FAR_QUEUE: Duration = Duration::from_millis(100);
-
-/// Receives the server's datagrams on `socket` and hands them over at [`FAR_RATE_BPS`] after
-/// [`FAR_DELAY`], in order.
-fn far_link(socket: Arc<UdpSocket>) -> tokio::sync::mpsc::UnboundedReceiver<Vec<u8>> {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    tokio::spawn(async move {
-        let mut queue: std::collections::VecDeque<(Instant, Vec<u8>)> =
-            std::collections::VecDeque::new();
-        let mut last_out = Instant::now();
-        let mut buf = vec![0u8; 65536];
-        loop {
-            let next = queue
-                .front()
-                .map_or(Instant::now() + Duration::from_secs(1), |(t, _)| *t);
-            tokio::select! {
-                r = socket.recv_from(&mut buf) => {
-                    let Ok((n, _)) = r else { return };
-                    let now = Instant::now();
-                    let tx_time = Duration::from_secs_f64(n as f64 * 8.0 / FAR_RATE_BPS);
-                    let out = last_out.max(now) + tx_time;
-                    if out.saturating_duration_since(now) > FAR_QUEUE {
-                        continue; // queue full: drop-tail
-                    }
-                    last_out = out;
-                    queue.push_back((out + FAR_DELAY, buf[..n].to_vec()));
-                }
-                () = tokio::time::sleep_until(next.into()) => {
-                    while queue.front().is_some_and(|(t, _)| *t <= Instant::now()) {
-                        if let Some((_, d)) = queue.pop_front() {
-                            if tx.send(d).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
-
-/// Sends datagrams to `to` after [`FAR_DELAY`], in order.
-fn delayed_sender(
-    socket: Arc<UdpSocket>,
-    to: SocketAddr,
-) -> tokio::sync::mpsc::UnboundedSender<(Instant, Vec<u8>)> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
-    tokio::spawn(async move {
-        while let Some((at, d)) = rx.recv().await {
-            tokio::time::sleep_until((at + FAR_DELAY).into()).await;
-            let _ = socket.send_to(&d, to).await;
-        }
-    });
-    tx
-}
 
 struct Server(Child);
 
@@ -123,170 +47,15 @@ fn server(stack: &str, http3: bool) -> (Server, SocketAddr) {
     (Server(child), addr)
 }
 
-#[derive(Default)]
-struct RelayStats {
-    dropped: AtomicU64,
-    quacks: AtomicU64,
-    eacks: AtomicU64,
-    proxy_retransmissions: AtomicU64,
-    discovery_replies: AtomicU64,
-    debug: std::sync::Mutex<String>,
-}
-
-/// Relay + proxy core. With `proxy == false` it only forwards (no sidekick on path).
-async fn relay(
-    front: UdpSocket,
-    sk: UdpSocket,
-    server: SocketAddr,
-    proxy: bool,
-    stats: Arc<RelayStats>,
-) {
-    let back = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    let to_server = delayed_sender(back.clone(), server);
-    let mut from_server = far_link(back.clone());
-    let front_addr = front.local_addr().unwrap();
-    let sk_addr = sk.local_addr().unwrap();
-    let mut core = ProxyCore::new(
-        CoreConfig {
-            link: LinkType::RawIp,
-            ..CoreConfig::default()
-        },
-        ProtocolSessions::new(ProxyPolicy::new(sk_addr)),
-        (7, 11),
-    );
-    let mut client: Option<SocketAddr> = None;
-    let (mut up, mut down) = (0u64, 0u64);
-    let mut out = Vec::new();
-    let (mut b1, mut b3) = (vec![0u8; 65536], vec![0u8; 65536]);
-    loop {
-        let deadline = core
-            .next_timeout()
-            .unwrap_or_else(|| Instant::now() + Duration::from_millis(100))
-            .min(Instant::now() + Duration::from_millis(100));
-        let now = tokio::select! {
-            r = front.recv_from(&mut b1) => {
-                let Ok((n, from)) = r else { return };
-                client = Some(from);
-                let d = &b1[..n];
-                let now = Instant::now();
-                let assisted = core.snapshot().assisted_flows > 0;
-                if d[0] & 0x80 == 0 && assisted {
-                    up += 1;
-                    if up % LOSS_EVERY == 0 {
-                        // Lost between the client and the proxy: the proxy never sees it.
-                        stats.dropped.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                }
-                if proxy {
-                    let ip = build_udp_ip(from, front_addr, d, 64);
-                    core.on_frame(now, Direction::FromClient, &ip, FrameMeta::default(), &mut out);
-                }
-                let _ = to_server.send((now, d.to_vec()));
-                now
-            }
-            r = from_server.recv() => {
-                let Some(d) = r else { return };
-                let Some(c) = client else { continue };
-                let d = &d[..];
-                let now = Instant::now();
-                if proxy {
-                    let ip = build_udp_ip(front_addr, c, d, 64);
-                    core.on_frame(now, Direction::ToClient, &ip, FrameMeta::default(), &mut out);
-                }
-                let assisted = core.snapshot().assisted_flows > 0;
-                let mut lost = false;
-                if d[0] & 0x80 == 0 && assisted {
-                    down += 1;
-                    if down % LOSS_EVERY == 0 {
-                        // Lost between the proxy (which cached it) and the client.
-                        stats.dropped.fetch_add(1, Ordering::Relaxed);
-                        lost = true;
-                    }
-                }
-                if !lost {
-                    let _ = front.send_to(d, c).await;
-                }
-                now
-            }
-            r = sk.recv_from(&mut b3) => {
-                let Ok((n, from)) = r else { return };
-                let now = Instant::now();
-                if proxy {
-                    core.on_sidekick(now, from, &b3[..n], &mut out);
-                }
-                now
-            }
-            () = tokio::time::sleep_until(deadline.into()) => {
-                let now = Instant::now();
-                if proxy {
-                    core.on_timeout(now, &mut out);
-                }
-                now
-            }
-        };
-        if proxy && core.next_timeout().is_some_and(|t| t <= now) {
-            core.on_timeout(now, &mut out);
-        }
-        for a in out.drain(..) {
-            match a {
-                Action::SendSidekick { to, bytes } => {
-                    let _ = sk.send_to(&bytes, to).await;
-                }
-                Action::Inject { dir, frame } => {
-                    let Ok(udp) = parse_frame(&frame, LinkType::RawIp) else {
-                        continue;
-                    };
-                    let payload = udp.payload(&frame);
-                    match dir {
-                        Direction::ToClient => {
-                            let _ = front.send_to(payload, udp.dst).await;
-                        }
-                        Direction::FromClient => {
-                            let _ = to_server.send((Instant::now(), payload.to_vec()));
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        let snap = core.snapshot();
-        stats.quacks.store(snap.quacks_sent, Ordering::Relaxed);
-        stats
-            .eacks
-            .store(snap.packrat.eacks_decoded, Ordering::Relaxed);
-        stats
-            .proxy_retransmissions
-            .store(snap.packrat.retransmissions, Ordering::Relaxed);
-        stats
-            .discovery_replies
-            .store(snap.discovery_replied, Ordering::Relaxed);
-        *stats.debug.lock().unwrap() = format!("{:?}", snap.packrat);
-    }
-}
-
 struct Run {
     report: serde_json::Value,
-    stats: Arc<RelayStats>,
+    stats: Arc<common::RelayStats>,
 }
 
 fn run(stack: &str, dir: &str, http3: bool, proxy: bool, extra: &[&str]) -> Run {
     let (_server, server_addr) = server(stack, http3);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let stats = Arc::new(RelayStats::default());
-    let (front_addr, relay_task) = rt.block_on(async {
-        let front = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let sk = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let addr = front.local_addr().unwrap();
-        (
-            addr,
-            tokio::spawn(relay(front, sk, server_addr, proxy, stats.clone())),
-        )
-    });
+    let relay = common::start(server_addr, proxy, common::Links::default());
+    let front_addr = relay.front;
     let out = Command::new(BIN)
         .args(["client", "--stack", stack, "--connect"])
         .arg(front_addr.to_string())
@@ -302,8 +71,8 @@ fn run(stack: &str, dir: &str, http3: bool, proxy: bool, extra: &[&str]) -> Run 
         .args(extra)
         .output()
         .unwrap();
-    relay_task.abort();
-    drop(rt);
+    let stats = relay.stats.clone();
+    drop(relay);
     assert!(
         out.status.success(),
         "client failed: {}",

@@ -3,23 +3,33 @@
 //! ```text
 //! sidekick-media server --listen IP:PORT [--once] [--json] [--trace FILE]   # receiver
 //! sidekick-media client --connect IP:PORT [--duration SECS] [--json]        # sender
+//!                       [--sidekick [--sidekick-quack-every-packets N] [--sidekick-quack-threshold T]
+//!                                   [--sidekick-quack-interval-ms MS] [--sidekick-reorder-threshold N]
+//!                                   [--sidekick-discovery-retry-ms MS]
+//!                                   [--sidekick-discovery-attempts N]]
 //! ```
+//! With `--sidekick` the sender runs Robin (seed 001 Table 5 #1): an on-path proxy quACKs the
+//! datagrams it forwarded and the sender resends at once a datagram a quACK shows lost.
 //! The client sends 240 B every 20 ms with an encrypted sequence number; the server NACKs gaps
 //! (re-NACK at most once per RTT), measures the de-jitter buffer delay of every packet and returns
 //! its metrics, which the client prints together with its own counters.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
+use sidekick::session::SidekickClient;
 use sidekick_examples::media::{
-    MediaConfig, MediaSender, NoObserver, ReceiverMetrics, SenderCounters,
+    MediaConfig, MediaSender, NoObserver, ReceiverMetrics, SendObserver, SenderCounters,
 };
 use sidekick_examples::media_io::{
     ReceiverTiming, parse_media_summary, random_nonce_start, run_sender, serve_media,
 };
+use sidekick_examples::media_sidekick::{MediaSidekick, media_config};
+use sidekick_examples::transfer::SidekickCounters;
 use tokio::net::UdpSocket;
 
 /// Low-latency media stream with NACKs; reports de-jitter buffer delay and latency.
@@ -88,6 +98,29 @@ struct ClientArgs {
     summary_wait: f64,
     #[command(flatten)]
     stream: Stream,
+    /// Robin #1: use an on-path sidekick proxy (quACK-driven early retransmission); falls back
+    /// to end-to-end NACKs when no proxy answers.
+    #[arg(long)]
+    sidekick: bool,
+    /// quACK every N packets (seed 001 Table 5 #1: 2).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    sidekick_quack_every_packets: u32,
+    /// quACK threshold t (seed 001 Table 5 #1: 8).
+    #[arg(long, value_name = "T", default_value_t = 8)]
+    sidekick_quack_threshold: u32,
+    /// Also a quACK every MS milliseconds (0: packet count only).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    sidekick_quack_interval_ms: u32,
+    /// A hole is lost once this many later packets reached the proxy (seed 001 §5.2: 1 for
+    /// media, no reordering tolerance; bulk transfers use 3).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    sidekick_reorder_threshold: u32,
+    /// First discovery retransmission timeout, ms.
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    sidekick_discovery_retry_ms: u32,
+    /// Discovery requests before falling back (no proxy).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    sidekick_discovery_attempts: u32,
 }
 
 fn config(s: &Stream) -> MediaConfig {
@@ -108,6 +141,9 @@ struct Report {
     sender: SenderCounters,
     #[serde(flatten)]
     receiver: ReceiverMetrics,
+    /// Sidekick counters (with `--sidekick`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sidekick: Option<SidekickCounters>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -174,11 +210,32 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
     } else {
         "[::]:0".parse()?
     };
-    let socket = UdpSocket::bind(bind).await.context("binding")?;
+    let socket = Arc::new(UdpSocket::bind(bind).await.context("binding")?);
     let cfg = config(&a.stream);
     let duration = Duration::try_from_secs_f64(a.duration).context("--duration")?;
     let wait = Duration::try_from_secs_f64(a.summary_wait).context("--summary-wait")?;
     let mut sender = MediaSender::new(&cfg, random_nonce_start());
+    let mut sk = None;
+    let mut observer: Box<dyn SendObserver> = if a.sidekick {
+        let mut c = media_config(
+            a.sidekick_quack_every_packets,
+            a.sidekick_quack_threshold,
+            a.sidekick_quack_interval_ms,
+            a.sidekick_reorder_threshold,
+        );
+        c.protocol.discovery_retry =
+            Duration::from_millis(u64::from(a.sidekick_discovery_retry_ms));
+        c.protocol.discovery_attempts = a.sidekick_discovery_attempts.max(1);
+        let sk_socket = UdpSocket::bind(bind)
+            .await
+            .context("binding the sidekick socket")?;
+        let (handle, obs) =
+            MediaSidekick::spawn(SidekickClient::new(c), socket.clone(), a.connect, sk_socket);
+        sk = Some(handle);
+        Box::new(obs)
+    } else {
+        Box::new(NoObserver)
+    };
     let out = run_sender(
         &socket,
         a.connect,
@@ -186,10 +243,15 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         cfg.interval,
         duration,
         None,
-        &mut NoObserver,
+        observer.as_mut(),
         wait,
     )
     .await;
+    let sidekick = sk.map(|h| {
+        let c = h.counters();
+        h.stop();
+        c
+    });
     let summary = out
         .summary
         .context("no summary from the receiver (is the server running?)")?;
@@ -199,6 +261,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         duration_s: duration.as_secs_f64(),
         sender: sender.counters(),
         receiver,
+        sidekick,
     };
     if a.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -217,6 +280,9 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
             r.receiver.latency_p99_ms,
             r.receiver.rtt_ms
         );
+        if let Some(sk) = &r.sidekick {
+            println!("sidekick: {}", serde_json::to_string(sk)?);
+        }
     }
     Ok(())
 }

@@ -1,0 +1,202 @@
+//! Robin #1 for the low-latency media sender (seed 001 §2, §4.3, Table 5 #1): the SDK's sans-IO
+//! session and Robin engine on plain UDP datagrams.
+//!
+//! Every media datagram ends with its Poly1305 tag, pseudorandom like a QUIC packet's AEAD tag,
+//! so the quACK identifier is read at the same place as for QUIC (the last 4 bytes,
+//! `IdentifierSpec::quic_default`). The sender logs every datagram it puts on the wire
+//! ([`SidekickObserver`], a [`SendObserver`]); the proxy quACKs what it forwarded (every 2
+//! packets, t = 8 by default); when a quACK shows a datagram lost on the near segment the SDK
+//! hands back an identical copy, which the driver task resends on the base socket at once — the
+//! receiver takes whichever copy arrives first, as with a NACK-triggered retransmission, but
+//! without waiting for the far segment's round trip. No proxy, or anything inconsistent: the SDK
+//! falls back and the stream continues with end-to-end NACKs only.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use sidekick::session::{SidekickClient, SidekickConfig, Transmit};
+use sidekick_protocol::is_discovery_reply;
+use tokio::net::UdpSocket;
+use tokio::sync::Notify;
+
+use crate::media::SendObserver;
+use crate::transfer::sidekick::{EngineSample, Mode, SidekickCounters};
+
+/// Robin #1 settings (seed 001 Table 5): a quACK every `every_packets` packets (2) and/or
+/// `interval_ms`, threshold `threshold` (8); a hole is lost once `reorder_threshold` later
+/// packets were received — 1 for media: "when it receives a quACK, it detects lost packets
+/// without reordering and immediately retransmits them" (seed 001 §5.2), where bulk transfers
+/// use TCP's 3 (§4.3.1).
+///
+/// ```
+/// let c = sidekick_examples::media_sidekick::media_config(2, 8, 0, 1);
+/// let r = c.protocol.session.robin.unwrap();
+/// assert_eq!((r.interval_packets, r.threshold, r.interval_ms), (2, 8, 0));
+/// assert_eq!(c.robin.reorder_threshold, 1);
+/// ```
+pub fn media_config(
+    every_packets: u32,
+    threshold: u32,
+    interval_ms: u32,
+    reorder_threshold: u32,
+) -> SidekickConfig {
+    let mut c = SidekickConfig::robin(interval_ms, threshold);
+    if let Some(r) = c.protocol.session.robin.as_mut() {
+        r.interval_packets = every_packets;
+    }
+    c.robin.reorder_threshold = reorder_threshold.max(1);
+    c
+}
+
+struct Shared {
+    client: Mutex<SidekickClient>,
+    sample: Mutex<EngineSample>,
+    wake: Notify,
+}
+
+impl Shared {
+    fn client(&self) -> MutexGuard<'_, SidekickClient> {
+        self.client.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The sidekick running next to a media sender: an observer for `run_sender` and a driver task
+/// that owns the sidekick socket. Create inside a tokio runtime.
+pub struct MediaSidekick {
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The [`SendObserver`] half: logs sent datagrams, consumes discovery replies.
+pub struct SidekickObserver {
+    shared: Arc<Shared>,
+}
+
+impl MediaSidekick {
+    /// Starts the driver: `base` is the media socket (for early retransmissions and discovery),
+    /// `peer` the receiver, `sidekick` a second socket for the sidekick connection.
+    pub fn spawn(
+        client: SidekickClient,
+        base: Arc<UdpSocket>,
+        peer: SocketAddr,
+        sidekick: UdpSocket,
+    ) -> (Self, SidekickObserver) {
+        let shared = Arc::new(Shared {
+            client: Mutex::new(client),
+            sample: Mutex::new(EngineSample::default()),
+            wake: Notify::new(),
+        });
+        let task = tokio::spawn(drive(shared.clone(), base, peer, sidekick));
+        (
+            Self {
+                shared: shared.clone(),
+                task,
+            },
+            SidekickObserver { shared },
+        )
+    }
+
+    /// The session's counters for the report.
+    pub fn counters(&self) -> SidekickCounters {
+        let sample = *self
+            .shared
+            .sample
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        SidekickCounters::collect(Mode::Robin, &self.shared.client(), &sample, 0)
+    }
+
+    /// Stops the driver task.
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+impl SendObserver for SidekickObserver {
+    fn on_send(&mut self, _seq: u32, datagram: &[u8], retransmission: bool) {
+        let now = Instant::now();
+        let mut c = self.shared.client();
+        if c.is_idle() {
+            if let Err(e) = c.start(now) {
+                tracing::debug!(%e, "sidekick discovery did not start");
+            }
+        }
+        // NACK-triggered resends are new datagrams (fresh nonce, new tag): logged like any other.
+        let _ = retransmission;
+        c.on_base_sent(now, datagram);
+        drop(c);
+        self.shared.wake.notify_one();
+    }
+
+    fn on_control_sent(&mut self, datagram: &[u8]) {
+        // The proxy counts every datagram of the flow: a FIN it forwarded but Robin never saw
+        // would read as "received but never sent" and end the session.
+        let mut c = self.shared.client();
+        c.on_base_sent(Instant::now(), datagram);
+        drop(c);
+        self.shared.wake.notify_one();
+    }
+
+    fn on_receive(&mut self, datagram: &[u8]) -> bool {
+        if !is_discovery_reply(datagram) {
+            return false;
+        }
+        let mut c = self.shared.client();
+        c.on_base_received(Instant::now(), datagram.to_vec());
+        // Nothing else is ever passed in, so nothing waits for delivery.
+        while c.poll_deliver().is_some() {}
+        drop(c);
+        self.shared.wake.notify_one();
+        true
+    }
+}
+
+async fn drive(shared: Arc<Shared>, base: Arc<UdpSocket>, peer: SocketAddr, sk: UdpSocket) {
+    let mut buf = vec![0u8; 65_536];
+    let mut last_sample = Instant::now();
+    loop {
+        // Send what the client queued; drop events (no congestion controller to feed).
+        let mut out = Vec::new();
+        let deadline = {
+            let mut c = shared.client();
+            while let Some(t) = c.poll_transmit() {
+                out.push(t);
+            }
+            while c.poll_event().is_some() {}
+            if last_sample.elapsed() >= Duration::from_millis(20) {
+                last_sample = Instant::now();
+                shared
+                    .sample
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .update(&c);
+            }
+            c.poll_timeout()
+        };
+        for t in out {
+            // Best effort: the end-to-end NACKs recover what is not sent.
+            let r = match t {
+                Transmit::Base(d) => base.send_to(&d, peer).await,
+                Transmit::Sidekick(to, d) => sk.send_to(&d, to).await,
+            };
+            if let Err(e) = r {
+                tracing::debug!("sidekick send: {e}");
+            }
+        }
+        let sleep_for = deadline.map_or(Duration::from_secs(3600), |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        tokio::select! {
+            r = sk.recv_from(&mut buf) => {
+                if let Ok((n, from)) = r {
+                    shared.client().on_sidekick_datagram(Instant::now(), from, &buf[..n]);
+                }
+            }
+            () = tokio::time::sleep(sleep_for) => {
+                shared.client().handle_timeout(Instant::now());
+            }
+            () = shared.wake.notified() => {}
+        }
+    }
+}
