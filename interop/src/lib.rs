@@ -6,6 +6,7 @@
 //! - [`element`]: the userspace link element thread (AF_PACKET forwarding between two veths).
 //! - [`topo`]: the namespace topology and its clean-up.
 //! - [`probe`]: UDP probes and blasts that measure links (`check-links`).
+//! - [`proxyproc`]: the proxy process of a trial (start, readiness, metrics scrape, stop).
 //! - [`scenario`]: scenario TOML files and `--set` overrides.
 //! - [`quic`]: a plain end-to-end QUIC transfer (quinn) to exercise the lab.
 //! - [`runner`]: trials, variants in alternation, metrics, JSON.
@@ -17,6 +18,7 @@ pub mod element;
 pub mod link;
 pub mod plot;
 pub mod probe;
+pub mod proxyproc;
 pub mod runner;
 pub mod scenario;
 pub mod spec;

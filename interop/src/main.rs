@@ -92,14 +92,19 @@ enum Cmd {
         #[arg(long)]
         bin_dir: Option<PathBuf>,
     },
-    /// A short visible comparison: E2E QUIC download over clean vs lossy Packrat-WiFi links.
+    /// A short visible comparison (scenarios/demo.toml): a quinn upload over a lossy near link
+    /// (Robin #2 links), end to end vs with the sidekick proxy and PACUBIC; prints the table and
+    /// the goodput ratio.
     Demo {
         /// Directory for plots.
         #[arg(long, default_value = "lab-results")]
         plot: PathBuf,
-        /// Trials per variant.
-        #[arg(long, default_value_t = 3)]
-        trials: usize,
+        /// Trials per variant (default: the demo scenario's).
+        #[arg(long)]
+        trials: Option<usize>,
+        /// Overrides, e.g. `--set lan.loss=1%`.
+        #[arg(long = "set")]
+        sets: Vec<String>,
         /// Where application binaries live (default: next to this executable).
         #[arg(long)]
         bin_dir: Option<PathBuf>,
@@ -139,7 +144,7 @@ fn run_and_report(
     opts: &RunOptions,
     json: Option<PathBuf>,
     plot: Option<PathBuf>,
-) -> Result<()> {
+) -> Result<runner::RunResult> {
     let r = runner::run(scn, opts, |_, _| {}).context("running the scenario")?;
     if !r.link_checks.is_empty() {
         println!("{}", probe::format_checks(&r.link_checks));
@@ -177,7 +182,7 @@ fn run_and_report(
     {
         bail!("no variant produced a successful trial");
     }
-    Ok(())
+    Ok(r)
 }
 
 fn main() -> Result<()> {
@@ -332,23 +337,28 @@ fn main() -> Result<()> {
         Cmd::Demo {
             plot,
             trials,
+            sets,
             bin_dir: bd,
         } => {
             let stop = stop_flag()?;
-            let scn = Scenario::load(&scenario_path("demo"), &[])?;
+            let scn = Scenario::load(&scenario_path("demo"), &sets)?;
             eprintln!(
-                "demo: {}\n  wan {}\n  lan {}",
-                scn.description, scn.wan, scn.lan
+                "demo: {}\n  wan {}\n  lan {}\n  {} trial(s) per variant, variants in alternation",
+                scn.description,
+                scn.wan,
+                scn.lan,
+                trials.unwrap_or(scn.trials)
             );
             let opts = RunOptions {
-                trials: Some(trials),
+                trials,
                 bin_dir: bin_dir(bd)?,
                 stop,
                 progress: true,
                 check_links: false,
             };
             std::fs::create_dir_all(&plot)?;
-            run_and_report(&scn, &opts, Some(plot.join("demo.json")), Some(plot))?;
+            let r = run_and_report(&scn, &opts, Some(plot.join("demo.json")), Some(plot))?;
+            println!("{}", runner::format_comparison(&r, "goodput_mbps"));
         }
     }
     Ok(())

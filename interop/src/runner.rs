@@ -3,6 +3,7 @@
 //! every trial, and collects per-trial metrics and per-variant median/IQR.
 
 use crate::element::ElementStats;
+use crate::proxyproc::ProxyProcess;
 use crate::scenario::{Scenario, Variant};
 use crate::stats::{Summary, summarize};
 use crate::topo::{IfCounters, LabError, TopoConfig, Topology};
@@ -281,8 +282,10 @@ fn trial_inner(
     metrics: &mut BTreeMap<String, f64>,
 ) -> Result<(), LabError> {
     topo.set_links(&scn.wan, &scn.lan, 1 + t as u64 * 7919)?;
-    let _proxy = match proxy {
-        Some(p) => Some(spawn_in(&topo.ns_ap(), p, &v.proxy[1..], Stdio::null())?),
+    // The proxy is up (capturing) before any packet of the trial, and `ProxyProcess`'s drop
+    // stops it on every way out of this function (error, panic, interruption).
+    let mut proxy_proc = match proxy {
+        Some(p) => Some(ProxyProcess::start(&topo.ns_ap(), p, &v.proxy[1..])?),
         None => None,
     };
     let port = 4433;
@@ -317,8 +320,25 @@ fn trial_inner(
         format!("{}", scn.app.timeout_s),
     ]);
     args.extend(scn.app.client_args.iter().cloned());
+    args.extend(v.client_args.iter().cloned());
+    let started = Instant::now();
     let mut client = spawn_in(&topo.ns_client(0), bin, &args, Stdio::piped())?;
-    let deadline = Instant::now() + Duration::from_secs_f64(scn.app.timeout_s + 10.0);
+    // The client's stdout and stderr are drained while it runs (a full pipe would block it).
+    let out_reader = client.0.stdout.take().map(read_all);
+    let err_reader = client.0.stderr.take().map(read_all);
+    let deadline = started + Duration::from_secs_f64(scn.app.timeout_s + 10.0);
+    // Where the data sender's bytes are counted, for `kill_proxy_at`.
+    let (sender_ns, sender_before) = if scn.app.direction == "upload" {
+        (topo.ns_client(0), before.get("cli0/eth0"))
+    } else {
+        (topo.ns_server(), before.get("srv/eth0"))
+    };
+    let sender_before = sender_before.map_or(0, |c| c.tx_bytes);
+    let mut kill_at = v
+        .kill_proxy_at
+        .filter(|_| proxy_proc.is_some())
+        .map(|f| sender_before + (f * scn.app.bytes as f64) as u64);
+    let mut last_poll = Instant::now();
     let status = loop {
         if let Ok(Some(s)) = client.0.try_wait() {
             break s;
@@ -329,16 +349,22 @@ fn trial_inner(
         if Instant::now() > deadline {
             return Err(LabError::Config("client timed out".into()));
         }
+        if let Some(target) = kill_at
+            && last_poll.elapsed() >= Duration::from_millis(100)
+        {
+            last_poll = Instant::now();
+            if eth0_tx_bytes(&sender_ns)? >= target {
+                if let Some(p) = proxy_proc.as_mut() {
+                    p.kill();
+                }
+                metrics.insert("proxy_killed_at_s".into(), started.elapsed().as_secs_f64());
+                kill_at = None;
+            }
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let mut out = String::new();
-    let mut err = String::new();
-    if let Some(mut o) = client.0.stdout.take() {
-        let _ = std::io::Read::read_to_string(&mut o, &mut out);
-    }
-    if let Some(mut e) = client.0.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut err);
-    }
+    let out = out_reader.map(join_reader).unwrap_or_default();
+    let err = err_reader.map(join_reader).unwrap_or_default();
     let after = topo.counters()?;
     for (k, a) in &after {
         let d = a.since(before.get(k).unwrap_or(&IfCounters::default()));
@@ -350,6 +376,9 @@ fn trial_inner(
     }
     for (name, s) in topo.stop_links() {
         add_element_metrics(metrics, &name, &s);
+    }
+    if let Some(p) = proxy_proc.as_mut() {
+        collect_proxy_metrics(p, metrics);
     }
     if !status.success() {
         return Err(LabError::Config(format!(
@@ -364,12 +393,118 @@ fn trial_inner(
         .ok_or_else(|| LabError::Config("client printed no JSON".into()))?;
     let j: serde_json::Value =
         serde_json::from_str(line).map_err(|e| LabError::Config(format!("client JSON: {e}")))?;
+    add_client_json(metrics, &j);
+    derive_metrics(metrics, &scn.app.direction);
+    Ok(())
+}
+
+fn read_all<R: std::io::Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+fn join_reader(h: std::thread::JoinHandle<String>) -> String {
+    h.join().unwrap_or_default()
+}
+
+/// Transmitted bytes of `eth0` in namespace `ns`.
+fn eth0_tx_bytes(ns: &str) -> Result<u64, LabError> {
+    let j = crate::topo::cmd("ip", &["-n", ns, "-s", "-j", "link", "show", "dev", "eth0"])?;
+    Ok(crate::topo::parse_ip_stats(&j)?
+        .get("eth0")
+        .map_or(0, |c| c.tx_bytes))
+}
+
+/// Scrapes the proxy's metrics (after its next once-a-second refresh, so the whole transfer is
+/// counted), stops it and stores `proxy_*` metrics (the Prometheus names without `sidekick_`,
+/// e.g. `proxy_quacks_sent_total`), plus the fields of its final log line
+/// (`proxy_log_frames`, `proxy_log_quacks`, `proxy_log_retransmissions`).
+fn collect_proxy_metrics(p: &mut ProxyProcess, metrics: &mut BTreeMap<String, f64>) {
+    if p.is_running() {
+        std::thread::sleep(Duration::from_millis(1100));
+        if let Some(m) = p.scrape() {
+            for (k, v) in m {
+                let k = k.strip_prefix("sidekick_").unwrap_or(&k);
+                metrics.insert(format!("proxy_{k}"), v);
+            }
+        }
+    }
+    for (k, v) in p.stop() {
+        metrics.insert(format!("proxy_log_{k}"), v);
+    }
+    metrics.insert("proxy_ran".into(), 1.0);
+}
+
+/// Stores every numeric field of the client's JSON line, and the fields of nested objects
+/// (the `sidekick` counters of `sidekick-transfer --sidekick`) as `<object>_<field>`, booleans as
+/// 0/1.
+pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Value) {
+    fn num(v: &serde_json::Value) -> Option<f64> {
+        v.as_f64()
+            .or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
+    }
     for (k, val) in j.as_object().into_iter().flatten() {
-        if let Some(f) = val.as_f64() {
+        if let Some(obj) = val.as_object() {
+            for (k2, v2) in obj {
+                if let Some(f) = num(v2) {
+                    metrics.insert(format!("{k}_{k2}"), f);
+                }
+            }
+        } else if let Some(f) = num(val) {
             metrics.insert(k.clone(), f);
         }
     }
-    Ok(())
+}
+
+/// The metric names of issue 9, derived from the raw per-trial figures:
+///
+/// - `client_pkts_sent`: packets the client's interface transmitted (base connection and
+///   sidekick socket together).
+/// - `proxy_pkts_sent`: packets the proxy sent: quACKs, resets and injected frames (discovery
+///   replies, Packrat retransmissions); 0 without a proxy; from the metrics endpoint, or the
+///   quACK count of its final log line when metrics are off.
+/// - `sidekick_overhead_pct`: `proxy_pkts_sent` as a percentage of `client_pkts_sent`
+///   (seed 001 Fig. 7's link overhead, for uploads).
+/// - `spurious_retx`: an estimate of the data sender's end-to-end loss declarations for packets
+///   that had in fact arrived: `lost_packets` minus the packets still missing, i.e. the frames the
+///   emulated links dropped in the data direction (loss and queue drops) less the sidekick's
+///   early retransmissions (`sidekick_retransmissions`, identical resends that repair a drop
+///   before the end-to-end loss timer); 0 when negative. For a quinn upload this counts quinn's
+///   retransmissions of packets the sidekick already repaired.
+/// - `bytes_per_link_<link>_<down|up>`: bytes each emulated link direction delivered.
+pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
+    let get = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
+    if let Some(c) = m.get("cli0_tx_packets").copied() {
+        m.insert("client_pkts_sent".into(), c);
+    }
+    let proxy_sent = if m.contains_key("proxy_quacks_sent_total") {
+        get(m, "proxy_quacks_sent_total")
+            + get(m, "proxy_resets_sent_total")
+            + get(m, "proxy_injected_total")
+    } else {
+        get(m, "proxy_log_quacks") + get(m, "proxy_log_retransmissions")
+    };
+    m.insert("proxy_pkts_sent".into(), proxy_sent);
+    let base = get(m, "client_pkts_sent");
+    if base > 0.0 {
+        m.insert("sidekick_overhead_pct".into(), 100.0 * proxy_sent / base);
+    }
+    let dir = if direction == "upload" { "up" } else { "down" };
+    let mut dropped = 0.0;
+    for (k, v) in m.iter() {
+        if k.ends_with(&format!("_{dir}_dropped_loss"))
+            || k.ends_with(&format!("_{dir}_dropped_queue"))
+        {
+            dropped += v;
+        }
+    }
+    let missing = (dropped - get(m, "sidekick_retransmissions")).max(0.0);
+    if let Some(lost) = m.get("lost_packets").copied() {
+        m.insert("spurious_retx".into(), (lost - missing).max(0.0));
+    }
 }
 
 fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementStats) {
@@ -391,30 +526,106 @@ fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementSta
         s.b_to_a.dropped_queue as f64,
     );
     m.insert(format!("{link}_late_p99_us"), s.late_p99_us);
+    m.insert(
+        format!("bytes_per_link_{link}_down"),
+        s.a_to_b.delivered_bytes as f64,
+    );
+    m.insert(
+        format!("bytes_per_link_{link}_up"),
+        s.b_to_a.delivered_bytes as f64,
+    );
 }
 
-/// A plain-text table of the median and IQR of `metric` per variant.
+/// A plain-text table of the median and IQR of `metric` per variant, with each variant's median
+/// as a ratio of the first variant's (the baseline, e.g. `e2e`).
 pub fn format_table(r: &RunResult, metric: &str) -> String {
     let mut s = format!(
-        "{:<14} {:>6} {:>12} {:>10} {:>10}\n",
-        "variant", "trials", metric, "q1", "q3"
+        "{:<14} {:>6} {:>12} {:>10} {:>10} {:>8}\n",
+        "variant", "trials", metric, "q1", "q3", "ratio"
     );
+    let base = r
+        .variants
+        .first()
+        .and_then(|v| v.summary.get(metric))
+        .map(|x| x.median)
+        .filter(|m| *m != 0.0);
     for v in &r.variants {
         if let Some(sk) = &v.skipped {
             let _ = writeln!(s, "{:<14} skipped: {sk}", v.name);
             continue;
         }
+        let failed = v.trials.iter().filter(|t| t.error.is_some()).count();
+        let note = if failed > 0 {
+            format!("  ({failed} failed)")
+        } else {
+            String::new()
+        };
         match v.summary.get(metric) {
             Some(x) => {
+                let ratio = base.map_or_else(|| "-".into(), |b| format!("{:.2}x", x.median / b));
                 let _ = writeln!(
                     s,
-                    "{:<14} {:>6} {:>12.3} {:>10.3} {:>10.3}",
-                    v.name, x.n, x.median, x.q1, x.q3
+                    "{:<14} {:>6} {:>12.3} {:>10.3} {:>10.3} {:>8}{note}",
+                    v.name, x.n, x.median, x.q1, x.q3, ratio
                 );
             }
             None => {
-                let _ = writeln!(s, "{:<14} {:>6} {:>12}", v.name, v.trials.len(), "n/a");
+                let _ = writeln!(
+                    s,
+                    "{:<14} {:>6} {:>12}{note}",
+                    v.name,
+                    v.trials.len(),
+                    "n/a"
+                );
             }
+        }
+    }
+    s
+}
+
+/// A few lines comparing every variant with the first (the baseline): the medians of `metric`
+/// and their ratio, and, where the variant had them, the sidekick's own counters (medians per
+/// trial) — what the demo prints under its table.
+pub fn format_comparison(r: &RunResult, metric: &str) -> String {
+    let mut s = String::new();
+    let Some(base) = r.variants.first() else {
+        return s;
+    };
+    let Some(b) = base.summary.get(metric).map(|x| x.median) else {
+        let _ = writeln!(s, "{}: no successful trial, no comparison", base.name);
+        return s;
+    };
+    for v in r.variants.iter().skip(1) {
+        let Some(x) = v.summary.get(metric).map(|x| x.median) else {
+            let _ = writeln!(s, "{}: no successful trial", v.name);
+            continue;
+        };
+        let ratio = if b > 0.0 {
+            format!("{:.2}x", x / b)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            s,
+            "{} vs {}: {metric} median {x:.2} vs {b:.2} -> {ratio}",
+            v.name, base.name
+        );
+        let med = |k: &str| v.summary.get(k).map(|x| x.median);
+        if let Some(q) = med("sidekick_quacks") {
+            let _ = writeln!(
+                s,
+                "  {}: quACKs received {q:.0}, near-link losses they revealed {:.0}, early retransmissions {:.0} (medians per trial)",
+                v.name,
+                med("sidekick_losses_detected").unwrap_or(0.0),
+                med("sidekick_retransmissions").unwrap_or(0.0)
+            );
+        }
+        if let (Some(p), Some(pct)) = (med("proxy_pkts_sent"), med("sidekick_overhead_pct")) {
+            let _ = writeln!(
+                s,
+                "  {}: proxy sent {p:.0} packets, {pct:.1} % of the client's",
+                v.name
+            );
         }
     }
     s
@@ -449,6 +660,16 @@ mod tests {
                     trials: vec![],
                     summary: BTreeMap::new(),
                 },
+                VariantResult {
+                    name: "other".into(),
+                    skipped: None,
+                    trials: vec![],
+                    summary: [(
+                        "goodput_mbps".to_string(),
+                        summarize(&[4.0, 5.0, 6.0]).unwrap(),
+                    )]
+                    .into(),
+                },
             ],
         };
         let t = format_table(&r, "goodput_mbps");
@@ -456,10 +677,58 @@ mod tests {
             t.contains("e2e") && t.contains("2.000") && t.contains("skipped: no proxy"),
             "{t}"
         );
+        assert!(t.contains("1.00x") && t.contains("2.50x"), "{t}");
+        let c = format_comparison(&r, "goodput_mbps");
+        assert!(
+            c.contains("other vs e2e: goodput_mbps median 5.00 vs 2.00 -> 2.50x"),
+            "{c}"
+        );
+        assert!(c.contains("sidekick: no successful trial"), "{c}");
         assert_eq!(app_binary("transfer"), Some("sidekick-transfer"));
         assert!(
             find_bin(Path::new("/nonexistent"), "sidekick-transfer").is_none()
                 || std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER").is_some()
         );
+    }
+
+    #[test]
+    fn client_json_and_derived_metrics() {
+        let mut m = BTreeMap::new();
+        let j: serde_json::Value = serde_json::from_str(
+            r#"{"stack":"quinn","goodput_mbps":7.5,"lost_packets":120,"sidekick":{"quacks":300,"active":true,"fallback":false}}"#,
+        )
+        .unwrap();
+        add_client_json(&mut m, &j);
+        assert_eq!(m["goodput_mbps"], 7.5);
+        assert_eq!(m["sidekick_quacks"], 300.0);
+        assert_eq!(m["sidekick_active"], 1.0);
+        assert_eq!(m["sidekick_fallback"], 0.0);
+        assert!(!m.contains_key("stack"));
+        m.insert("cli0_tx_packets".into(), 9000.0);
+        m.insert("proxy_quacks_sent_total".into(), 400.0);
+        m.insert("proxy_injected_total".into(), 2.0);
+        m.insert("proxy_resets_sent_total".into(), 3.0);
+        m.insert("lan0_up_dropped_loss".into(), 90.0);
+        m.insert("wan_up_dropped_queue".into(), 10.0);
+        m.insert("lan0_down_dropped_loss".into(), 1000.0);
+        derive_metrics(&mut m, "upload");
+        assert_eq!(m["client_pkts_sent"], 9000.0);
+        assert_eq!(m["proxy_pkts_sent"], 405.0);
+        assert!((m["sidekick_overhead_pct"] - 4.5).abs() < 1e-9);
+        // 120 declared lost, 100 dropped in the upload direction.
+        assert_eq!(m["spurious_retx"], 20.0);
+        // The sidekick repaired 60 of the drops early: 40 were missing, 80 declarations spurious.
+        m.insert("sidekick_retransmissions".into(), 60.0);
+        derive_metrics(&mut m, "upload");
+        assert_eq!(m["spurious_retx"], 80.0);
+        // Without a proxy: nothing sent by it; without the proxy's metrics, its final log line.
+        let mut e = BTreeMap::from([("lost_packets".to_string(), 5.0)]);
+        e.insert("lan0_down_dropped_loss".into(), 9.0);
+        derive_metrics(&mut e, "download");
+        assert_eq!(e["proxy_pkts_sent"], 0.0);
+        assert_eq!(e["spurious_retx"], 0.0);
+        let mut l = BTreeMap::from([("proxy_log_quacks".to_string(), 17.0)]);
+        derive_metrics(&mut l, "upload");
+        assert_eq!(l["proxy_pkts_sent"], 17.0);
     }
 }

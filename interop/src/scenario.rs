@@ -21,7 +21,10 @@
 //! ```
 //!
 //! A variant may carry its own overrides (`set = ["lan.loss=0%"]`) and a proxy command run in
-//! the ap namespace (`proxy = ["sidekick-proxy", "..."]`, the binary looked up next to the lab's).
+//! the ap namespace (`proxy = ["sidekick-proxy", "..."]`, the binary looked up next to the lab's,
+//! started and ready before the trial's client and stopped after it), extra client arguments
+//! (`client_args = ["--sidekick"]`) and `kill_proxy_at = 0.3` (SIGKILL the proxy at 30 % of the
+//! transfer).
 
 use crate::spec::{LinkSpec, SpecError};
 use serde::{Deserialize, Serialize};
@@ -101,6 +104,15 @@ pub struct Variant {
     /// Overrides applied for this variant only.
     #[serde(default)]
     pub set: Vec<String>,
+    /// Extra client arguments for this variant only, appended after `app.client_args`
+    /// (e.g. `["--sidekick"]`: the client runs the sidekick SDK). Nothing is added implicitly:
+    /// a variant named `sidekick` without it runs a plain client next to the proxy.
+    #[serde(default)]
+    pub client_args: Vec<String>,
+    /// Kill the proxy with SIGKILL once the data sender has sent this fraction of `app.bytes`
+    /// (e.g. `0.3`), to show that the transfer completes without it (fail-open).
+    #[serde(default)]
+    pub kill_proxy_at: Option<f64>,
 }
 
 /// A parsed scenario.
@@ -243,10 +255,22 @@ impl Scenario {
                 name: "e2e".into(),
                 proxy: vec![],
                 set: vec![],
+                client_args: vec![],
+                kill_proxy_at: None,
             }],
         };
         if variants.is_empty() {
             return Err(ScenarioError::Invalid("no variants".into()));
+        }
+        for v in &variants {
+            if let Some(f) = v.kill_proxy_at
+                && (v.proxy.is_empty() || !(f > 0.0 && f < 1.0))
+            {
+                return Err(ScenarioError::Invalid(format!(
+                    "variant `{}`: kill_proxy_at needs a proxy and a fraction in (0, 1)",
+                    v.name
+                )));
+            }
         }
         let metrics = table
             .get("metrics")
@@ -347,6 +371,27 @@ set = ["lan.loss=0%"]
         // Setting into a scalar is rejected.
         let mut t: toml::Table = toml::from_str("a = 1").unwrap();
         assert!(apply_set(&mut t, "a.b=2").is_err());
+    }
+
+    #[test]
+    fn sidekick_variant_fields() {
+        let text = format!(
+            "{S}[[variants]]\nname = \"sidekick\"\nproxy = [\"sidekick-proxy\", \"--mode\", \"sniff\"]\n\
+             client_args = [\"--sidekick\"]\nkill_proxy_at = 0.3\n"
+        );
+        let s = Scenario::parse(&text, &[]).unwrap();
+        let v = &s.variants[2];
+        assert_eq!(v.client_args, vec!["--sidekick".to_string()]);
+        assert_eq!(v.kill_proxy_at, Some(0.3));
+        assert!(s.variants[0].client_args.is_empty());
+        // A kill without a proxy, or outside (0, 1), is rejected.
+        let bad = format!("{S}[[variants]]\nname = \"x\"\nkill_proxy_at = 0.3\n");
+        assert!(matches!(
+            Scenario::parse(&bad, &[]),
+            Err(ScenarioError::Invalid(_))
+        ));
+        let bad = text.replace("0.3", "1.5");
+        assert!(Scenario::parse(&bad, &[]).is_err());
     }
 
     #[test]

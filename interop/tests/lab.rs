@@ -3,8 +3,9 @@
 //! measurements do not compete for the CPU.
 
 use sidekick_lab::probe;
+use sidekick_lab::proxyproc::ProxyProcess;
 use sidekick_lab::runner::{self, RunOptions};
-use sidekick_lab::scenario::Scenario;
+use sidekick_lab::scenario::{Scenario, Variant};
 use sidekick_lab::spec::{LinkSpec, LossModel};
 use sidekick_lab::topo::{self, TopoConfig, Topology};
 use std::path::PathBuf;
@@ -180,11 +181,23 @@ fn quic_transfer_across_lossy_link() {
     let _g = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let scn = Scenario::load(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/demo.toml"),
+    // Packrat WiFi links (end to end only): a clean and a 2 % lossy last hop.
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/packrat-wifi.toml"),
         &["app.bytes=2000000".into(), "lan.loss=2%".into()],
     )
     .unwrap();
+    let variant = |name: &str, set: Vec<String>| Variant {
+        name: name.into(),
+        proxy: vec![],
+        set,
+        client_args: vec![],
+        kill_proxy_at: None,
+    };
+    scn.variants = vec![
+        variant("clean-lan", vec!["lan.loss=0%".into()]),
+        variant("lossy-lan", vec![]),
+    ];
     let opts = RunOptions {
         trials: Some(1),
         bin_dir,
@@ -269,4 +282,214 @@ fn killed_run_is_cleaned_up() {
         .filter(|n| new.contains(n))
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Directory holding `sidekick-transfer` and `sidekick-proxy` of this build (the lab stage of
+/// scripts/test.sh builds both next to `sidekick-lab`).
+fn sidekick_bin_dir(test: &str) -> PathBuf {
+    let Some(dir) = transfer_bin_dir() else {
+        panic!("{test}: sidekick-transfer not built: cargo build -p sidekick-examples first");
+    };
+    let proxy = std::env::var_os("SIDEKICK_SIDEKICK_PROXY")
+        .map_or_else(|| dir.join("sidekick-proxy"), PathBuf::from);
+    assert!(
+        proxy.exists(),
+        "{test}: {} not built: cargo build -p sidekick-proxy first",
+        proxy.display()
+    );
+    dir
+}
+
+/// Robin #2 (seed 001 Table 5) with a 2 MB upload and only the `sidekick` variant (the real
+/// proxy binary in the ap namespace, `sidekick-transfer client --sidekick`), plus `extra`
+/// overrides and variant fields.
+fn sidekick_upload(test: &str, sets: &[&str], kill_at: Option<f64>) -> runner::Trial {
+    let bin_dir = sidekick_bin_dir(test);
+    let mut sets: Vec<String> = sets.iter().map(|s| (*s).to_string()).collect();
+    sets.push("app.bytes=2000000".into());
+    sets.push("app.timeout_s=60.0".into());
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/robin-2-upload.toml"),
+        &sets,
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    scn.variants.retain(|v| v.name == "sidekick");
+    assert_eq!(
+        scn.variants.len(),
+        1,
+        "robin-2-upload has a sidekick variant"
+    );
+    assert!(
+        scn.variants[0]
+            .client_args
+            .iter()
+            .any(|a| a == "--sidekick"),
+        "the sidekick variant runs the client with --sidekick"
+    );
+    scn.variants[0].kill_proxy_at = kill_at;
+    let opts = RunOptions {
+        trials: Some(1),
+        bin_dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+    };
+    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
+    let v = &r.variants[0];
+    assert!(v.skipped.is_none(), "{:?}", v.skipped);
+    let t = v.trials[0].clone();
+    eprintln!("{test}: {:?}", t.metrics);
+    assert!(t.error.is_none(), "{test}: {:?}", t.error);
+    assert_eq!(t.metrics["bytes"], 2_000_000.0);
+    let g = t.metrics["goodput_mbps"];
+    assert!(
+        g > 0.2 && g < 10.0,
+        "{test}: goodput {g} (10 Mbit/s bottleneck)"
+    );
+    t
+}
+
+#[test]
+fn sidekick_quinn_upload_through_proxy() {
+    let test = "sidekick_quinn_upload_through_proxy";
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let t = sidekick_upload(test, &["lan.loss=2%"], None);
+    let m = &t.metrics;
+    // The proxy answered discovery and sent quACKs; the client received them, stayed with the
+    // sidekick and fed the losses they revealed to PACUBIC.
+    assert!(m["proxy_discovery_replied_total"] >= 1.0, "{m:?}");
+    assert!(m["proxy_sessions"] >= 1.0, "{m:?}");
+    assert!(m["proxy_quacks_sent_total"] > 10.0, "{m:?}");
+    assert!(m["sidekick_quacks"] > 10.0, "{m:?}");
+    assert!(
+        m["sidekick_quacks"] <= m["proxy_quacks_sent_total"],
+        "{m:?}"
+    );
+    assert_eq!(m["sidekick_inconsistent_quacks"], 0.0, "{m:?}");
+    assert_eq!(m["sidekick_active"], 1.0, "{m:?}");
+    assert_eq!(m["sidekick_fallback"], 0.0, "{m:?}");
+    // 2 % of ~1 450 upload packets are dropped near the client: the quACKs reveal losses.
+    assert!(m["lan0_up_dropped_loss"] > 0.0, "{m:?}");
+    assert!(m["sidekick_losses_detected"] > 0.0, "{m:?}");
+    assert!(m["sidekick_retransmissions"] > 0.0, "{m:?}");
+    // Issue 9's metric names are present.
+    for k in [
+        "goodput_mbps",
+        "spurious_retx",
+        "client_pkts_sent",
+        "proxy_pkts_sent",
+        "bytes_per_link_lan0_up",
+        "bytes_per_link_wan_up",
+    ] {
+        assert!(m.contains_key(k), "{k} missing: {m:?}");
+    }
+    assert!(m["proxy_pkts_sent"] >= m["proxy_quacks_sent_total"]);
+    // The upload crossed both links: at least the payload, upwards.
+    assert!(m["bytes_per_link_wan_up"] > 2_000_000.0, "{m:?}");
+    // The proxy's final log line was read after SIGTERM (clean shutdown).
+    assert!(m["proxy_log_frames"] > 1000.0, "{m:?}");
+}
+
+#[test]
+fn sidekick_upload_survives_proxy_kill() {
+    let test = "sidekick_upload_survives_proxy_kill";
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // SIGKILL the proxy once 30 % of the bytes left the client: the SDK falls back (fail-open)
+    // and quinn's own recovery finishes the transfer.
+    let t = sidekick_upload(test, &["lan.loss=1%"], Some(0.3));
+    let m = &t.metrics;
+    let killed = m
+        .get("proxy_killed_at_s")
+        .copied()
+        .unwrap_or_else(|| panic!("the proxy was not killed: {m:?}"));
+    assert!(killed > 0.0 && killed < m["duration_s"] + 1.0, "{m:?}");
+    // quACKs flowed before the kill.
+    assert!(m["sidekick_quacks"] > 0.0, "{m:?}");
+    // Nothing was scraped after the kill.
+    assert!(!m.contains_key("proxy_quacks_sent_total"), "{m:?}");
+}
+
+#[test]
+fn proxy_process_lifecycle() {
+    let test = "proxy_process_lifecycle";
+    if skip(test) {
+        return;
+    }
+    let bin_dir = sidekick_bin_dir(test);
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let t = Topology::up(&TopoConfig {
+        clients: 1,
+        wan: wifi_wan(),
+        lan: wifi_lan(),
+        seed: 5,
+    })
+    .unwrap();
+    let args: Vec<String> = [
+        "--mode",
+        "sniff",
+        "--interface",
+        "lan0",
+        "--faces",
+        "client",
+        "--sidekick-listen",
+        "10.0.2.1:7788",
+        "--ring-blocks",
+        "4",
+    ]
+    .iter()
+    .map(|s| (*s).to_string())
+    .collect();
+    let bin = bin_dir.join("sidekick-proxy");
+    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    // Start → ready (capturing) → metrics → SIGTERM → gone, final statistics read.
+    let mut p = ProxyProcess::start(&t.ns_ap(), &bin, &args).unwrap();
+    let pid = p.pid();
+    assert!(p.is_running());
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut m = None;
+    while m
+        .as_ref()
+        .is_none_or(|m: &std::collections::BTreeMap<String, f64>| {
+            !m.contains_key("sidekick_frames_total")
+        })
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(200));
+        m = p.scrape();
+    }
+    let m = m.expect("metrics endpoint answers inside the ap namespace");
+    assert!(m.contains_key("sidekick_quacks_sent_total"), "{m:?}");
+    let fin = p.stop();
+    assert!(fin.contains_key("frames"), "final log line: {fin:?}");
+    assert!(!alive(pid), "proxy {pid} still running after stop");
+    // Dropping a running proxy (an error or a panic unwinding) stops it too.
+    let p = ProxyProcess::start(&t.ns_ap(), &bin, &args).unwrap();
+    let pid = p.pid();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _p = p;
+        panic!("trial failed");
+    }));
+    assert!(r.is_err());
+    assert!(!alive(pid), "proxy {pid} survived a panic");
+    // A proxy that cannot start (bad configuration) is an error carrying its log, not a hang.
+    let bad = ProxyProcess::start(
+        &t.ns_ap(),
+        &bin,
+        &["--interface".into(), "nonexistent0".into()],
+    );
+    let err = bad.err().expect("a misconfigured proxy is reported");
+    assert!(err.to_string().contains("proxy"), "{err}");
+    t.down().unwrap();
 }
