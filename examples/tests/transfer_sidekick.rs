@@ -53,8 +53,19 @@ struct Run {
 }
 
 fn run(stack: &str, dir: &str, http3: bool, proxy: bool, extra: &[&str]) -> Run {
+    run_with(stack, dir, http3, proxy, common::Links::default(), extra)
+}
+
+fn run_with(
+    stack: &str,
+    dir: &str,
+    http3: bool,
+    proxy: bool,
+    links: common::Links,
+    extra: &[&str],
+) -> Run {
     let (_server, server_addr) = server(stack, http3);
-    let relay = common::start(server_addr, proxy, common::Links::default());
+    let relay = common::start(server_addr, proxy, links);
     let front_addr = relay.front;
     let out = Command::new(BIN)
         .args(["client", "--stack", stack, "--connect"])
@@ -210,4 +221,39 @@ fn quinn_without_proxy_falls_back() {
 fn quiche_without_proxy_falls_back() {
     unassisted("quiche", "--upload");
     unassisted("quiche", "--download");
+}
+
+/// Robin #3 (seed 001 Table 5 #3, no loss): with `--sidekick-ack-reduction 20` the quinn server
+/// is asked (ACK-frequency extension) to ACK every 20 packets while quACKs (every 15 ms, t = 50)
+/// advance PACUBIC; it sends far fewer packets than with its default ACK rate, and the upload
+/// still completes with the session active.
+#[test]
+fn quinn_upload_ack_reduction() {
+    let links = common::Links {
+        loss_every: 0,
+        ..common::Links::default()
+    };
+    let base = run_with("quinn", "--upload", false, true, links, &[]).report;
+    let reduced = run_with(
+        "quinn",
+        "--upload",
+        false,
+        true,
+        links,
+        &["--sidekick-ack-reduction", "20"],
+    )
+    .report;
+    eprintln!("default ACK rate: {base}\nACK reduction: {reduced}");
+    assert_eq!(reduced["bytes"], BYTES);
+    assert_eq!(reduced["sidekick"]["state"], "active", "{reduced}");
+    assert!(n(&reduced, "quacks") > 0);
+    let (b, r) = (
+        base["receiver_sent_packets"].as_u64().unwrap(),
+        reduced["receiver_sent_packets"].as_u64().unwrap(),
+    );
+    assert!(b > 0 && r > 0);
+    assert!(
+        r * 2 < b,
+        "the server sent {r} packets with ACK reduction, {b} without"
+    );
 }

@@ -298,6 +298,9 @@ pub struct TransferReport {
     pub lost_packets: u64,
     /// Packets the data sender sent.
     pub sent_packets: u64,
+    /// Packets the data receiver sent, mostly ACKs (the server's for an upload, the client's for
+    /// a download): what ACK reduction (Robin #3) reduces.
+    pub receiver_sent_packets: u64,
     /// Sidekick counters (only with `--sidekick`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sidekick: Option<SidekickCounters>,
@@ -312,6 +315,9 @@ pub struct SenderStats {
     pub lost_packets: u64,
     /// Retransmissions.
     pub retransmissions: u64,
+    /// Packets the data *receiver* sent (mostly ACKs): the server's for an upload (from its
+    /// summary), the client's own for a download.
+    pub receiver_sent_packets: u64,
 }
 
 impl TransferReport {
@@ -339,6 +345,7 @@ impl TransferReport {
             lost_packets: stats.lost_packets,
             sidekick: None,
             sent_packets: stats.sent_packets,
+            receiver_sent_packets: stats.receiver_sent_packets,
         }
     }
 }

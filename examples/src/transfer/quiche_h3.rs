@@ -339,6 +339,7 @@ pub(super) fn client_loop(
                                     sent_packets: summary.sent_packets,
                                     lost_packets: summary.lost_packets,
                                     retransmissions: summary.retransmissions,
+                                    receiver_sent_packets: conn.stats().sent as u64,
                                 },
                             ),
                             Direction::Upload => {
@@ -351,7 +352,10 @@ pub(super) fn client_loop(
                                 }
                                 (
                                     upload_duration(s_wall, &summary, s.elapsed()),
-                                    stats_of(conn),
+                                    SenderStats {
+                                        receiver_sent_packets: summary.sent_packets,
+                                        ..stats_of(conn)
+                                    },
                                 )
                             }
                         });

@@ -320,6 +320,7 @@ pub(super) fn stats_of(conn: &quiche::Connection) -> SenderStats {
         sent_packets: s.sent as u64,
         lost_packets: s.lost as u64,
         retransmissions: s.retrans as u64,
+        receiver_sent_packets: 0,
     }
 }
 
@@ -602,6 +603,7 @@ fn client_loop(
                         sent_packets: summary.sent_packets,
                         lost_packets: summary.lost_packets,
                         retransmissions: summary.retransmissions,
+                        receiver_sent_packets: conn.stats().sent as u64,
                     },
                 ),
                 Direction::Upload => {
@@ -610,7 +612,10 @@ fn client_loop(
                     }
                     (
                         upload_duration(s_wall, &summary, s.elapsed()),
-                        stats_of(conn),
+                        SenderStats {
+                            receiver_sent_packets: summary.sent_packets,
+                            ..stats_of(conn)
+                        },
                     )
                 }
             });

@@ -188,6 +188,7 @@ pub(super) async fn client(
                     sent_packets: summary.sent_packets,
                     lost_packets: summary.lost_packets,
                     retransmissions: summary.retransmissions,
+                    receiver_sent_packets: conn.stats().path.sent_packets,
                 },
             )
         }
@@ -222,6 +223,7 @@ pub(super) async fn client(
                     sent_packets: s.path.sent_packets,
                     lost_packets: s.path.lost_packets,
                     retransmissions: s.path.lost_packets,
+                    receiver_sent_packets: summary.sent_packets,
                 },
             )
         }

@@ -393,6 +393,7 @@ async fn raw_transfer(
                     sent_packets: summary.sent_packets,
                     lost_packets: summary.lost_packets,
                     retransmissions: summary.retransmissions,
+                    receiver_sent_packets: conn.stats().path.sent_packets,
                 },
             )
         }
@@ -418,6 +419,7 @@ async fn raw_transfer(
                     sent_packets: s.path.sent_packets,
                     lost_packets: s.path.lost_packets,
                     retransmissions: s.path.lost_packets,
+                    receiver_sent_packets: summary.sent_packets,
                 },
             )
         }
