@@ -1,5 +1,5 @@
 //! Compiles the C tests in `tests/c/` against the committed header and the static library
-//! `libsidekick.a` that `cargo test` built for this package, runs them and checks their
+//! `libsidekick_capi.a` that `cargo test` built for this package, runs them and checks their
 //! report ("N passed, 0 failed").
 //!
 //! Needs a C compiler (`cc`, or `$CC`). The library is looked up next to this test executable
@@ -25,22 +25,22 @@ const TESTS: &[&str] = &[
 fn static_library() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let deps = exe.parent().expect("deps directory");
-    let mut candidates = vec![deps.join("libsidekick.a")];
+    let mut candidates = vec![deps.join("libsidekick_capi.a")];
     if let Some(profile) = deps.parent() {
-        candidates.push(profile.join("libsidekick.a"));
+        candidates.push(profile.join("libsidekick_capi.a"));
     }
     // CARGO_TARGET_TMPDIR is `<target>/tmp`; the profile directory is a sibling.
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     if let (Some(target), Some(profile)) = (tmp.parent(), deps.parent()) {
         if let Some(name) = profile.file_name() {
-            candidates.push(target.join(name).join("libsidekick.a"));
+            candidates.push(target.join(name).join("libsidekick_capi.a"));
         }
     }
     candidates
         .iter()
         .find(|p| p.is_file())
         .cloned()
-        .unwrap_or_else(|| panic!("libsidekick.a not found; looked at {candidates:?}"))
+        .unwrap_or_else(|| panic!("libsidekick_capi.a not found; looked at {candidates:?}"))
 }
 
 fn compile(src: &Path, lib: &Path, out: &Path) {

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::ptr::null_mut;
 
 use proptest::prelude::*;
-use sidekick::*;
+use sidekick_capi::*;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]

@@ -11,7 +11,7 @@ use std::ptr::null_mut;
 use std::time::{Duration, Instant};
 
 use quack::PowerSumQuack;
-use sidekick::*;
+use sidekick_capi::*;
 use sidekick_protocol::{BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId};
 
 const PROXY: &str = "192.0.2.1:7000";

@@ -1,8 +1,8 @@
 #![no_main]
-//! Fuzz target: `sidekick::fuzz_c_api` (also run by the crate's property tests).
+//! Fuzz target: `sidekick_capi::fuzz_c_api` (also run by the crate's property tests).
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    sidekick::fuzz_c_api(data);
+    sidekick_capi::fuzz_c_api(data);
 });
