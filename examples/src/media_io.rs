@@ -326,6 +326,35 @@ pub async fn run_fec_client(
     duration: Duration,
     timing: ReceiverTiming,
 ) -> std::io::Result<FecOutcome> {
+    run_fec_client_with(socket, server, cfg, duration, timing, &mut NoHooks).await
+}
+
+/// Datagram hooks of [`run_fec_client_with`] (e.g. a Packrat receiver engine).
+pub trait FecHooks: Send {
+    /// A datagram was sent to the server.
+    fn on_sent(&mut self, _datagram: &[u8]) {}
+    /// A datagram arrived from the server's address; return true to consume it (a sidekick
+    /// discovery reply). Media datagrams are seen here before the player gets them.
+    fn on_received(&mut self, _datagram: &[u8]) -> bool {
+        false
+    }
+}
+
+/// Hooks that do nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoHooks;
+
+impl FecHooks for NoHooks {}
+
+/// [`run_fec_client`] with datagram hooks.
+pub async fn run_fec_client_with(
+    socket: &UdpSocket,
+    server: SocketAddr,
+    cfg: &FecConfig,
+    duration: Duration,
+    timing: ReceiverTiming,
+    hooks: &mut dyn FecHooks,
+) -> std::io::Result<FecOutcome> {
     let start = Instant::now();
     let mut rx = FecReceiver::new(cfg);
     let mut buf = vec![0u8; 65_536];
@@ -343,6 +372,7 @@ pub async fn run_fec_client(
         }
         if !rx.started() && last_hello.is_none_or(|h| now >= h + Duration::from_millis(200)) {
             send(socket, &hello, server).await;
+            hooks.on_sent(&hello);
             last_hello = Some(now);
         }
         let mut deadline = last_rx + timing.idle;
@@ -357,9 +387,13 @@ pub async fn run_fec_client(
         }
         match tokio::time::timeout_at(deadline.into(), socket.recv_from(&mut buf)).await {
             Ok(Ok((n, from))) if from == server => {
+                if hooks.on_received(&buf[..n]) {
+                    continue;
+                }
                 last_rx = Instant::now();
                 for d in rx.on_datagram(&buf[..n], start.elapsed(), unix_us()) {
                     send(socket, &d, server).await;
+                    hooks.on_sent(&d);
                 }
                 if fin_at.is_none() && rx.fin_received() {
                     fin_at = Some(Instant::now());
@@ -370,6 +404,7 @@ pub async fn run_fec_client(
             Err(_) => {
                 for d in rx.on_timeout(start.elapsed()) {
                     send(socket, &d, server).await;
+                    hooks.on_sent(&d);
                 }
             }
         }

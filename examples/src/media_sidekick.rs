@@ -21,6 +21,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::Notify;
 
 use crate::media::SendObserver;
+use crate::media_io::FecHooks;
 use crate::transfer::sidekick::{EngineSample, Mode, SidekickCounters};
 
 /// Robin #1 settings (seed 001 Table 5): a quACK every `every_packets` packets (2) and/or
@@ -66,6 +67,7 @@ impl Shared {
 pub struct MediaSidekick {
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
+    mode: Mode,
 }
 
 /// The [`SendObserver`] half: logs sent datagrams, consumes discovery replies.
@@ -74,27 +76,51 @@ pub struct SidekickObserver {
 }
 
 impl MediaSidekick {
-    /// Starts the driver: `base` is the media socket (for early retransmissions and discovery),
-    /// `peer` the receiver, `sidekick` a second socket for the sidekick connection.
+    /// Starts the driver for a media *sender* (Robin): `base` is the media socket (for early
+    /// retransmissions and discovery), `peer` the receiver, `sidekick` a second socket for the
+    /// sidekick connection.
     pub fn spawn(
         client: SidekickClient,
         base: Arc<UdpSocket>,
         peer: SocketAddr,
         sidekick: UdpSocket,
     ) -> (Self, SidekickObserver) {
+        let me = Self::start(client, base, peer, sidekick, Mode::Robin);
+        let obs = SidekickObserver {
+            shared: me.shared.clone(),
+        };
+        (me, obs)
+    }
+
+    /// Starts the driver for a media *receiver* (Packrat): the hooks feed every received media
+    /// datagram to the eACK and start discovery with the first datagram sent (HELLO).
+    pub fn spawn_receiver(
+        client: SidekickClient,
+        base: Arc<UdpSocket>,
+        peer: SocketAddr,
+        sidekick: UdpSocket,
+    ) -> (Self, PackratHooks) {
+        let me = Self::start(client, base, peer, sidekick, Mode::Packrat);
+        let hooks = PackratHooks {
+            shared: me.shared.clone(),
+        };
+        (me, hooks)
+    }
+
+    fn start(
+        client: SidekickClient,
+        base: Arc<UdpSocket>,
+        peer: SocketAddr,
+        sidekick: UdpSocket,
+        mode: Mode,
+    ) -> Self {
         let shared = Arc::new(Shared {
             client: Mutex::new(client),
             sample: Mutex::new(EngineSample::default()),
             wake: Notify::new(),
         });
         let task = tokio::spawn(drive(shared.clone(), base, peer, sidekick));
-        (
-            Self {
-                shared: shared.clone(),
-                task,
-            },
-            SidekickObserver { shared },
-        )
+        Self { shared, task, mode }
     }
 
     /// The session's counters for the report.
@@ -104,7 +130,7 @@ impl MediaSidekick {
             .sample
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        SidekickCounters::collect(Mode::Robin, &self.shared.client(), &sample, 0)
+        SidekickCounters::collect(self.mode, &self.shared.client(), &sample, 0)
     }
 
     /// Stops the driver task.
@@ -149,6 +175,59 @@ impl SendObserver for SidekickObserver {
         drop(c);
         self.shared.wake.notify_one();
         true
+    }
+}
+
+/// Packrat media config (seed 002 Table 4, media: 40 symbols, 20 kB cache): eACKs every
+/// `every_packets` packets or `interval_ms`. Media datagrams carry no QUIC packet number, so
+/// the reorder window never holds anything (the player has no ACKs to withhold).
+///
+/// ```
+/// let c = sidekick_examples::media_sidekick::fec_config(2, 40, 40);
+/// let p = c.protocol.session.packrat.unwrap();
+/// assert_eq!((p.eack_interval_packets, p.eack_interval_ms, p.local_symbols), (2, 40, 40));
+/// ```
+pub fn fec_config(every_packets: u32, interval_ms: u32, symbols: u32) -> SidekickConfig {
+    let mut c = SidekickConfig::packrat();
+    if let Some(p) = c.protocol.session.packrat.as_mut() {
+        p.eack_interval_packets = every_packets;
+        p.eack_interval_ms = interval_ms;
+        p.local_symbols = symbols;
+        p.cache_capacity_bytes = 20_000;
+        p.reorder_delay_ms = 0;
+    }
+    // The proxy also holds what it forwarded that has not arrived yet (see the transfer's
+    // `--sidekick-eack-inflight`): a few packets at 50 packets/s.
+    c.packrat.inflight_allowance = 4;
+    c
+}
+
+/// The [`FecHooks`] half for a Packrat media receiver.
+pub struct PackratHooks {
+    shared: Arc<Shared>,
+}
+
+impl FecHooks for PackratHooks {
+    fn on_sent(&mut self, _datagram: &[u8]) {
+        let mut c = self.shared.client();
+        if c.is_idle() {
+            if let Err(e) = c.start(Instant::now()) {
+                tracing::debug!(%e, "sidekick discovery did not start");
+            }
+            drop(c);
+            self.shared.wake.notify_one();
+        }
+    }
+
+    fn on_received(&mut self, datagram: &[u8]) -> bool {
+        let mut c = self.shared.client();
+        let discovery = is_discovery_reply(datagram);
+        c.on_base_received(Instant::now(), datagram.to_vec());
+        // The player reads the datagram itself; the SDK's copy is only for the eACK.
+        while c.poll_deliver().is_some() {}
+        drop(c);
+        self.shared.wake.notify_one();
+        discovery
     }
 }
 

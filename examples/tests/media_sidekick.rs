@@ -2,6 +2,8 @@
 //! the near link loses one media datagram in 28 (≈ 3.6 %, seed 001 Table 5 #1) before the proxy
 //! sees it, the far segment has 25 ms one way; the proxy quACKs every 2 packets with t = 8 and
 //! the sender resends what a quACK shows lost. Without a proxy the stream falls back to NACKs.
+//! `sidekick-media-fec client --sidekick` (Packrat media): the link after the proxy loses one
+//! datagram in 10 (seed 002 Table 3, cellular), the player's eACKs let the proxy retransmit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidekick-media");
+const FEC_BIN: &str = env!("CARGO_BIN_EXE_sidekick-media-fec");
 
 struct Server(Child);
 
@@ -100,4 +103,67 @@ fn media_without_proxy_falls_back_to_nacks() {
     assert_eq!(sk["fallback_cause"], "no_proxy");
     assert_eq!(sk["quacks"], 0);
     assert_eq!(v["packets_missing"], 0, "{v}");
+}
+
+#[test]
+fn fec_player_eacks_drive_proxy_retransmissions() {
+    let addr = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let _server = Server(
+        Command::new(FEC_BIN)
+            .args(["server", "--once", "--listen"])
+            .arg(addr.to_string())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let relay = common::start(
+        addr,
+        true,
+        common::Links {
+            loss_every: 10,
+            far_delay: Duration::from_millis(30),
+            ..common::Links::default()
+        },
+    );
+    let out = Command::new(FEC_BIN)
+        .args(["client", "--connect"])
+        .arg(relay.front.to_string())
+        .args([
+            "--duration",
+            "4",
+            "--json",
+            "--linger-ms",
+            "500",
+            "--sidekick",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    let st = &relay.stats;
+    eprintln!(
+        "media-fec with sidekick: {v}\nrelay: dropped {} eacks {} proxy retx {}",
+        st.dropped.load(Ordering::Relaxed),
+        st.eacks.load(Ordering::Relaxed),
+        st.proxy_retransmissions.load(Ordering::Relaxed)
+    );
+    let sk = &v["sidekick"];
+    assert_eq!(sk["state"], "active", "{v}");
+    assert_eq!(sk["mode"], "packrat");
+    assert!(sk["eacks_sent"].as_u64().unwrap() > 10, "{v}");
+    assert!(st.dropped.load(Ordering::Relaxed) > 0);
+    assert!(st.eacks.load(Ordering::Relaxed) > 0);
+    assert!(
+        st.proxy_retransmissions.load(Ordering::Relaxed) > 0,
+        "the proxy retransmitted from its cache"
+    );
 }

@@ -3,19 +3,31 @@
 //! ```text
 //! sidekick-media-fec server --listen IP:PORT [--once]                      # sender
 //! sidekick-media-fec client --connect IP:PORT [--duration SECS] [--json]   # receiver / player
+//!                           [--sidekick [--sidekick-eack-packets 2] [--sidekick-eack-interval-ms 40]
+//!                                       [--sidekick-eack-symbols 40] [--sidekick-discovery-retry-ms MS]
+//!                                       [--sidekick-discovery-attempts N]]
 //! ```
+//! With `--sidekick` the player runs a Packrat receiver (seed 002 §6.2): it sends eACKs of the
+//! media datagrams it received to an on-path proxy, which retransmits from its cache what is
+//! missing.
 //! The server sends 480 B every 20 ms carrying the last 40 ms (frames k and k−1); the client plays
 //! with a 40 ms buffer, NACKs missing frames (re-NACK at most once per RTT), and prints per-frame
 //! one-way latency and stall metrics.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
+use sidekick::session::SidekickClient;
 use sidekick_examples::fec::{FecConfig, FecMetrics};
-use sidekick_examples::media_io::{ReceiverTiming, run_fec_client, serve_fec};
+use sidekick_examples::media_io::{
+    FecHooks, NoHooks, ReceiverTiming, run_fec_client_with, serve_fec,
+};
+use sidekick_examples::media_sidekick::{MediaSidekick, fec_config};
+use sidekick_examples::transfer::SidekickCounters;
 use tokio::net::UdpSocket;
 
 /// Media stream with FEC (each packet repeats the previous frame), NACKs and a playback buffer.
@@ -70,6 +82,25 @@ struct ClientArgs {
     /// Write a per-frame CSV (frame, availability ms since start, latency ms; empty if never).
     #[arg(long)]
     trace: Option<std::path::PathBuf>,
+    /// Packrat: use an on-path sidekick proxy (eACKs; the proxy retransmits from its cache);
+    /// falls back to end-to-end NACKs when no proxy answers.
+    #[arg(long)]
+    sidekick: bool,
+    /// eACK every N media packets.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    sidekick_eack_packets: u32,
+    /// …or at least every MS while packets arrive.
+    #[arg(long, value_name = "MS", default_value_t = 40)]
+    sidekick_eack_interval_ms: u32,
+    /// Local eACK symbols (seed 002 Table 4, media: 40).
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    sidekick_eack_symbols: u32,
+    /// First discovery retransmission timeout, ms.
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    sidekick_discovery_retry_ms: u32,
+    /// Discovery requests before falling back (no proxy).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    sidekick_discovery_attempts: u32,
 }
 
 #[derive(Serialize)]
@@ -78,6 +109,9 @@ struct Report {
     duration_s: f64,
     #[serde(flatten)]
     metrics: FecMetrics,
+    /// Sidekick counters (with `--sidekick`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sidekick: Option<SidekickCounters>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -115,7 +149,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
     } else {
         "[::]:0".parse()?
     };
-    let socket = UdpSocket::bind(bind).await.context("binding")?;
+    let socket = Arc::new(UdpSocket::bind(bind).await.context("binding")?);
     let base = FecConfig::default();
     let cfg = FecConfig {
         target_frames: usize::try_from(a.buffer_ms / base.frame.as_millis() as u64)
@@ -129,9 +163,38 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         linger: Duration::from_millis(a.linger_ms),
         ..ReceiverTiming::default()
     };
-    let out = run_fec_client(&socket, a.connect, &cfg, duration, timing)
+    let mut sk = None;
+    let mut hooks: Box<dyn FecHooks> = if a.sidekick {
+        let mut c = fec_config(
+            a.sidekick_eack_packets,
+            a.sidekick_eack_interval_ms,
+            a.sidekick_eack_symbols,
+        );
+        c.protocol.discovery_retry =
+            Duration::from_millis(u64::from(a.sidekick_discovery_retry_ms));
+        c.protocol.discovery_attempts = a.sidekick_discovery_attempts.max(1);
+        let sk_socket = UdpSocket::bind(bind)
+            .await
+            .context("binding the sidekick socket")?;
+        let (handle, h) = MediaSidekick::spawn_receiver(
+            SidekickClient::new(c),
+            socket.clone(),
+            a.connect,
+            sk_socket,
+        );
+        sk = Some(handle);
+        Box::new(h)
+    } else {
+        Box::new(NoHooks)
+    };
+    let out = run_fec_client_with(&socket, a.connect, &cfg, duration, timing, hooks.as_mut())
         .await
         .context("media client")?;
+    let sidekick = sk.map(|h| {
+        let c = h.counters();
+        h.stop();
+        c
+    });
     if let Some(path) = &a.trace {
         let s = out.receiver.trace_csv();
         std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
@@ -142,6 +205,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
             app: "media-fec",
             duration_s: duration.as_secs_f64(),
             metrics: m,
+            sidekick,
         };
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -159,6 +223,9 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
             m.stall_ms_total,
             m.rtt_ms
         );
+        if let Some(sk) = &sidekick {
+            println!("sidekick: {}", serde_json::to_string(sk)?);
+        }
     }
     Ok(())
 }
