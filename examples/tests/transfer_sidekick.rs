@@ -189,6 +189,16 @@ fn quiche_http3_upload_robin() {
     assisted("quiche", "--upload", true);
 }
 
+#[test]
+fn quinn_http3_upload_robin() {
+    assisted("quinn", "--upload", true);
+}
+
+#[test]
+fn quiche_http3_download_packrat() {
+    assisted("quiche", "--download", true);
+}
+
 /// No proxy on path: discovery goes unanswered, the client falls back and the transfer completes
 /// end to end; the JSON says so.
 fn unassisted(stack: &str, dir: &str) {
