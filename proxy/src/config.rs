@@ -84,6 +84,10 @@ pub struct Config {
     pub ring_retire_ms: u32,
     /// Request virtio-net headers (GSO sizes, checksum state).
     pub vnet_hdr: bool,
+    /// Run PEMI (transparent mode, seed 000) on QUIC flows without a sidekick session. In bridge
+    /// mode it infers losses, retransmits and enforces its window by delaying replies; in sniff
+    /// mode the kernel forwards every packet, so only loss inference and retransmission remain.
+    pub pemi: bool,
 }
 
 impl Default for Config {
@@ -116,6 +120,7 @@ impl Default for Config {
             ring_blocks: 64,
             ring_retire_ms: 1,
             vnet_hdr: true,
+            pemi: false,
         }
     }
 }
@@ -184,6 +189,14 @@ impl Config {
         self.sidekick_advertise.unwrap_or(self.sidekick_listen)
     }
 
+    /// The PEMI settings implied by `pemi` and `mode` (reply delays only in bridge mode).
+    pub fn pemi_config(&self) -> Option<crate::pemi::PemiConfig> {
+        self.pemi.then(|| crate::pemi::PemiConfig {
+            enforce_delay: self.mode == Mode::Bridge,
+            ..crate::pemi::PemiConfig::default()
+        })
+    }
+
     /// The flow idle timeout.
     pub fn idle_timeout(&self) -> Duration {
         Duration::from_secs(self.idle_timeout_s)
@@ -214,5 +227,14 @@ mod tests {
         let c = Config::from_toml("interface = \"eth0\"").unwrap();
         // Wildcard listen without an advertised address.
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn pemi_switch_and_mode() {
+        assert!(Config::default().pemi_config().is_none());
+        let c = Config::from_toml("pemi = true").unwrap();
+        assert!(!c.pemi_config().unwrap().enforce_delay);
+        let c = Config::from_toml("pemi = true\nmode = \"bridge\"").unwrap();
+        assert!(c.pemi_config().unwrap().enforce_delay);
     }
 }

@@ -16,6 +16,7 @@ use crate::packet::{
     LinkType, ParseError, build_reply_frame, fill_udp_checksum, gso_segments, parse_frame,
 };
 use crate::packrat::{PackratCounters, PackratEngine};
+use crate::pemi::{PemiConfig, PemiEngine, PemiStats};
 use crate::robin::{RobinCounters, RobinEngine};
 use crate::session::{EngineConfig, SessionEvent, SessionLayer};
 
@@ -37,6 +38,8 @@ pub struct FlowValue<Id> {
     pub robin: Option<RobinEngine>,
     /// Packrat engine.
     pub packrat: Option<PackratEngine>,
+    /// PEMI engine (flows without a session, when enabled; seed 000).
+    pub pemi: Option<PemiEngine>,
 }
 
 impl<Id> FlowState for FlowValue<Id> {
@@ -51,6 +54,7 @@ impl<Id> FlowValue<Id> {
             session: None,
             robin: None,
             packrat: None,
+            pemi: None,
         }
     }
 
@@ -61,6 +65,7 @@ impl<Id> FlowValue<Id> {
     fn memory(&self) -> usize {
         self.robin.as_ref().map_or(0, FlowEngine::memory_bytes)
             + self.packrat.as_ref().map_or(0, FlowEngine::memory_bytes)
+            + self.pemi.as_ref().map_or(0, FlowEngine::memory_bytes)
     }
 }
 
@@ -99,6 +104,9 @@ pub struct ProxyCore<S: SessionLayer> {
     engine_out: Vec<Action>,
     retired_robin: RobinCounters,
     retired_packrat: PackratCounters,
+    pemi: Option<PemiConfig>,
+    next_pemi_timeout: Option<Instant>,
+    retired_pemi: PemiStats,
     /// Counters.
     pub counters: Counters,
 }
@@ -138,8 +146,19 @@ impl<S: SessionLayer> ProxyCore<S> {
             engine_out: Vec::new(),
             retired_robin: RobinCounters::default(),
             retired_packrat: PackratCounters::default(),
+            pemi: None,
+            next_pemi_timeout: None,
+            retired_pemi: PemiStats::default(),
             counters: Counters::default(),
         }
+    }
+
+    /// Run PEMI (seed 000) on flows without a sidekick session whose first packet is a QUIC
+    /// client Initial (`None` disables it). Reply delays ([`Action::Delay`] verdicts) need bridge
+    /// mode: set [`PemiConfig::enforce_delay`] to false when sniffing.
+    pub fn with_pemi(mut self, cfg: Option<PemiConfig>) -> Self {
+        self.pemi = cfg;
+        self
     }
 
     /// The flow table.
@@ -232,7 +251,34 @@ impl<S: SessionLayer> ProxyCore<S> {
             }
         };
         let Some(sid) = entry.value.session else {
-            return Action::Forward;
+            let Some(pcfg) = self.pemi else {
+                return Action::Forward;
+            };
+            // PEMI: engines only for flows that begin with a client Initial (App. A).
+            if entry.value.pemi.is_none()
+                && dir == Direction::FromClient
+                && crate::pemi::engine::starts_connection(payload)
+            {
+                entry.value.pemi = Some(PemiEngine::new(pcfg, now));
+            }
+            let Some(engine) = entry.value.pemi.as_mut() else {
+                return Action::Forward;
+            };
+            self.engine_out.clear();
+            let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
+            for (a, b) in gso_segments(&udp, gso) {
+                let pkt = Packet {
+                    frame,
+                    udp: &udp,
+                    payload: frame.get(a..b).unwrap_or(&[]),
+                    whole_frame: gso.is_none() && !meta.csum_not_ready,
+                };
+                engine.on_packet(now, dir, &pkt, &mut self.engine_out);
+            }
+            if let Some(t) = engine.next_timeout() {
+                self.next_pemi_timeout = Some(self.next_pemi_timeout.map_or(t, |n| n.min(t)));
+            }
+            return self.pemi_actions(out);
         };
 
         // A private copy with the checksum filled in, only when a copy may be cached/injected.
@@ -289,6 +335,22 @@ impl<S: SessionLayer> ProxyCore<S> {
             self.engine_out = acts;
         }
         Action::Forward
+    }
+
+    /// Hand PEMI's side actions to the backend; a delay becomes the frame's verdict.
+    fn pemi_actions(&mut self, out: &mut Vec<Action>) -> Action {
+        let mut verdict = Action::Forward;
+        for a in self.engine_out.drain(..) {
+            match a {
+                Action::Inject { dir, frame } => {
+                    self.counters.injected += 1;
+                    out.push(Action::Inject { dir, frame });
+                }
+                Action::Delay { until } => verdict = Action::Delay { until },
+                _ => {}
+            }
+        }
+        verdict
     }
 
     /// Turn engine actions into backend actions (framing messages through the session).
@@ -379,11 +441,16 @@ impl<S: SessionLayer> ProxyCore<S> {
             session: Some(id),
             robin,
             packrat,
+            pemi: None,
         };
         if let Some(old) = self.table.get_mut(&flow).and_then(|e| e.value.session) {
             if old != id {
                 self.detach(old);
             }
+        }
+        // A flow opting into Robin/Packrat leaves PEMI (its counters are kept).
+        if let Some(p) = self.table.get(&flow).and_then(|e| e.value.pemi.as_ref()) {
+            self.retired_pemi.add(&p.stats);
         }
         if let Some(t) = value.next_timeout() {
             self.next_engine_timeout = Some(self.next_engine_timeout.map_or(t, |n| n.min(t)));
@@ -475,10 +542,46 @@ impl<S: SessionLayer> ProxyCore<S> {
 
     /// When [`ProxyCore::on_timeout`] should next run.
     pub fn next_timeout(&self) -> Option<Instant> {
-        match (self.next_engine_timeout, self.sessions.poll_timeout()) {
+        let t = match (self.next_engine_timeout, self.sessions.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (t, self.next_pemi_timeout) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// Run due PEMI timers (finishing overdue flowlets, enforcement periods) over the flows that
+    /// have a PEMI engine.
+    fn pemi_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
+        if self.next_pemi_timeout.is_none_or(|t| t > now) {
+            return;
+        }
+        let mut next: Option<Instant> = None;
+        let mut acts = std::mem::take(&mut self.engine_out);
+        acts.clear();
+        for (_, e) in self.table.iter_mut() {
+            if e.value.session.is_some() {
+                continue;
+            }
+            if let Some(p) = e.value.pemi.as_mut() {
+                if p.next_timeout().is_some_and(|t| t <= now) {
+                    p.on_timeout(now, &mut acts);
+                }
+                if let Some(t) = p.next_timeout() {
+                    next = Some(next.map_or(t, |n| n.min(t)));
+                }
+            }
+        }
+        for a in acts.drain(..) {
+            if let Action::Inject { dir, frame } = a {
+                self.counters.injected += 1;
+                out.push(Action::Inject { dir, frame });
+            }
+        }
+        self.engine_out = acts;
+        self.next_pemi_timeout = next;
     }
 
     /// Run due timers: engine cadences (Robin time-driven quACKs), session timers, and the idle
@@ -514,15 +617,20 @@ impl<S: SessionLayer> ProxyCore<S> {
             }
             self.next_engine_timeout = next;
         }
+        self.pemi_timeouts(now, out);
         self.drain_transmits(out);
     }
 
     /// Expire idle flows (120 s default). Sessions on expired flows are detached.
     pub fn expire(&mut self, now: Instant) {
         let mut gone = Vec::new();
+        let retired = &mut self.retired_pemi;
         self.table.expire(now, |_, e| {
             if let Some(s) = e.value.session {
                 gone.push(s);
+            }
+            if let Some(p) = &e.value.pemi {
+                retired.add(&p.stats);
             }
         });
         for id in gone {
@@ -549,6 +657,20 @@ impl<S: SessionLayer> ProxyCore<S> {
                 memory += e.value.memory() as u64;
             }
         }
+        // PEMI runs on unassisted flows: sum every live engine (a walk of the table; snapshots
+        // are periodic, not per packet).
+        let mut pemi = self.retired_pemi;
+        if self.pemi.is_some() {
+            for (_, e) in self.table.iter() {
+                if e.value.session.is_none()
+                    && let Some(p) = &e.value.pemi
+                {
+                    pemi.add(&p.stats);
+                    memory += p.memory_bytes() as u64;
+                }
+            }
+        }
+        c.pemi = pemi;
         c.robin = robin;
         c.packrat = packrat;
         c.cache_bytes = cache_bytes;

@@ -47,6 +47,7 @@ pub fn build_core(cfg: &Config) -> ProxyCore<ProtocolSessions> {
         ProtocolSessions::new(policy),
         (rand::random(), rand::random()),
     )
+    .with_pemi(cfg.pemi_config())
 }
 
 /// Serve `text` as Prometheus metrics on `addr` from a background thread.

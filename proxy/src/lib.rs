@@ -12,6 +12,7 @@ pub mod flow;
 pub mod metrics;
 pub mod packet;
 pub mod packrat;
+pub mod pemi;
 pub mod robin;
 pub mod session;
 pub mod sys;

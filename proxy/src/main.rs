@@ -103,6 +103,9 @@ struct Cli {
     /// Request virtio-net headers (true/false).
     #[arg(long)]
     vnet_hdr: Option<bool>,
+    /// Run PEMI on QUIC flows without a sidekick session (true/false).
+    #[arg(long)]
+    pemi: Option<bool>,
 }
 
 macro_rules! apply {
@@ -145,7 +148,8 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         ring_block_size,
         ring_blocks,
         ring_retire_ms,
-        vnet_hdr
+        vnet_hdr,
+        pemi
     );
     if cli.sidekick_advertise.is_some() {
         cfg.sidekick_advertise = cli.sidekick_advertise;

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use crate::flow::FlowCounters;
 use crate::packrat::PackratCounters;
+use crate::pemi::PemiStats;
 use crate::robin::RobinCounters;
 use crate::session::SessionStats;
 
@@ -75,6 +76,8 @@ pub struct Counters {
     pub packrat: PackratCounters,
     /// Session layer counters.
     pub session: SessionStats,
+    /// PEMI totals (transparent mode).
+    pub pemi: PemiStats,
 }
 
 impl Counters {
@@ -110,6 +113,7 @@ impl Counters {
         add!(assisted_flows);
         add!(cache_bytes);
         add!(engine_memory_bytes);
+        self.pemi.add(&o.pemi);
     }
 
     /// Render in the Prometheus text format.
@@ -273,7 +277,73 @@ impl Counters {
         for (reason, v) in drops {
             let _ = writeln!(s, "sidekick_drops_total{{reason=\"{reason}\"}} {v}");
         }
+        self.render_pemi(&mut s);
         s
+    }
+
+    /// PEMI counters: activity, and each give-up with its reason (seed 000 §4.6).
+    fn render_pemi(&self, s: &mut String) {
+        let p = &self.pemi;
+        let families: [(&str, &str, u64); 8] = [
+            (
+                "pemi_handshakes_total",
+                "Handshakes with both initial RTTs measured.",
+                p.handshakes,
+            ),
+            (
+                "pemi_instant_acks_total",
+                "Handshakes with an instant ACK.",
+                p.instant_acks,
+            ),
+            (
+                "pemi_protected_total",
+                "Dominant-direction packets forwarded.",
+                p.protected,
+            ),
+            ("pemi_flowlets_total", "Flowlets evaluated.", p.flowlets),
+            (
+                "pemi_rtt_samples_total",
+                "RTT samples from matched pairs.",
+                p.rtt_samples,
+            ),
+            (
+                "pemi_inferred_lost_total",
+                "Packets inferred lost.",
+                p.inferred_lost,
+            ),
+            (
+                "pemi_retransmissions_total",
+                "Datagrams retransmitted by PEMI.",
+                p.retransmissions,
+            ),
+            (
+                "pemi_replies_delayed_total",
+                "Replies delayed to enforce the window.",
+                p.replies_delayed,
+            ),
+        ];
+        for (name, help, v) in families {
+            let _ = writeln!(s, "# HELP sidekick_{name} {help}");
+            let _ = writeln!(s, "# TYPE sidekick_{name} counter");
+            let _ = writeln!(s, "sidekick_{name} {v}");
+        }
+        let _ = writeln!(
+            s,
+            "# HELP sidekick_pemi_giveups_total PEMI protection given up, by reason."
+        );
+        let _ = writeln!(s, "# TYPE sidekick_pemi_giveups_total counter");
+        let giveups: [(&str, u64); 7] = [
+            ("flowlet_too_long", p.giveup_flowlet_too_long),
+            ("implausible_loss", p.giveup_implausible_loss),
+            ("budget_exhausted", p.giveup_budget),
+            ("rate_limited", p.giveup_rate_limited),
+            ("not_buffered", p.not_buffered),
+            ("reply_excluded", p.replies_excluded),
+            ("rtt_reset", p.rtt_resets),
+        ];
+        for (reason, v) in giveups {
+            let _ = writeln!(s, "sidekick_pemi_giveups_total{{reason=\"{reason}\"}} {v}");
+        }
     }
 }
 
@@ -300,5 +370,14 @@ mod tests {
         let mut d = c;
         d.merge(&c);
         assert_eq!(d.quacks_sent, 14);
+        let mut p = Counters::default();
+        p.pemi.giveup_budget = 4;
+        p.pemi.retransmissions = 2;
+        let text = p.render_prometheus();
+        assert!(text.contains("sidekick_pemi_giveups_total{reason=\"budget_exhausted\"} 4\n"));
+        assert!(text.contains("sidekick_pemi_retransmissions_total 2\n"));
+        let mut q = p;
+        q.merge(&p);
+        assert_eq!(q.pemi.giveup_budget, 8);
     }
 }

@@ -1,0 +1,367 @@
+//! The PEMI per-flow engine: the [`FlowEngine`] that ties handshake tracking, dominant direction,
+//! flowlets, matching, loss inference, retransmission, RTT and congestion control together
+//! (seed 000 §4, Fig. 5).
+
+use std::time::{Duration, Instant};
+
+use crate::engine::{Action, Direction, FlowEngine, Packet};
+
+use super::copa::{CopaWindow, Enforcer};
+use super::flowlet::{Flowlet, Flowlets, ReplyOutcome, SentOutcome};
+use super::handshake::{HandshakeTracker, PacketKind, coalesced};
+use super::matching::{eliciting_threshold, evaluate};
+use super::rtt::{RttEstimator, SpinTracker};
+use super::{PemiConfig, PemiStats};
+
+/// Fewest sent packets before the eliciting-threshold estimate is trusted (App. A: it converges
+/// "within tens to hundreds of packets"); until then the conservative threshold 2 is used.
+const THRESHOLD_WARMUP: u64 = 10;
+
+/// Spin-bit samples outside `[srtt / 4, 4 · srtt]` are ignored: endpoints that disable the spin
+/// bit may randomise it per packet (RFC 9000 §17.4).
+const SPIN_PLAUSIBLE: u32 = 4;
+
+/// The PEMI engine of one flow.
+#[derive(Debug)]
+pub struct PemiEngine {
+    cfg: PemiConfig,
+    origin: Instant,
+    hs: HandshakeTracker,
+    /// RTT proxy ↔ client and proxy ↔ server.
+    rtt_client: Option<RttEstimator>,
+    rtt_server: Option<RttEstimator>,
+    spin: SpinTracker,
+    dominant: Option<Direction>,
+    volume: [u64; 2],
+    b_min: Option<usize>,
+    volume_since: Option<Instant>,
+    flowlets: Flowlets,
+    copa: CopaWindow,
+    enforcer: Enforcer,
+    sent_evaluated: u64,
+    replied_evaluated: u64,
+    forwarded: u64,
+    retransmitted: u64,
+    /// Counters (summed by the core).
+    pub stats: PemiStats,
+}
+
+fn vidx(d: Direction) -> usize {
+    match d {
+        Direction::FromClient => 0,
+        Direction::ToClient => 1,
+    }
+}
+
+impl PemiEngine {
+    /// A new engine for a flow first seen at `now` (its first client Initial).
+    pub fn new(cfg: PemiConfig, now: Instant) -> Self {
+        Self {
+            cfg,
+            origin: now,
+            hs: HandshakeTracker::new(),
+            rtt_client: None,
+            rtt_server: None,
+            spin: SpinTracker::default(),
+            dominant: None,
+            volume: [0; 2],
+            b_min: None,
+            volume_since: None,
+            flowlets: Flowlets::new(
+                cfg.alpha,
+                cfg.beta,
+                cfg.max_flowlet_packets,
+                cfg.buffer_bytes,
+            ),
+            copa: CopaWindow::new(cfg.copa_delta),
+            enforcer: Enforcer::new(cfg.enforce_delay, cfg.max_reply_delay),
+            sent_evaluated: 0,
+            replied_evaluated: 0,
+            forwarded: 0,
+            retransmitted: 0,
+            stats: PemiStats::default(),
+        }
+    }
+
+    /// The protected (dominant) direction, once decided (§4.1).
+    pub fn dominant(&self) -> Option<Direction> {
+        self.dominant
+    }
+
+    /// The smoothed RTT from the proxy to the client (`ToClient`) or server (`FromClient`) side.
+    pub fn rtt_to(&self, side: Direction) -> Option<Duration> {
+        self.estimator(side).map(RttEstimator::srtt)
+    }
+
+    /// The Copa window in packets.
+    pub fn cwnd(&self) -> f64 {
+        self.copa.cwnd()
+    }
+
+    /// The enforcer (level and delay).
+    pub fn enforcer(&self) -> &Enforcer {
+        &self.enforcer
+    }
+
+    fn estimator(&self, side: Direction) -> Option<&RttEstimator> {
+        match side {
+            Direction::ToClient => self.rtt_client.as_ref(),
+            Direction::FromClient => self.rtt_server.as_ref(),
+        }
+    }
+
+    fn estimator_mut(&mut self, side: Direction) -> &mut Option<RttEstimator> {
+        match side {
+            Direction::ToClient => &mut self.rtt_client,
+            Direction::FromClient => &mut self.rtt_server,
+        }
+    }
+
+    /// End-to-end smoothed RTT (sum of both sides known so far).
+    fn e2e(&self) -> Option<Duration> {
+        match (self.rtt_client, self.rtt_server) {
+            (Some(a), Some(b)) => Some(a.srtt() + b.srtt()),
+            (a, b) => a.or(b).map(|r| r.srtt()),
+        }
+    }
+
+    /// RTT to the receiver of the protected direction.
+    fn receiver_rtt(&self) -> Option<Duration> {
+        self.estimator(self.dominant?).map(RttEstimator::srtt)
+    }
+
+    fn ns(&self, t: Instant) -> u64 {
+        u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// A calibration RTT sample for one side, from the spin bit or an external prober (ICMP echo
+    /// to the protected endpoint once per end-to-end RTT, §4.4.3; that prober needs I/O and is
+    /// not part of this sans-IO engine). App. A: when the sample deviates from the smoothed RTT
+    /// by more than Δ_margin, the estimate is reset to it and replied flowlets are cleared.
+    pub fn on_calibration_sample(&mut self, now: Instant, side: Direction, rtt: Duration) {
+        let margin = self.flowlets.margin();
+        let protected_side = self.dominant == Some(side);
+        let slot = self.estimator_mut(side);
+        let Some(est) = slot.as_mut() else {
+            *slot = Some(RttEstimator::new(rtt, now));
+            return;
+        };
+        if est.srtt().abs_diff(rtt) > margin && margin > Duration::ZERO {
+            est.reset_to(rtt, now);
+            if protected_side {
+                self.flowlets.clear_replied();
+                self.stats.rtt_resets += 1;
+            }
+        } else {
+            est.sample(rtt, now);
+        }
+        if protected_side && let Some(e) = self.estimator(side).copied() {
+            self.copa.on_rtt(now, rtt, e.srtt(), e.min());
+        }
+    }
+
+    fn on_handshake(&mut self, now: Instant, dir: Direction, payload: &[u8]) {
+        let was_done = self.hs.done();
+        self.hs.on_datagram(now, dir, payload);
+        let r = self.hs.rtts();
+        if self.rtt_server.is_none()
+            && let Some(d) = r.to_server
+        {
+            self.rtt_server = Some(RttEstimator::new(d, now));
+        }
+        if self.rtt_client.is_none()
+            && let Some(d) = r.to_client
+        {
+            self.rtt_client = Some(RttEstimator::new(d, now));
+        }
+        if !was_done && self.hs.done() && r.to_client.is_some() && r.to_server.is_some() {
+            self.stats.handshakes += 1;
+            if r.instant_ack {
+                self.stats.instant_acks += 1;
+            }
+        }
+    }
+
+    /// §4.1: V = Σ (B_i − B_min) per direction, counted over one end-to-end smoothed RTT;
+    /// `2·V_client < V_server` → protect server→client, `V_client > 2·V_server` → client→server,
+    /// else keep the last decision. A change clears the flowlets.
+    fn count_volume(&mut self, now: Instant, dir: Direction, len: usize) {
+        let b_min = *self.b_min.get_or_insert(len);
+        if len < b_min {
+            self.b_min = Some(len);
+        }
+        self.volume[vidx(dir)] += len.saturating_sub(b_min.min(len)) as u64;
+        let Some(period) = self.e2e() else {
+            return;
+        };
+        let since = *self.volume_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < period {
+            return;
+        }
+        let [vc, vs] = self.volume;
+        let next = if 2 * vc < vs {
+            Some(Direction::ToClient)
+        } else if vc > 2 * vs {
+            Some(Direction::FromClient)
+        } else {
+            self.dominant
+        };
+        if next != self.dominant {
+            self.flowlets.clear();
+            self.dominant = next;
+        }
+        self.volume = [0; 2];
+        self.volume_since = Some(now);
+    }
+
+    fn process(&mut self, now: Instant, finished: Vec<Flowlet>, out: &mut Vec<Action>) {
+        let Some(dir) = self.dominant else {
+            return;
+        };
+        for f in finished {
+            self.stats.flowlets += 1;
+            if f.too_long {
+                continue;
+            }
+            let sent: Vec<u64> = f.sent.iter().map(|p| self.ns(p.at)).collect();
+            let replies: Vec<u64> = f.replies.iter().map(|&t| self.ns(t)).collect();
+            let srtt = self.receiver_rtt().map_or(0, |d| d.as_nanos() as u64);
+            let threshold = if self.sent_evaluated < THRESHOLD_WARMUP {
+                2
+            } else {
+                eliciting_threshold(
+                    self.sent_evaluated,
+                    self.replied_evaluated,
+                    self.cfg.eliciting_cutoff,
+                )
+            };
+            let v = evaluate(&sent, &replies, srtt, threshold, self.cfg.close_interval);
+            self.sent_evaluated += sent.len() as u64;
+            self.replied_evaluated += v.replied as u64;
+            for s in &v.rtt_samples {
+                let d = Duration::from_nanos(*s);
+                if let Some(e) = self.estimator_mut(dir).as_mut() {
+                    e.sample(d, now);
+                    let (srtt, min) = (e.srtt(), e.min());
+                    self.copa.on_rtt(now, d, srtt, min);
+                    self.stats.rtt_samples += 1;
+                }
+            }
+            let lost: Vec<usize> = v.lost.into_iter().filter(|&i| !f.sent[i].is_retx).collect();
+            self.stats.inferred_lost += lost.len() as u64;
+            // §4.6: an implausible loss estimate (likely a wrong RTT or a very low ACK frequency).
+            if lost.len() >= 3 && lost.len() as f64 > self.cfg.implausible_loss * sent.len() as f64
+            {
+                self.stats.giveup_implausible_loss += 1;
+                continue;
+            }
+            for i in lost {
+                let Some(frame) = f.sent[i].frame.as_ref() else {
+                    self.stats.not_buffered += 1;
+                    continue;
+                };
+                // §4.6: retransmissions ≤ 10 % of forwarded protected packets.
+                if (self.retransmitted + 1) as f64 > self.cfg.retx_budget * self.forwarded as f64 {
+                    self.stats.giveup_budget += 1;
+                    continue;
+                }
+                // §4.5.2: over the target rate, fast retransmissions stop first.
+                if !self.enforcer.may_retransmit() {
+                    self.stats.giveup_rate_limited += 1;
+                    continue;
+                }
+                out.push(Action::Inject {
+                    dir,
+                    frame: frame.clone(),
+                });
+                self.retransmitted += 1;
+                self.stats.retransmissions += 1;
+                self.enforcer.on_sent(now, true);
+                // Recorded (the receiver may reply to it) but never retransmitted again.
+                self.flowlets.on_sent(now, f.sent[i].len, None, true);
+            }
+        }
+    }
+
+    fn housekeeping(&mut self, now: Instant, out: &mut Vec<Action>) {
+        if let Some(rtt) = self.receiver_rtt() {
+            let done = self
+                .flowlets
+                .finish_overdue(now, rtt, self.cfg.ack_delay_slack);
+            self.process(now, done, out);
+        }
+        if let (Some(e2e), Some(side)) = (self.e2e(), self.dominant)
+            && let Some(est) = self.estimator(side)
+        {
+            let target = self.copa.target_rate(est.min());
+            self.enforcer.tick(now, target, e2e);
+        }
+    }
+}
+
+impl FlowEngine for PemiEngine {
+    fn on_packet(&mut self, now: Instant, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>) {
+        let payload = pkt.payload;
+        if !self.hs.done() {
+            self.on_handshake(now, dir, payload);
+        } else if let [PacketKind::Short { spin }] = coalesced(payload, 1).as_slice()
+            && let Some(s) = self.spin.on_spin(now, dir, *spin)
+            && let Some(cur) = self.rtt_to(s.side)
+            && s.rtt >= cur / SPIN_PLAUSIBLE
+            && s.rtt <= cur * SPIN_PLAUSIBLE
+        {
+            self.stats.spin_samples += 1;
+            self.on_calibration_sample(now, s.side, s.rtt);
+        }
+        self.count_volume(now, dir, payload.len());
+        let (Some(dominant), Some(rtt)) = (self.dominant, self.receiver_rtt()) else {
+            return;
+        };
+        if dir == dominant {
+            self.stats.protected += 1;
+            self.forwarded += 1;
+            self.enforcer.on_sent(now, false);
+            let frame = pkt.whole_frame.then_some(pkt.frame);
+            if self.flowlets.on_sent(now, payload.len(), frame, false) == SentOutcome::TooLong {
+                self.stats.giveup_flowlet_too_long += 1;
+            }
+        } else {
+            match self.flowlets.on_reply(now, rtt) {
+                ReplyOutcome::Excluded => self.stats.replies_excluded += 1,
+                ReplyOutcome::Assigned(done) => {
+                    self.stats.replies_assigned += 1;
+                    self.process(now, done, out);
+                }
+            }
+            if self.cfg.enforce_delay
+                && let Some(d) = self.enforcer.reply_delay()
+            {
+                self.stats.replies_delayed += 1;
+                out.push(Action::Delay { until: now + d });
+            }
+        }
+        self.housekeeping(now, out);
+    }
+
+    fn on_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
+        self.housekeeping(now, out);
+    }
+
+    fn next_timeout(&self) -> Option<Instant> {
+        let rtt = self.receiver_rtt()?;
+        self.flowlets.next_deadline(rtt, self.cfg.ack_delay_slack)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.flowlets.memory_bytes()
+    }
+}
+
+/// Does this UDP payload start a QUIC connection (a long-header Initial, App. A)? The core
+/// creates a PEMI engine only for such flows; other UDP is forwarded untouched.
+pub fn starts_connection(payload: &[u8]) -> bool {
+    matches!(
+        coalesced(payload, 1).first(),
+        Some(PacketKind::Initial { .. })
+    )
+}

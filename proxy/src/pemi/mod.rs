@@ -1,0 +1,150 @@
+//! PEMI: transparent performance enhancement for QUIC flows whose endpoints never opted into a
+//! sidekick session (seed 000, "PEMI: Transparent Performance Enhancements for QUIC").
+//!
+//! The engine sees only what a middlebox sees in encrypted QUIC: UDP timing and sizes, the long
+//! header types of the handshake and, when enabled, the spin bit. From these it
+//!
+//! 1. tracks the handshake and measures an initial RTT to each side ([`handshake`], App. A);
+//! 2. finds the dominant direction by normalised volume per smoothed RTT (§4.1);
+//! 3. groups the dominant direction's packets into flowlets and assigns every reply packet to the
+//!    nearest flowlet ([`flowlet`], §4.2.1–4.2.2);
+//! 4. matches replies to sent packets per flowlet with a DP and infers losses ([`matching`],
+//!    §4.2.3, §4.3.1);
+//! 5. retransmits an inferred-lost datagram once from its buffer (§4.3.2);
+//! 6. keeps RTT estimates from matched pairs, the spin bit and an external calibration hook
+//!    ([`rtt`], §4.4, App. A);
+//! 7. runs a Copa-derived window and enforces its rate by stopping retransmissions and delaying
+//!    replies ([`copa`], §4.5);
+//! 8. gives up where inference is unreliable and counts why (§4.6).
+//!
+//! Everything is sans-IO with an explicit `now`. ICMP calibration needs I/O: the engine exposes
+//! [`PemiEngine::on_calibration_sample`] for a backend that pings the protected endpoint.
+
+pub mod copa;
+pub mod engine;
+pub mod flowlet;
+pub mod handshake;
+pub mod matching;
+pub mod rtt;
+
+use std::time::Duration;
+
+pub use engine::PemiEngine;
+
+/// PEMI parameters; defaults are the paper's values (§4.2–4.6, §6).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PemiConfig {
+    /// Flowlet timeout factor α: `F_timeout = α · sINV` (§4.2.1; α = 2).
+    pub alpha: f64,
+    /// Exclusion-window factor β: `Δ_margin = β · F_timeout` (§4.2.2, eq. 1; β = 0.5).
+    pub beta: f64,
+    /// Packets closer than this may be acknowledged by one reply (§4.3.1; 0.1 ms).
+    pub close_interval: Duration,
+    /// Largest flowlet protected (§4.6; N = 100).
+    pub max_flowlet_packets: usize,
+    /// Retransmissions allowed as a fraction of forwarded protected packets (§4.6; 10 %).
+    pub retx_budget: f64,
+    /// Reply ratio above which the eliciting threshold is 1, else 2 (App. A; 60 %).
+    pub eliciting_cutoff: f64,
+    /// Bytes of buffered datagrams per flow (only unfinished flowlets are buffered, §4.3.2).
+    pub buffer_bytes: usize,
+    /// Slack after the expected reply time before a flowlet without later replies is finished
+    /// (covers the receiver's `max_ack_delay`; QUIC's default is 25 ms).
+    pub ack_delay_slack: Duration,
+    /// Copa aggressiveness δ (§4.5.1; Copa's default 0.5).
+    pub copa_delta: f64,
+    /// Delay replies to enforce the window (§4.5.2). Only possible in bridge mode: in sniff mode
+    /// the kernel forwards every packet and PEMI can only infer losses and inject copies.
+    pub enforce_delay: bool,
+    /// Largest reply delay applied by enforcement.
+    pub max_reply_delay: Duration,
+    /// A loss estimate above this fraction of a flowlet (with at least 3 losses) is implausible
+    /// and the flowlet is not retransmitted (§4.6).
+    pub implausible_loss: f64,
+}
+
+impl Default for PemiConfig {
+    fn default() -> Self {
+        Self {
+            alpha: 2.0,
+            beta: 0.5,
+            close_interval: Duration::from_micros(100),
+            max_flowlet_packets: 100,
+            retx_budget: 0.10,
+            eliciting_cutoff: 0.60,
+            buffer_bytes: 1 << 20,
+            ack_delay_slack: Duration::from_millis(25),
+            copa_delta: 0.5,
+            enforce_delay: true,
+            max_reply_delay: Duration::from_millis(200),
+            implausible_loss: 0.5,
+        }
+    }
+}
+
+/// PEMI counters of one flow (summed over flows by the core); each give-up has its reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PemiStats {
+    /// Handshakes whose initial RTTs were measured (App. A).
+    pub handshakes: u64,
+    /// Handshakes with an instant ACK (an ACK-only server Initial before the ServerHello).
+    pub instant_acks: u64,
+    /// Protected (dominant-direction) packets forwarded.
+    pub protected: u64,
+    /// Reply packets assigned to a flowlet.
+    pub replies_assigned: u64,
+    /// Reply packets outside the exclusion window (§4.2.2).
+    pub replies_excluded: u64,
+    /// Flowlets finished and evaluated.
+    pub flowlets: u64,
+    /// RTT samples from matched pairs.
+    pub rtt_samples: u64,
+    /// Packets inferred lost.
+    pub inferred_lost: u64,
+    /// Datagrams retransmitted (injected once each).
+    pub retransmissions: u64,
+    /// Give-up: flowlet longer than N packets (§4.6).
+    pub giveup_flowlet_too_long: u64,
+    /// Give-up: implausible loss estimate for a flowlet (§4.6).
+    pub giveup_implausible_loss: u64,
+    /// Give-up: retransmission budget (10 % of forwarded) exhausted (§4.6).
+    pub giveup_budget: u64,
+    /// Retransmissions withheld because the flow exceeds its target rate (§4.5.2).
+    pub giveup_rate_limited: u64,
+    /// Lost packets that were not buffered (buffer cap or partial frame).
+    pub not_buffered: u64,
+    /// Reply packets delayed to enforce the window (§4.5.2).
+    pub replies_delayed: u64,
+    /// Flowlet resets after a large RTT deviation (App. A).
+    pub rtt_resets: u64,
+    /// Spin-bit RTT samples (§4.4.3).
+    pub spin_samples: u64,
+}
+
+impl PemiStats {
+    /// Add another flow's counters.
+    pub fn add(&mut self, o: &PemiStats) {
+        macro_rules! add {
+            ($($f:ident),+) => { $( self.$f += o.$f; )+ };
+        }
+        add!(
+            handshakes,
+            instant_acks,
+            protected,
+            replies_assigned,
+            replies_excluded,
+            flowlets,
+            rtt_samples,
+            inferred_lost,
+            retransmissions,
+            giveup_flowlet_too_long,
+            giveup_implausible_loss,
+            giveup_budget,
+            giveup_rate_limited,
+            not_buffered,
+            replies_delayed,
+            rtt_resets,
+            spin_samples
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! PEMI through the proxy core (seed 000): a synthetic QUIC-like download (handshake, then
+//! RTC-like bursts) with datagrams dropped between the proxy and the client. The proxy must
+//! retransmit exactly the dropped datagrams, never more than 10 % of forwarded packets, and give
+//! up (with a reason) where inference is unreliable.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use sidekick_protocol::ProxyPolicy;
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
+use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
+use sidekick_proxy::pemi::{PemiConfig, PemiStats};
+use sidekick_proxy::session::ProtocolSessions;
+
+const CLIENT: &str = "10.0.0.2:50000";
+const SERVER: &str = "198.51.100.10:443";
+/// Proxy ↔ client and proxy ↔ server round trips of the synthetic path.
+const RTT_CLIENT: Duration = Duration::from_millis(10);
+const RTT_SERVER: Duration = Duration::from_millis(40);
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn eth(ip: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.extend_from_slice(ip);
+    f
+}
+
+/// A version-1 long-header packet (`ty` 0 Initial, 2 Handshake) with `len` protected bytes.
+fn long(ty: u8, len: usize) -> Vec<u8> {
+    let mut p = vec![0xc0 | (ty << 4), 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+    if ty == 0 {
+        p.push(0);
+    }
+    p.push(0x40 | (len >> 8) as u8);
+    p.push(len as u8);
+    p.extend(std::iter::repeat_n(0xaa, len));
+    p
+}
+
+/// A short-header datagram carrying `id` (what a test can see of an encrypted packet).
+fn short(id: u32, len: usize) -> Vec<u8> {
+    let mut p = vec![0x41u8; len];
+    p[1..5].copy_from_slice(&id.to_be_bytes());
+    p
+}
+
+fn id_of(frame: &[u8]) -> u32 {
+    let u = parse_frame(frame, LinkType::Ethernet).unwrap();
+    let p = u.payload(frame);
+    u32::from_be_bytes([p[1], p[2], p[3], p[4]])
+}
+
+#[derive(Debug, Clone)]
+enum Ev {
+    /// A datagram reaching the proxy.
+    Frame(Direction, Vec<u8>),
+}
+
+struct Sim {
+    core: ProxyCore<ProtocolSessions>,
+    t0: Instant,
+    queue: BTreeMap<(Duration, u64), Ev>,
+    seq: u64,
+    out: Vec<Action>,
+    injected: Vec<u32>,
+    delayed: u64,
+    /// Server packets that the client link drops (after the proxy, so the proxy saw them).
+    drop: BTreeSet<u32>,
+}
+
+impl Sim {
+    fn new(pemi: PemiConfig, drop: BTreeSet<u32>) -> Self {
+        let core = ProxyCore::new(
+            CoreConfig {
+                link: LinkType::Ethernet,
+                ..CoreConfig::default()
+            },
+            ProtocolSessions::new(ProxyPolicy::new(addr("10.0.0.1:7788"))),
+            (1, 2),
+        )
+        .with_pemi(Some(pemi));
+        Self {
+            core,
+            t0: Instant::now(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            out: Vec::new(),
+            injected: Vec::new(),
+            delayed: 0,
+            drop,
+        }
+    }
+
+    fn at(&mut self, t: Duration, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((t, self.seq), ev);
+    }
+
+    fn up(&mut self, t: Duration, payload: &[u8]) {
+        let f = eth(&build_udp_ip(addr(CLIENT), addr(SERVER), payload, 64));
+        self.at(t, Ev::Frame(Direction::FromClient, f));
+    }
+
+    fn down(&mut self, t: Duration, payload: &[u8]) {
+        let f = eth(&build_udp_ip(addr(SERVER), addr(CLIENT), payload, 64));
+        self.at(t, Ev::Frame(Direction::ToClient, f));
+    }
+
+    /// Client reply to a server datagram that reached it (one reply per packet: quiche-like
+    /// eliciting threshold 1).
+    fn reply(&mut self, t_proxy: Duration, id: u32) {
+        self.up(t_proxy + RTT_CLIENT, &short(0x8000_0000 | id, 50));
+    }
+
+    fn handle_actions(&mut self, now: Duration) {
+        for a in std::mem::take(&mut self.out) {
+            if let Action::Inject { dir, frame } = a {
+                assert_eq!(dir, Direction::ToClient);
+                let id = id_of(&frame);
+                self.injected.push(id);
+                // The retransmission crosses the lossy link intact and is answered.
+                self.reply(now, id);
+            }
+        }
+    }
+
+    fn run(&mut self) {
+        while let Some(((t, _), ev)) = self.queue.pop_first() {
+            let now = self.t0 + t;
+            while let Some(due) = self.core.next_timeout().filter(|&d| d <= now) {
+                self.core.on_timeout(due, &mut self.out);
+                self.handle_actions(due.duration_since(self.t0));
+                if self.core.next_timeout() == Some(due) {
+                    break;
+                }
+            }
+            let Ev::Frame(dir, f) = ev;
+            let verdict = self
+                .core
+                .on_frame(now, dir, &f, FrameMeta::default(), &mut self.out);
+            if matches!(verdict, Action::Delay { .. }) {
+                self.delayed += 1;
+            }
+            self.handle_actions(t);
+            if dir == Direction::ToClient && f.len() > 14 + 20 + 8 + 4 {
+                let p = parse_frame(&f, LinkType::Ethernet).unwrap();
+                let payload = p.payload(&f);
+                if payload[0] & 0x80 == 0 {
+                    let id = id_of(&f);
+                    if !self.drop.contains(&id) {
+                        self.reply(t, id);
+                    }
+                }
+            }
+        }
+        let end = self.t0 + Duration::from_secs(30);
+        self.core.on_timeout(end, &mut self.out);
+        self.handle_actions(Duration::from_secs(30));
+    }
+
+    fn stats(&self) -> PemiStats {
+        self.core.snapshot().pemi
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Handshake: client Initial at 0, server Initial+Handshake after RTT_SERVER, client Handshake
+/// after RTT_CLIENT. Then `bursts` flights of `per` 1200-byte packets 0.5 ms apart every 30 ms.
+fn download(sim: &mut Sim, bursts: u32, per: u32, gap: Duration) -> u32 {
+    sim.up(ms(0), &long(0, 1180));
+    let mut sh = long(0, 150);
+    sh.extend(long(2, 1000));
+    sim.down(RTT_SERVER, &sh);
+    let mut fin = long(0, 30);
+    fin.extend(long(2, 60));
+    sim.up(RTT_SERVER + RTT_CLIENT, &fin);
+    let start = ms(60);
+    let mut id = 0;
+    for b in 0..bursts {
+        for i in 0..per {
+            let t = start + gap * b + Duration::from_micros(500) * i;
+            sim.down(t, &short(id, 1200));
+            id += 1;
+        }
+    }
+    id
+}
+
+#[test]
+fn retransmits_exactly_the_dropped_datagrams() {
+    // After a warm-up of 5 bursts, one packet (never a burst's last) dropped in some bursts.
+    let drop: BTreeSet<u32> = [53, 61, 87, 102, 118, 144, 170, 203, 256, 311, 402, 455, 538]
+        .into_iter()
+        .collect();
+    for d in &drop {
+        assert_ne!(d % 10, 9);
+    }
+    let mut sim = Sim::new(PemiConfig::default(), drop.clone());
+    let sent = download(&mut sim, 60, 10, ms(30));
+    sim.run();
+    let s = sim.stats();
+    eprintln!("{s:?}");
+    let got: BTreeSet<u32> = sim.injected.iter().copied().collect();
+    assert_eq!(got, drop, "stats {s:?}");
+    assert_eq!(sim.injected.len(), drop.len(), "each retransmitted once");
+    assert_eq!(s.handshakes, 1);
+    assert_eq!(s.instant_acks, 0);
+    assert_eq!(s.retransmissions, drop.len() as u64);
+    assert!(s.retransmissions as f64 <= 0.1 * s.protected as f64);
+    assert!(s.protected >= u64::from(sent) - 20, "{s:?}");
+    assert!(s.rtt_samples > 400, "{s:?}");
+    // No window pressure on a 330 pkt/s flow: no reply delayed.
+    assert_eq!(sim.delayed, 0);
+    assert_eq!(sim.core.snapshot().injected, drop.len() as u64);
+}
+
+#[test]
+fn retransmissions_capped_at_ten_percent() {
+    // 30 % loss after the warm-up: three losses per burst, but only 10 % may be retransmitted.
+    let drop: BTreeSet<u32> = (50..600).filter(|i| matches!(i % 10, 2 | 5 | 7)).collect();
+    let mut sim = Sim::new(PemiConfig::default(), drop.clone());
+    download(&mut sim, 60, 10, ms(30));
+    sim.run();
+    let s = sim.stats();
+    eprintln!("{s:?}");
+    assert!(s.retransmissions > 0, "{s:?}");
+    assert!(
+        s.retransmissions as f64 <= 0.1 * s.protected as f64,
+        "{s:?}"
+    );
+    assert!(s.giveup_budget > 0, "budget give-ups counted: {s:?}");
+    // Every retransmission is of a dropped datagram, and none twice.
+    let got: BTreeSet<u32> = sim.injected.iter().copied().collect();
+    assert!(got.is_subset(&drop));
+    assert_eq!(got.len(), sim.injected.len());
+    let text = sim.core.snapshot().render_prometheus();
+    assert!(text.contains("sidekick_pemi_giveups_total{reason=\"budget_exhausted\"}"));
+}
+
+#[test]
+fn uniform_pacing_gives_up_on_long_flowlets() {
+    // Packets 0.5 ms apart without gaps: one endless flowlet, abandoned beyond N = 100 (§4.6).
+    let drop: BTreeSet<u32> = [150, 250, 350].into_iter().collect();
+    let mut sim = Sim::new(PemiConfig::default(), drop);
+    download(&mut sim, 1, 500, ms(30));
+    sim.run();
+    let s = sim.stats();
+    assert!(s.giveup_flowlet_too_long >= 1, "{s:?}");
+    assert!(sim.injected.is_empty());
+}
+
+#[test]
+fn non_quic_udp_gets_no_engine_and_sniff_mode_never_delays() {
+    // A flow that does not start with a client Initial is forwarded untouched.
+    let mut sim = Sim::new(PemiConfig::default(), BTreeSet::new());
+    for i in 0..50u32 {
+        sim.down(ms(u64::from(i)), &short(i, 1200));
+        sim.up(ms(u64::from(i)) + ms(1), &[1, 2, 3]);
+    }
+    sim.run();
+    assert_eq!(sim.stats(), PemiStats::default());
+    // Sniff mode (no reply delays) with heavy loss: verdicts are always Forward.
+    let drop: BTreeSet<u32> = (50..600).filter(|i| i % 3 == 0).collect();
+    let cfg = PemiConfig {
+        enforce_delay: false,
+        ..PemiConfig::default()
+    };
+    let mut sim = Sim::new(cfg, drop);
+    download(&mut sim, 60, 10, ms(30));
+    sim.run();
+    assert_eq!(sim.delayed, 0);
+    assert_eq!(sim.stats().replies_delayed, 0);
+}
