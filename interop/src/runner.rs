@@ -614,10 +614,11 @@ pub fn format_comparison(r: &RunResult, metric: &str) -> String {
         if let Some(q) = med("sidekick_quacks") {
             let _ = writeln!(
                 s,
-                "  {}: quACKs received {q:.0}, near-link losses they revealed {:.0}, early retransmissions {:.0} (medians per trial)",
+                "  {}: quACKs received {q:.0}, near-link losses they revealed {:.0}, early retransmissions {:.0}, PACUBIC reductions {:.0} (medians per trial)",
                 v.name,
                 med("sidekick_losses_detected").unwrap_or(0.0),
-                med("sidekick_retransmissions").unwrap_or(0.0)
+                med("sidekick_retransmissions").unwrap_or(0.0),
+                med("sidekick_cc_events").unwrap_or(0.0)
             );
         }
         if let (Some(p), Some(pct)) = (med("proxy_pkts_sent"), med("sidekick_overhead_pct")) {
