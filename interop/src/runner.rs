@@ -470,10 +470,11 @@ pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Valu
 ///   (seed 001 Fig. 7's link overhead, for uploads).
 /// - `spurious_retx`: an estimate of the data sender's end-to-end loss declarations for packets
 ///   that had in fact arrived: `lost_packets` minus the packets still missing, i.e. the frames the
-///   emulated links dropped in the data direction (loss and queue drops) less the sidekick's
-///   early retransmissions (`sidekick_retransmissions`, identical resends that repair a drop
-///   before the end-to-end loss timer); 0 when negative. For a quinn upload this counts quinn's
-///   retransmissions of packets the sidekick already repaired.
+///   emulated links dropped in the data direction (loss and queue drops) less the repairs of the
+///   sidekick: the client's early resends (`sidekick_retransmissions`, Robin) and the proxy's
+///   retransmissions (`proxy_retransmissions_total`, Packrat); 0 when negative. For a quinn
+///   upload this counts quinn's retransmissions of packets the sidekick already repaired; for a
+///   download, the server's loss declarations for packets the proxy repaired.
 /// - `bytes_per_link_<link>_<down|up>`: bytes each emulated link direction delivered.
 pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     let get = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
@@ -501,7 +502,8 @@ pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
             dropped += v;
         }
     }
-    let missing = (dropped - get(m, "sidekick_retransmissions")).max(0.0);
+    let repaired = get(m, "sidekick_retransmissions") + get(m, "proxy_retransmissions_total");
+    let missing = (dropped - repaired).max(0.0);
     if let Some(lost) = m.get("lost_packets").copied() {
         m.insert("spurious_retx".into(), (lost - missing).max(0.0));
     }
@@ -722,6 +724,14 @@ mod tests {
         m.insert("sidekick_retransmissions".into(), 60.0);
         derive_metrics(&mut m, "upload");
         assert_eq!(m["spurious_retx"], 80.0);
+        // Packrat: the proxy's retransmissions repair drops too.
+        let mut d = BTreeMap::from([
+            ("lost_packets".to_string(), 50.0),
+            ("lan0_down_dropped_loss".to_string(), 30.0),
+            ("proxy_retransmissions_total".to_string(), 25.0),
+        ]);
+        derive_metrics(&mut d, "download");
+        assert_eq!(d["spurious_retx"], 45.0);
         // Without a proxy: nothing sent by it; without the proxy's metrics, its final log line.
         let mut e = BTreeMap::from([("lost_packets".to_string(), 5.0)]);
         e.insert("lan0_down_dropped_loss".into(), 9.0);
