@@ -15,6 +15,7 @@ pub const INIT_CWND: f64 = 10.0;
 pub struct CopaWindow {
     cwnd: f64,
     delta: f64,
+    slow_start: bool,
     velocity: f64,
     last_update: Option<Instant>,
     /// Direction of the last RTT-long period (true = up) and how many periods it persisted.
@@ -35,6 +36,7 @@ impl CopaWindow {
         Self {
             cwnd: INIT_CWND,
             delta,
+            slow_start: true,
             velocity: 1.0,
             last_update: None,
             dir_up: None,
@@ -48,6 +50,11 @@ impl CopaWindow {
     /// The window in packets.
     pub fn cwnd(&self) -> f64 {
         self.cwnd
+    }
+
+    /// Still in slow start (no decrease decided yet).
+    pub fn in_slow_start(&self) -> bool {
+        self.slow_start
     }
 
     /// Copa's velocity parameter ν.
@@ -86,10 +93,15 @@ impl CopaWindow {
             .last_update
             .map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
         self.last_update = Some(now);
-        let step = dt.min(srtt_s) / srtt_s * self.velocity / self.delta;
-        if up {
+        let frac = dt.min(srtt_s) / srtt_s;
+        let step = frac * self.velocity / self.delta;
+        if up && self.slow_start {
+            // Copa's slow start: the window doubles per RTT until the first decrease.
+            self.cwnd += frac * self.cwnd;
+        } else if up {
             self.cwnd += step;
         } else {
+            self.slow_start = false;
             self.cwnd = (self.cwnd - step).max(MIN_CWND);
         }
         self.update_velocity(now, srtt, up);
@@ -204,7 +216,10 @@ impl Enforcer {
     /// against `target` (packets/s). A sender over the target first loses its retransmissions; if
     /// its forwarding alone is still over, replies are delayed by `e2e_rtt / 8` (past QUIC's 9/8
     /// time threshold, RFC 9002 §6.1.2); if it has not slowed one RTT later the delay doubles.
-    pub fn tick(&mut self, now: Instant, target: f64, e2e_rtt: Duration) {
+    /// Replies are only delayed for a flow PEMI has `intervened` in (retransmitted for): the
+    /// window exists for fairness because PEMI's retransmissions hide losses from the sender
+    /// (§4.5); a flow it never helped sees every loss itself.
+    pub fn tick(&mut self, now: Instant, target: f64, e2e_rtt: Duration, intervened: bool) {
         let Some(start) = self.period_start else {
             return;
         };
@@ -224,7 +239,7 @@ impl Enforcer {
             return;
         }
         self.level = match self.level {
-            _ if fwd_rate <= target || !self.allow_delay => Level::NoRetransmit,
+            _ if fwd_rate <= target || !self.allow_delay || !intervened => Level::NoRetransmit,
             Level::DelayReplies { delay } => {
                 let slowed = fwd_rate < self.rate_at_escalation;
                 let due = self
@@ -260,43 +275,53 @@ mod tests {
     }
 
     #[test]
-    fn window_grows_without_queueing_and_shrinks_with_it() {
+    fn window_slow_start_then_copa_steps() {
         let t0 = Instant::now();
         let mut c = CopaWindow::new(0.5);
-        // RTT at its minimum: every update is "up"; one update per ms for 20 ms of srtt 20 ms
-        // adds about ν/δ = 2 packets per RTT at ν = 1.
-        for i in 1..=20 {
+        // RTT at its minimum: slow start, the window compounds to about 2.5× in one RTT of
+        // 1 ms updates (1.05^19).
+        for i in 0..20 {
             c.on_rtt(t0 + ms(i), ms(20), ms(20), ms(20));
         }
+        assert!(c.in_slow_start());
         assert!(
-            c.cwnd() > INIT_CWND + 1.5 && c.cwnd() < INIT_CWND + 3.0,
+            (c.cwnd() - INIT_CWND * 1.05f64.powi(19)).abs() < 1e-6,
             "{}",
             c.cwnd()
         );
-        // Keep going up for several RTTs: the velocity doubles.
-        for i in 21..=200 {
+        // Queueing delay of 20 ms: target rate 1/(0.5·0.02) = 100 pkt/s, current rate ≫ 100:
+        // slow start ends and each update takes ν/δ · 1/40 = 0.05 packet.
+        // (The standing RTT, a minimum over srtt/2, needs 20 ms to forget the old samples.)
+        for i in 20..45 {
+            c.on_rtt(t0 + ms(i), ms(40), ms(40), ms(20));
+        }
+        assert!(!c.in_slow_start());
+        let high = c.cwnd();
+        for i in 45..85 {
+            c.on_rtt(t0 + ms(i), ms(40), ms(40), ms(20));
+        }
+        assert!((high - c.cwnd() - 2.0).abs() < 1e-6, "{high} {}", c.cwnd());
+        assert_eq!(c.velocity(), 1.0);
+        // Queue drained: linear growth, ν/δ = 2 packets per RTT.
+        let low = c.cwnd();
+        for i in 85..105 {
+            c.on_rtt(t0 + ms(i), ms(20), ms(20), ms(20));
+        }
+        assert!((c.cwnd() - low - 2.0).abs() < 1e-6, "{low} {}", c.cwnd());
+        // Several RTTs in the same direction: the velocity doubles.
+        for i in 105..300 {
             c.on_rtt(t0 + ms(i), ms(20), ms(20), ms(20));
         }
         assert!(c.velocity() > 1.0);
-        // Queueing delay of 20 ms: target rate 1/(0.5·0.02) = 100 pkt/s, current rate ≫ 100 → down
-        // once the standing RTT (min over srtt/2) has left the old 20 ms samples behind.
-        for i in 201..=225 {
-            c.on_rtt(t0 + ms(i), ms(40), ms(40), ms(20));
-        }
-        let high = c.cwnd();
-        for i in 226..=265 {
-            c.on_rtt(t0 + ms(i), ms(40), ms(40), ms(20));
-        }
-        // 40 updates of Δt = 1 ms at srtt 40 ms and ν = 1: −2 packets.
-        assert!((high - c.cwnd() - 2.0).abs() < 1e-6, "{high} {}", c.cwnd());
-        assert_eq!(c.velocity(), 1.0);
     }
 
     #[test]
     fn step_is_scaled_by_elapsed_time() {
         let t0 = Instant::now();
         let mut a = CopaWindow::new(0.5);
-        a.on_rtt(t0, ms(20), ms(20), ms(20));
+        // A queueing sample ends slow start (Δt = 0 on the first update: no step).
+        a.on_rtt(t0, ms(40), ms(20), ms(20));
+        assert!(!a.in_slow_start());
         let base = a.cwnd();
         // Δt = 5 ms of a 20 ms srtt: a quarter of ν/δ = 0.5 packet.
         a.on_rtt(t0 + ms(5), ms(20), ms(20), ms(20));
@@ -324,7 +349,7 @@ mod tests {
                 e.on_sent(*t, true);
             }
             *t += e2e;
-            e.tick(*t, target, e2e);
+            e.tick(*t, target, e2e, true);
         };
         run(&mut e, &mut t, 100, 20, 2200.0);
         assert_eq!(e.level(), Level::NoRetransmit);
@@ -352,5 +377,13 @@ mod tests {
         let mut s = Enforcer::new(false, ms(200));
         run(&mut s, &mut t, 100, 0, 1000.0);
         assert_eq!(s.level(), Level::NoRetransmit);
+        // Nor does a flow PEMI never retransmitted for.
+        let mut n = Enforcer::new(true, ms(200));
+        for _ in 0..100 {
+            n.on_sent(t, false);
+        }
+        t += e2e;
+        n.tick(t, 1000.0, e2e, false);
+        assert_eq!(n.level(), Level::NoRetransmit);
     }
 }

@@ -294,7 +294,7 @@ impl PemiEngine {
             && let Some(est) = self.estimator(side)
         {
             let target = self.copa.target_rate(est.min());
-            self.enforcer.tick(now, target, e2e);
+            self.enforcer.tick(now, target, e2e, self.retransmitted > 0);
         }
     }
 }
@@ -364,4 +364,122 @@ pub fn starts_connection(payload: &[u8]) -> bool {
         coalesced(payload, 1).first(),
         Some(PacketKind::Initial { .. })
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::{LinkType, build_udp_ip, parse_frame};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn long(ty: u8, len: usize) -> Vec<u8> {
+        let mut p = vec![0xc0 | (ty << 4), 0, 0, 0, 1, 0, 0];
+        if ty == 0 {
+            p.push(0);
+        }
+        p.push(0x40 | (len >> 8) as u8);
+        p.push(len as u8);
+        p.extend(std::iter::repeat_n(0xaa, len));
+        p
+    }
+
+    fn feed(
+        e: &mut PemiEngine,
+        now: Instant,
+        dir: Direction,
+        payload: &[u8],
+        out: &mut Vec<Action>,
+    ) {
+        let (c, s) = (
+            "10.0.0.2:5000".parse().unwrap(),
+            "10.0.0.9:443".parse().unwrap(),
+        );
+        let (src, dst) = match dir {
+            Direction::FromClient => (c, s),
+            Direction::ToClient => (s, c),
+        };
+        let frame = build_udp_ip(src, dst, payload, 64);
+        let udp = parse_frame(&frame, LinkType::RawIp).unwrap();
+        let pkt = Packet {
+            frame: &frame,
+            udp: &udp,
+            payload: udp.payload(&frame),
+            whole_frame: true,
+        };
+        e.on_packet(now, dir, &pkt, out);
+    }
+
+    /// Handshake (server RTT 40 ms, client RTT 10 ms), then `bursts` flights of 10 packets in
+    /// direction `data`, 30 ms apart, each answered by a small reply after the receiver's RTT.
+    fn flow(data: Direction, bursts: u64) -> (PemiEngine, Instant) {
+        let t0 = Instant::now();
+        let mut e = PemiEngine::new(PemiConfig::default(), t0);
+        let mut out = Vec::new();
+        feed(&mut e, t0, Direction::FromClient, &long(0, 1180), &mut out);
+        let mut sh = long(0, 150);
+        sh.extend(long(2, 1000));
+        feed(&mut e, t0 + ms(40), Direction::ToClient, &sh, &mut out);
+        feed(
+            &mut e,
+            t0 + ms(50),
+            Direction::FromClient,
+            &long(2, 60),
+            &mut out,
+        );
+        let rtt = if data == Direction::ToClient {
+            ms(10)
+        } else {
+            ms(40)
+        };
+        let mut evs: Vec<(Instant, Direction, usize)> = Vec::new();
+        for b in 0..bursts {
+            for i in 0..10 {
+                let t = t0 + ms(60 + 30 * b) + Duration::from_micros(500 * i);
+                evs.push((t, data, 1200));
+                evs.push((t + rtt, data.reverse(), 50));
+            }
+        }
+        evs.sort_by_key(|e| e.0);
+        for (t, d, len) in evs {
+            feed(&mut e, t, d, &[0x41; 2000][..len], &mut out);
+        }
+        assert!(
+            out.is_empty(),
+            "nothing lost, nothing injected: {out:?} {:?}",
+            e.stats
+        );
+        (e, t0 + ms(60 + 30 * bursts))
+    }
+
+    #[test]
+    fn initial_rtts_and_dominant_direction() {
+        let (e, _) = flow(Direction::ToClient, 20);
+        assert_eq!(e.stats.handshakes, 1);
+        assert_eq!(e.dominant(), Some(Direction::ToClient));
+        assert!(e.rtt_to(Direction::ToClient).unwrap().abs_diff(ms(10)) < ms(1));
+        assert_eq!(e.rtt_to(Direction::FromClient), Some(ms(40)));
+        assert!(e.stats.rtt_samples > 100);
+        assert_eq!(e.stats.inferred_lost, 0);
+        // An upload: the client's direction dominates, replies come from the server.
+        let (u, _) = flow(Direction::FromClient, 20);
+        assert_eq!(u.dominant(), Some(Direction::FromClient));
+        assert!(u.stats.rtt_samples > 100);
+        assert!(u.rtt_to(Direction::FromClient).unwrap().abs_diff(ms(40)) < ms(1));
+    }
+
+    #[test]
+    fn calibration_resets_on_large_deviation() {
+        let (mut e, t) = flow(Direction::ToClient, 20);
+        // Within Δ_margin: smoothed in.
+        let before = e.rtt_to(Direction::ToClient).unwrap();
+        e.on_calibration_sample(t, Direction::ToClient, before + Duration::from_micros(100));
+        assert_eq!(e.stats.rtt_resets, 0);
+        // 30 ms against ≈ 10 ms: reset to the sample (App. A).
+        e.on_calibration_sample(t, Direction::ToClient, ms(30));
+        assert_eq!(e.stats.rtt_resets, 1);
+        assert_eq!(e.rtt_to(Direction::ToClient), Some(ms(30)));
+    }
 }

@@ -74,8 +74,10 @@ pub fn coalesced(payload: &[u8], max: usize) -> Vec<PacketKind> {
 fn next_packet(b: &[u8], pos: &mut usize) -> Option<PacketKind> {
     let first = *b.get(*pos)?;
     if first & 0x80 == 0 {
-        // Short header: the rest of the datagram (RFC 9000 §17.3.1); needs the fixed bit.
-        if first & 0x40 == 0 {
+        // Short header: the rest of the datagram (RFC 9000 §17.3.1). Alone in a datagram the
+        // fixed bit is not required (peers may grease it, RFC 9287; quinn does). After a long
+        // header it is: zero bytes there are datagram padding (quiche pads that way).
+        if *pos > 0 && first & 0x40 == 0 {
             return None;
         }
         *pos = b.len();
@@ -237,7 +239,9 @@ impl HandshakeTracker {
                 }
             }
         }
-        if short && self.client_initial.is_some() {
+        // A 1-RTT packet from the client means its Handshake flight has passed (or was missed):
+        // nothing more to measure. The server's 1-RTT (0.5-RTT data) comes earlier and is no sign.
+        if short && dir == Direction::FromClient && self.client_initial.is_some() {
             self.done = true;
         }
         if self.rtts.to_client.is_some() && self.rtts.to_server.is_some() {
@@ -307,6 +311,14 @@ mod tests {
         t.extend(&long(2, 100)[..50]);
         assert_eq!(coalesced(&t, 8), vec![PacketKind::Initial { len: 30 }]);
         assert_eq!(coalesced(&retry(), 8), vec![PacketKind::Retry]);
+        // Zero padding after a long header is no packet; a lone greased short header is one.
+        let mut p = long(0, 30);
+        p.extend([0u8; 100]);
+        assert_eq!(coalesced(&p, 8), vec![PacketKind::Initial { len: 30 }]);
+        assert_eq!(
+            coalesced(&[0x20, 1, 2], 8),
+            vec![PacketKind::Short { spin: true }]
+        );
     }
 
     #[test]

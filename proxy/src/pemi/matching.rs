@@ -235,6 +235,17 @@ mod tests {
     }
 
     #[test]
+    fn last_packet_lost_is_misattributed_by_the_fresh_rtt_rule() {
+        // A known weakness of the paper's rule (§4.2.3): when the flowlet's last packet is lost,
+        // `t_last_reply − t_last_sent` is one packet interval short, and the DP shifts every
+        // reply by one packet: the first packet is inferred lost instead of the last.
+        let sent: Vec<u64> = (0..10).map(|i| i * MS / 2).collect();
+        let replies: Vec<u64> = (0..9).map(|i| i * MS / 2 + 10 * MS).collect();
+        assert_eq!(fresh_rtt(&sent, &replies, 10 * MS), 10 * MS - MS / 2);
+        assert_eq!(evaluate(&sent, &replies, 10 * MS, 1, CLOSE).lost, vec![0]);
+    }
+
+    #[test]
     fn equal_and_more_replies() {
         let sent = [0, MS, 2 * MS];
         assert_eq!(
