@@ -72,6 +72,8 @@ struct Sim {
     delayed: u64,
     /// Server packets that the client link drops (after the proxy, so the proxy saw them).
     drop: BTreeSet<u32>,
+    /// Proxy ↔ client RTT as a function of time (a growing queue on the client link).
+    rtt_client: fn(Duration) -> Duration,
 }
 
 impl Sim {
@@ -94,6 +96,7 @@ impl Sim {
             injected: Vec::new(),
             delayed: 0,
             drop,
+            rtt_client: |_| RTT_CLIENT,
         }
     }
 
@@ -115,7 +118,8 @@ impl Sim {
     /// Client reply to a server datagram that reached it (one reply per packet: quiche-like
     /// eliciting threshold 1).
     fn reply(&mut self, t_proxy: Duration, id: u32) {
-        self.up(t_proxy + RTT_CLIENT, &short(0x8000_0000 | id, 50));
+        let rtt = (self.rtt_client)(t_proxy);
+        self.up(t_proxy + rtt, &short(0x8000_0000 | id, 50));
     }
 
     fn handle_actions(&mut self, now: Duration) {
@@ -279,4 +283,44 @@ fn non_quic_udp_gets_no_engine_and_sniff_mode_never_delays() {
     sim.run();
     assert_eq!(sim.delayed, 0);
     assert_eq!(sim.stats().replies_delayed, 0);
+}
+
+#[test]
+fn bridge_mode_delays_replies_when_the_window_shrinks() {
+    // A lossy flow (PEMI retransmits for it) whose client-side RTT grows from 10 ms to 40 ms: a
+    // standing queue. Copa's window shrinks (§4.5.1), the flow exceeds CWND / RTT_min, PEMI
+    // first stops retransmitting and then delays replies (bridge verdicts, §4.5.2).
+    let drop: BTreeSet<u32> = (100..3000).filter(|i| i % 20 == 3).collect();
+    let dropped = drop.len() as u64;
+    let mut sim = Sim::new(PemiConfig::default(), drop);
+    sim.rtt_client = |t| {
+        let ms = t.as_millis() as u64;
+        RTT_CLIENT + Duration::from_millis(ms.saturating_sub(60).min(900) / 30)
+    };
+    download(&mut sim, 300, 10, ms(10));
+    sim.run();
+    let s = sim.stats();
+    eprintln!("{s:?} delayed verdicts {}", sim.delayed);
+    // The matching follows the drifting RTT: every drop is inferred, nothing else.
+    assert_eq!(s.inferred_lost, dropped, "{s:?}");
+    assert!(s.retransmissions > 0, "{s:?}");
+    assert!(
+        s.giveup_rate_limited > 0,
+        "retransmissions stopped first: {s:?}"
+    );
+    assert!(sim.delayed > 0, "replies delayed: {s:?}");
+    assert_eq!(sim.delayed, s.replies_delayed);
+    assert!(s.retransmissions as f64 <= 0.1 * s.protected as f64);
+    // The same flow with sniff-mode settings: retransmissions stop but nothing is delayed.
+    let drop: BTreeSet<u32> = (100..3000).filter(|i| i % 20 == 3).collect();
+    let cfg = PemiConfig {
+        enforce_delay: false,
+        ..PemiConfig::default()
+    };
+    let mut sniff = Sim::new(cfg, drop);
+    sniff.rtt_client = sim.rtt_client;
+    download(&mut sniff, 300, 10, ms(10));
+    sniff.run();
+    assert_eq!(sniff.delayed, 0);
+    assert!(sniff.stats().giveup_rate_limited > 0);
 }
