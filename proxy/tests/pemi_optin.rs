@@ -1,0 +1,186 @@
+//! A flow assisted by PEMI that later opts into a sidekick session (Robin) switches engines: the
+//! PEMI engine is dropped, its counters stay in the totals, Robin quACKs the flow, and every base
+//! packet keeps the Forward verdict.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use sidekick_protocol::messages::{IdentifierSpec, RobinConfig};
+use sidekick_protocol::{
+    ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
+};
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
+use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::flow::FlowKey;
+use sidekick_proxy::packet::{LinkType, build_udp_ip};
+use sidekick_proxy::pemi::PemiConfig;
+use sidekick_proxy::session::ProtocolSessions;
+
+const CLIENT: &str = "10.0.0.2:50000";
+const CLIENT_SK: &str = "10.0.0.2:50001";
+const SERVER: &str = "198.51.100.10:443";
+const PROXY: &str = "10.0.0.1:7788";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn frame(src: &str, dst: &str, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.extend_from_slice(&build_udp_ip(addr(src), addr(dst), payload, 64));
+    f
+}
+
+fn long(ty: u8, len: usize) -> Vec<u8> {
+    let mut p = vec![0xc0 | (ty << 4), 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+    if ty == 0 {
+        p.push(0);
+    }
+    p.push(0x40 | (len >> 8) as u8);
+    p.push(len as u8);
+    p.extend(std::iter::repeat_n(0xaa, len));
+    p
+}
+
+#[test]
+fn pemi_flow_switches_to_robin_without_disruption() {
+    let t0 = Instant::now();
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    let mut core = ProxyCore::new(
+        CoreConfig::default(),
+        ProtocolSessions::new(ProxyPolicy::new(addr(PROXY))),
+        (1, 2),
+    )
+    .with_pemi(Some(PemiConfig::default()));
+    let mut out = Vec::new();
+    let up = |core: &mut ProxyCore<ProtocolSessions>, t, p: &[u8], out: &mut Vec<Action>| {
+        let v = core.on_frame(
+            t,
+            Direction::FromClient,
+            &frame(CLIENT, SERVER, p),
+            FrameMeta::default(),
+            out,
+        );
+        assert_eq!(v, Action::Forward);
+    };
+    let down = |core: &mut ProxyCore<ProtocolSessions>, t, p: &[u8], out: &mut Vec<Action>| {
+        let v = core.on_frame(
+            t,
+            Direction::ToClient,
+            &frame(SERVER, CLIENT, p),
+            FrameMeta::default(),
+            out,
+        );
+        assert_eq!(v, Action::Forward);
+    };
+    // Handshake and 10 bursts of a download, each packet answered after 10 ms.
+    up(&mut core, ms(0), &long(0, 1180), &mut out);
+    let mut sh = long(0, 150);
+    sh.extend(long(2, 1000));
+    down(&mut core, ms(40), &sh, &mut out);
+    up(&mut core, ms(50), &long(2, 60), &mut out);
+    let mut evs = Vec::new();
+    for b in 0..10u64 {
+        for i in 0..10u64 {
+            let t = 60_000 + 30_000 * b + 500 * i;
+            evs.push((t, true));
+            evs.push((t + 10_000, false));
+        }
+    }
+    evs.sort_unstable();
+    for (us, data) in evs {
+        let t = t0 + Duration::from_micros(us);
+        if data {
+            down(&mut core, t, &[0x41; 1200], &mut out);
+        } else {
+            up(&mut core, t, &[0x41; 50], &mut out);
+        }
+    }
+    let key = FlowKey {
+        client: addr(CLIENT),
+        server: addr(SERVER),
+    };
+    let before = core.snapshot().pemi;
+    assert!(before.protected > 50, "{before:?}");
+    assert!(core.flows().get(&key).unwrap().value.pemi.is_some());
+
+    // The client opts in: discovery on the base path, then the session over the sidekick socket.
+    let session = SessionConfig {
+        robin: Some(RobinConfig {
+            interval_ms: 0,
+            interval_packets: 2,
+            threshold: 8,
+        }),
+        packrat: None,
+        identifier: Some(IdentifierSpec::quic_default()),
+    };
+    let mut client = ClientSession::new(ClientConfig::new(session));
+    let now = ms(400);
+    client.start(now).unwrap();
+    let mut events = Vec::new();
+    for _ in 0..50 {
+        let mut moved = false;
+        while let Some(t) = client.poll_transmit() {
+            moved = true;
+            match t.dest {
+                Destination::Base => up(&mut core, now, &t.bytes, &mut out),
+                Destination::Sidekick(_) => {
+                    core.on_sidekick(now, addr(CLIENT_SK), &t.bytes, &mut out);
+                }
+            }
+        }
+        core.on_timeout(now, &mut out);
+        for a in std::mem::take(&mut out) {
+            moved = true;
+            match a {
+                Action::SendSidekick { bytes, .. } => {
+                    events.push(client.handle_datagram(now, addr(PROXY), &bytes).unwrap());
+                }
+                Action::Inject { frame, .. } => {
+                    let p =
+                        sidekick_proxy::packet::parse_frame(&frame, LinkType::Ethernet).unwrap();
+                    if let Ok(ev) = client.handle_base_datagram(now, p.payload(&frame)) {
+                        events.push(ev);
+                    }
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        while let Some(ev) = client.poll_event() {
+            events.push(ev);
+        }
+        if !moved {
+            break;
+        }
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Established { .. })),
+        "{events:?}"
+    );
+    let v = &core.flows().get(&key).unwrap().value;
+    assert!(v.session.is_some() && v.robin.is_some());
+    assert!(v.pemi.is_none(), "PEMI left the flow");
+    // PEMI's counters stay in the totals (the discovery packet still passed through PEMI before
+    // the session attached).
+    let at_switch = core.snapshot().pemi;
+    assert_eq!(at_switch.protected, before.protected);
+    assert!(at_switch.flowlets >= before.flowlets);
+    // Robin now quACKs the upload; the verdicts stay Forward.
+    for i in 0..10u8 {
+        up(
+            &mut core,
+            ms(401),
+            &[0x41, i, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            &mut out,
+        );
+    }
+    let quacks = out
+        .iter()
+        .filter(|a| matches!(a, Action::SendSidekick { .. }))
+        .count();
+    assert!(quacks >= 1, "{out:?}");
+    assert_eq!(core.snapshot().pemi, at_switch);
+}
