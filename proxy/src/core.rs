@@ -265,13 +265,23 @@ impl<S: SessionLayer> ProxyCore<S> {
                 return Action::Forward;
             };
             self.engine_out.clear();
+            // Buffered frames are re-injected as they are: fill in a partial checksum first.
+            let frame: &[u8] = if meta.csum_not_ready {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(frame);
+                fill_udp_checksum(&mut self.scratch, &udp);
+                self.counters.checksums_filled += 1;
+                &self.scratch
+            } else {
+                frame
+            };
             let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
             for (a, b) in gso_segments(&udp, gso) {
                 let pkt = Packet {
                     frame,
                     udp: &udp,
                     payload: frame.get(a..b).unwrap_or(&[]),
-                    whole_frame: gso.is_none() && !meta.csum_not_ready,
+                    whole_frame: gso.is_none(),
                 };
                 engine.on_packet(now, dir, &pkt, &mut self.engine_out);
             }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use sidekick_protocol::ProxyPolicy;
 use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
 use sidekick_proxy::engine::{Action, Direction};
-use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
+use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame, udp_checksum_ok};
 use sidekick_proxy::pemi::{PemiConfig, PemiStats};
 use sidekick_proxy::session::ProtocolSessions;
 
@@ -74,6 +74,10 @@ struct Sim {
     drop: BTreeSet<u32>,
     /// Proxy ↔ client RTT as a function of time (a growing queue on the client link).
     rtt_client: fn(Duration) -> Duration,
+    /// Hand frames over with a partial (garbage) UDP checksum, as `TP_STATUS_CSUMNOTREADY`.
+    csum_partial: bool,
+    /// Every injected frame had a correct UDP checksum.
+    injected_csum_ok: bool,
 }
 
 impl Sim {
@@ -97,6 +101,8 @@ impl Sim {
             delayed: 0,
             drop,
             rtt_client: |_| RTT_CLIENT,
+            csum_partial: false,
+            injected_csum_ok: true,
         }
     }
 
@@ -126,6 +132,8 @@ impl Sim {
         for a in std::mem::take(&mut self.out) {
             if let Action::Inject { dir, frame } = a {
                 assert_eq!(dir, Direction::ToClient);
+                let u = parse_frame(&frame, LinkType::Ethernet).unwrap();
+                self.injected_csum_ok &= udp_checksum_ok(&frame, &u);
                 let id = id_of(&frame);
                 self.injected.push(id);
                 // The retransmission crosses the lossy link intact and is answered.
@@ -144,10 +152,16 @@ impl Sim {
                     break;
                 }
             }
-            let Ev::Frame(dir, f) = ev;
-            let verdict = self
-                .core
-                .on_frame(now, dir, &f, FrameMeta::default(), &mut self.out);
+            let Ev::Frame(dir, mut f) = ev;
+            let meta = FrameMeta {
+                csum_not_ready: self.csum_partial,
+                gso_size: None,
+            };
+            if self.csum_partial {
+                // Ethernet 14 + IPv4 20: the UDP checksum field is at 40..42.
+                f[40..42].copy_from_slice(&[0x12, 0x34]);
+            }
+            let verdict = self.core.on_frame(now, dir, &f, meta, &mut self.out);
             if matches!(verdict, Action::Delay { .. }) {
                 self.delayed += 1;
             }
@@ -225,6 +239,16 @@ fn retransmits_exactly_the_dropped_datagrams() {
     // No window pressure on a 330 pkt/s flow: no reply delayed.
     assert_eq!(sim.delayed, 0);
     assert_eq!(sim.core.snapshot().injected, drop.len() as u64);
+    assert!(sim.injected_csum_ok);
+
+    // The same with checksum-partial frames: the buffered copies get their checksum filled in.
+    let mut sim = Sim::new(PemiConfig::default(), drop.clone());
+    sim.csum_partial = true;
+    download(&mut sim, 60, 10, ms(30));
+    sim.run();
+    let got: BTreeSet<u32> = sim.injected.iter().copied().collect();
+    assert_eq!(got, drop);
+    assert!(sim.injected_csum_ok);
 }
 
 #[test]
