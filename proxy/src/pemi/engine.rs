@@ -471,6 +471,78 @@ mod tests {
     }
 
     #[test]
+    fn spin_bit_edges_calibrate_each_side() {
+        let t0 = Instant::now();
+        let mut e = PemiEngine::new(PemiConfig::default(), t0);
+        let mut out = Vec::new();
+        feed(&mut e, t0, Direction::FromClient, &long(0, 1180), &mut out);
+        let mut sh = long(0, 150);
+        sh.extend(long(2, 1000));
+        feed(&mut e, t0 + ms(40), Direction::ToClient, &sh, &mut out);
+        feed(
+            &mut e,
+            t0 + ms(50),
+            Direction::FromClient,
+            &long(2, 60),
+            &mut out,
+        );
+        let spin = |b: bool| [if b { 0x60 } else { 0x40 }, 1, 2, 3];
+        feed(
+            &mut e,
+            t0 + ms(60),
+            Direction::ToClient,
+            &spin(false),
+            &mut out,
+        );
+        feed(
+            &mut e,
+            t0 + ms(61),
+            Direction::FromClient,
+            &spin(false),
+            &mut out,
+        );
+        // The server's edge passes at 100 ms, the client reflects it 12 ms later, the server
+        // answers that edge 45 ms later.
+        feed(
+            &mut e,
+            t0 + ms(100),
+            Direction::ToClient,
+            &spin(true),
+            &mut out,
+        );
+        feed(
+            &mut e,
+            t0 + ms(112),
+            Direction::FromClient,
+            &spin(true),
+            &mut out,
+        );
+        feed(
+            &mut e,
+            t0 + ms(157),
+            Direction::ToClient,
+            &spin(false),
+            &mut out,
+        );
+        assert_eq!(e.stats.spin_samples, 2);
+        let c = e.rtt_to(Direction::ToClient).unwrap();
+        let s = e.rtt_to(Direction::FromClient).unwrap();
+        assert!(c > ms(10) && c <= ms(12), "{c:?}");
+        assert!(s > ms(40) && s <= ms(45), "{s:?}");
+        // A randomised spin bit (edges every packet, 0.1 ms apart) yields no accepted sample.
+        for i in 0..40u64 {
+            let t = t0 + ms(200) + Duration::from_micros(100 * i);
+            let d = if i % 2 == 0 {
+                Direction::ToClient
+            } else {
+                Direction::FromClient
+            };
+            feed(&mut e, t, d, &spin(i % 4 < 2), &mut out);
+        }
+        assert_eq!(e.stats.spin_samples, 2);
+    }
+
+    #[test]
     fn calibration_resets_on_large_deviation() {
         let (mut e, t) = flow(Direction::ToClient, 20);
         // Within Δ_margin: smoothed in.
