@@ -409,6 +409,13 @@ impl SidekickClient {
             .ok();
         let ev = match self.session.handle_datagram(now, from, datagram) {
             Ok(ev) => ev,
+            Err(sidekick_protocol::Error::QuotaExhausted) if self.mode == Mode::Active => {
+                // The protocol checks the grant only after the MAC: an authentic frame beyond
+                // what we authorised means the proxy ignores the quota (seed 001 §4.1).
+                self.stats.over_quota += 1;
+                self.fall_back(now, FallbackCause::OverQuota);
+                return;
+            }
             Err(e) => {
                 // Off-path forgeries cannot pass the MAC: counted, not a reason to give up
                 // (otherwise anyone could switch the sidekick off).
