@@ -21,10 +21,11 @@ cargo test --workspace --locked
 
 stage "lab tests (network namespaces, root)"
 if [ "$(id -u)" -eq 0 ]; then
-    # The lab tests launch the applications and the proxy as binaries of the same (debug) build.
-    cargo build --locked -p sidekick-examples -p sidekick-proxy -p sidekick-lab
-    SIDEKICK_LAB=1 cargo test --locked -p sidekick-lab --test lab -- --test-threads=1
-    SIDEKICK_LAB=1 cargo test --locked -p sidekick-proxy --test afpacket --test netns_e2e -- --test-threads=1
+    # The lab tests launch sidekick-transfer and sidekick-proxy from the same debug build that
+    # `cargo test --workspace` just made (it builds every package's binaries for its integration
+    # tests); selecting the whole workspace again keeps the feature set, so nothing is rebuilt.
+    SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test afpacket --test netns_e2e \
+        -- --test-threads=1
     sidekick_lab_bin="${CARGO_TARGET_DIR:-target}/debug/sidekick-lab"
     "$sidekick_lab_bin" clean --all
 else
