@@ -2,7 +2,7 @@
 //!
 //! [`KeyLogStore`] is a cheap-to-clone shared store. Hand one clone to the stack — it implements
 //! `rustls::KeyLog` (feature `quinn`) and [`std::io::Write`] for quiche's `set_keylog` — and feed
-//! the other to a [`PacketNumberLens`](crate::lens::PacketNumberLens) with
+//! the other to a [`PacketNumberLens`] with
 //! [`KeyLogStore::drain_into`].
 //!
 //! ```

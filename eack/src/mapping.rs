@@ -15,7 +15,7 @@
 //!   (`P(lz ≥ 2k) = 4^(−k)`) — and its fractional part `Φ`, independent of `K` (memorylessness),
 //!   has density `∝ 4^(−φ)` on `[0, 1)`;
 //! - `2^Φ = (1 − 3u/4)^(−1/2)` for a uniform `u` is read from a 2048-entry fixed-point table
-//!   ([`POW`], bin midpoints, relative error of `F` below 2^-11, inside the continuous
+//!   (`POW`, bin midpoints, relative error of `F` below 2^-11, inside the continuous
 //!   approximation's own error), so `F·2^24 = POW[v] << K` is one load and one shift.
 //!
 //! The random bits come from a 64-bit multiplicative congruential generator seeded with the
@@ -118,7 +118,7 @@ pub(crate) const POW: [u32; 1 << POW_BITS] = {
     t
 };
 
-/// Iterates the indices of `seed`'s sequence that are below `limit` (at most [`INDEX_BOUND`]).
+/// Iterates the indices of `seed`'s sequence that are below `limit` (at most `INDEX_BOUND`).
 #[derive(Clone, Debug)]
 pub struct Indices {
     walk: IndexWalk,
@@ -126,7 +126,7 @@ pub struct Indices {
 }
 
 impl Indices {
-    /// Indices below `limit` (clamped to [`INDEX_BOUND`]).
+    /// Indices below `limit` (clamped to `INDEX_BOUND`).
     pub fn new(seed: u64, limit: usize) -> Self {
         Indices {
             walk: IndexWalk::new(seed),

@@ -8,10 +8,12 @@
 //! - [`probe`]: UDP probes and blasts that measure links (`check-links`).
 //! - [`proxyproc`]: the proxy process of a trial (start, readiness, metrics scrape, stop).
 //! - [`scenario`]: scenario TOML files and `--set` overrides.
-//! - [`quic`]: a plain end-to-end QUIC transfer (quinn) to exercise the lab.
 //! - [`runner`]: trials, variants in alternation, metrics, JSON.
 //! - [`plot`]: PNG and SVG figures.
 //! - [`stats`]: median and IQR.
+//! - [`csum`], [`sys`]: checksums and the namespace/socket system calls the element needs.
+//!
+//! The applications a trial runs (`sidekick-transfer`, the proxy) are separate binaries.
 
 pub mod csum;
 pub mod element;

@@ -9,8 +9,8 @@
 //! |---|---|---|
 //! | srv | eth0 | 10.0.1.1/24 |
 //! | ap | wan0 | 10.0.1.2/24 |
-//! | ap | lan<i> | 10.0.(2+i).1/24 |
-//! | cli<i> | eth0 | 10.0.(2+i).2/24 |
+//! | ap | `lan<i>` | 10.0.(2+i).1/24 |
+//! | `cli<i>` | eth0 | 10.0.(2+i).2/24 |
 //!
 //! Neighbour entries are static (no ARP across emulated lossy links), IPv6 is disabled (no
 //! router or DAD chatter in the counters), and tx checksum, GSO, TSO and GRO are off on every
