@@ -403,10 +403,6 @@ impl SidekickClient {
 
     /// A datagram arrived on the sidekick socket from `from`.
     pub fn on_sidekick_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        let granted = self.session.quota_granted();
-        let seq = sidekick_protocol::frame::Header::peek(datagram)
-            .map(|h| h.seq)
-            .ok();
         let ev = match self.session.handle_datagram(now, from, datagram) {
             Ok(ev) => ev,
             Err(sidekick_protocol::Error::QuotaExhausted) if self.mode == Mode::Active => {
@@ -425,12 +421,6 @@ impl SidekickClient {
                 return;
             }
         };
-        // Authentic but beyond what we authorised: the proxy ignores the quota.
-        if seq.is_some_and(|s| s > u64::from(granted)) && self.mode == Mode::Active {
-            self.stats.over_quota += 1;
-            self.fall_back(now, FallbackCause::OverQuota);
-            return;
-        }
         self.on_client_event(now, ev);
         self.pump_session();
         self.drain_session_events(now);
