@@ -35,6 +35,9 @@ pub struct Links {
     pub far_rate_bps: f64,
     /// Drop-tail limit of that segment's queue.
     pub far_queue: Duration,
+    /// Rate of the far segment relay → server, bit/s (`None`: unlimited). Paces an upload so the
+    /// server sees datagrams spread out, as behind a real bottleneck, instead of in bursts.
+    pub up_rate_bps: Option<f64>,
 }
 
 impl Default for Links {
@@ -44,6 +47,7 @@ impl Default for Links {
             far_delay: Duration::from_millis(15),
             far_rate_bps: 20e6,
             far_queue: Duration::from_millis(100),
+            up_rate_bps: None,
         }
     }
 }
@@ -88,16 +92,27 @@ fn far_link(socket: Arc<UdpSocket>, links: Links) -> tokio::sync::mpsc::Unbounde
     rx
 }
 
-/// Sends datagrams to `to` after `delay`, in order.
+/// Sends datagrams to `to` after `delay`, in order, serialised at `rate_bps` if given (no queue
+/// limit: the transfers are short).
 fn delayed_sender(
     socket: Arc<UdpSocket>,
     to: SocketAddr,
     delay: Duration,
+    rate_bps: Option<f64>,
 ) -> tokio::sync::mpsc::UnboundedSender<(Instant, Vec<u8>)> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     tokio::spawn(async move {
+        let mut last_out = Instant::now();
         while let Some((at, d)) = rx.recv().await {
-            tokio::time::sleep_until((at + delay).into()).await;
+            let out = match rate_bps {
+                Some(bps) => {
+                    let tx_time = Duration::from_secs_f64(d.len() as f64 * 8.0 / bps);
+                    last_out = last_out.max(at) + tx_time;
+                    last_out
+                }
+                None => at,
+            };
+            tokio::time::sleep_until((out + delay).into()).await;
             let _ = socket.send_to(&d, to).await;
         }
     });
@@ -124,7 +139,7 @@ pub async fn relay(
     stats: Arc<RelayStats>,
 ) {
     let back = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    let to_server = delayed_sender(back.clone(), server, links.far_delay);
+    let to_server = delayed_sender(back.clone(), server, links.far_delay, links.up_rate_bps);
     let mut from_server = far_link(back.clone(), links);
     let front_addr = front.local_addr().unwrap();
     let sk_addr = sk.local_addr().unwrap();
