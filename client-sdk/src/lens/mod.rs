@@ -26,25 +26,11 @@
 use ring::aead::{self, quic};
 use ring::hkdf;
 
-/// Errors parsing a key-log line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyLogError {
-    /// The line does not have three space-separated fields.
-    #[error("key-log line does not have three fields")]
-    Fields,
-    /// A label this lens does not use (comments, TLS 1.2 lines, …).
-    #[error("unknown key-log label {0:?}")]
-    UnknownLabel(String),
-    /// A field is not valid hexadecimal.
-    #[error("key-log field is not hexadecimal")]
-    Hex,
-    /// The client random is not 32 bytes.
-    #[error("client random has {0} bytes, expected 32")]
-    ClientRandom(usize),
-    /// The secret is neither 32 (SHA-256) nor 48 (SHA-384) bytes.
-    #[error("secret has {0} bytes, expected 32 or 48")]
-    SecretLength(usize),
-}
+mod header;
+mod keylog;
+
+pub use header::{LongHeader, parse_long_header, short_header_offset};
+pub use keylog::{KeyLogEntry, KeyLogError, KeyLogLabel, fuzz_keylog, parse_keylog_line};
 
 /// Errors reading a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -70,95 +56,6 @@ pub enum LensError {
     /// The header-protection primitive failed.
     #[error("header protection failed")]
     Crypto,
-}
-
-/// The key-log labels of TLS 1.3 secrets (NSS key-log format).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KeyLogLabel {
-    /// `CLIENT_EARLY_TRAFFIC_SECRET` (0-RTT).
-    ClientEarlyTrafficSecret,
-    /// `CLIENT_HANDSHAKE_TRAFFIC_SECRET`.
-    ClientHandshakeTrafficSecret,
-    /// `SERVER_HANDSHAKE_TRAFFIC_SECRET`.
-    ServerHandshakeTrafficSecret,
-    /// `CLIENT_TRAFFIC_SECRET_0`: client-to-server 1-RTT packets.
-    ClientTrafficSecret0,
-    /// `SERVER_TRAFFIC_SECRET_0`: server-to-client 1-RTT packets.
-    ServerTrafficSecret0,
-    /// `EXPORTER_SECRET`.
-    ExporterSecret,
-}
-
-impl KeyLogLabel {
-    /// The label for its key-log name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "CLIENT_EARLY_TRAFFIC_SECRET" => Self::ClientEarlyTrafficSecret,
-            "CLIENT_HANDSHAKE_TRAFFIC_SECRET" => Self::ClientHandshakeTrafficSecret,
-            "SERVER_HANDSHAKE_TRAFFIC_SECRET" => Self::ServerHandshakeTrafficSecret,
-            "CLIENT_TRAFFIC_SECRET_0" => Self::ClientTrafficSecret0,
-            "SERVER_TRAFFIC_SECRET_0" => Self::ServerTrafficSecret0,
-            "EXPORTER_SECRET" => Self::ExporterSecret,
-            _ => return None,
-        })
-    }
-}
-
-/// One parsed key-log line.
-#[derive(Clone, PartialEq, Eq)]
-pub struct KeyLogEntry {
-    /// Which secret.
-    pub label: KeyLogLabel,
-    /// The TLS client random naming the connection.
-    pub client_random: [u8; 32],
-    /// The secret (32 or 48 bytes).
-    pub secret: Vec<u8>,
-}
-
-impl std::fmt::Debug for KeyLogEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never print secrets.
-        f.debug_struct("KeyLogEntry")
-            .field("label", &self.label)
-            .field("client_random", &hex::encode(self.client_random))
-            .field("secret_len", &self.secret.len())
-            .finish()
-    }
-}
-
-/// Parses one NSS key-log line `LABEL <client random hex> <secret hex>`.
-pub fn parse_keylog_line(line: &str) -> Result<KeyLogEntry, KeyLogError> {
-    let mut fields = line.split_ascii_whitespace();
-    let (Some(label), Some(random), Some(secret), None) =
-        (fields.next(), fields.next(), fields.next(), fields.next())
-    else {
-        return Err(KeyLogError::Fields);
-    };
-    let label =
-        KeyLogLabel::from_name(label).ok_or_else(|| KeyLogError::UnknownLabel(label.into()))?;
-    let random = hex::decode(random).map_err(|_| KeyLogError::Hex)?;
-    let client_random: [u8; 32] = random
-        .as_slice()
-        .try_into()
-        .map_err(|_| KeyLogError::ClientRandom(random.len()))?;
-    let secret = hex::decode(secret).map_err(|_| KeyLogError::Hex)?;
-    if secret.len() != 32 && secret.len() != 48 {
-        return Err(KeyLogError::SecretLength(secret.len()));
-    }
-    Ok(KeyLogEntry {
-        label,
-        client_random,
-        secret,
-    })
-}
-
-/// Fuzz body: parsing arbitrary bytes as key-log text never panics.
-pub fn fuzz_keylog(data: &[u8]) {
-    if let Ok(text) = std::str::from_utf8(data) {
-        for line in text.lines() {
-            let _ = parse_keylog_line(line);
-        }
-    }
 }
 
 /// A QUIC v1 AEAD (RFC 9001 §5.3).
@@ -378,119 +275,6 @@ fn trial_open(suite: Suite, secret: &[u8], header: &[u8], payload: &[u8], pn: u6
         &mut buf,
     )
     .is_ok()
-}
-
-/// A parsed long header (RFC 9000 §17.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LongHeader<'a> {
-    /// Long packet type bits (0 Initial, 1 0-RTT, 2 Handshake, 3 Retry), or `None` for Version
-    /// Negotiation.
-    pub packet_type: Option<u8>,
-    /// Version.
-    pub version: u32,
-    /// Destination connection ID.
-    pub dcid: &'a [u8],
-    /// Source connection ID.
-    pub scid: &'a [u8],
-    /// Length of the whole packet in the datagram (what follows it may be a coalesced packet).
-    pub packet_len: usize,
-}
-
-fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, LensError> {
-    let first = *buf.get(*pos).ok_or(LensError::Truncated)?;
-    let len = 1usize << (first >> 6);
-    let bytes = buf.get(*pos..*pos + len).ok_or(LensError::Truncated)?;
-    let mut v = u64::from(first & 0x3f);
-    for b in &bytes[1..] {
-        v = (v << 8) | u64::from(*b);
-    }
-    *pos += len;
-    Ok(v)
-}
-
-/// Parses the long header at the start of `buf`.
-pub fn parse_long_header(buf: &[u8]) -> Result<LongHeader<'_>, LensError> {
-    let first = *buf.first().ok_or(LensError::Truncated)?;
-    if first & 0x80 == 0 {
-        return Err(LensError::NotQuic);
-    }
-    let version = u32::from_be_bytes(
-        buf.get(1..5)
-            .ok_or(LensError::Truncated)?
-            .try_into()
-            .map_err(|_| LensError::Truncated)?,
-    );
-    let mut pos = 5;
-    let dcid_len = *buf.get(pos).ok_or(LensError::Truncated)? as usize;
-    pos += 1;
-    let dcid = buf.get(pos..pos + dcid_len).ok_or(LensError::Truncated)?;
-    pos += dcid_len;
-    let scid_len = *buf.get(pos).ok_or(LensError::Truncated)? as usize;
-    pos += 1;
-    let scid = buf.get(pos..pos + scid_len).ok_or(LensError::Truncated)?;
-    pos += scid_len;
-    if version == 0 {
-        return Ok(LongHeader {
-            packet_type: None,
-            version,
-            dcid,
-            scid,
-            packet_len: buf.len(),
-        });
-    }
-    if dcid_len > 20 || scid_len > 20 {
-        return Err(LensError::NotQuic);
-    }
-    let packet_type = (first >> 4) & 0x03;
-    match packet_type {
-        0 => {
-            let token_len = read_varint(buf, &mut pos)?;
-            pos = pos
-                .checked_add(usize::try_from(token_len).map_err(|_| LensError::Truncated)?)
-                .ok_or(LensError::Truncated)?;
-        }
-        3 => {
-            return Ok(LongHeader {
-                packet_type: Some(3),
-                version,
-                dcid,
-                scid,
-                packet_len: buf.len(),
-            });
-        }
-        _ => {}
-    }
-    let length = read_varint(buf, &mut pos)?;
-    let packet_len = usize::try_from(length)
-        .ok()
-        .and_then(|l| pos.checked_add(l))
-        .filter(|&end| end <= buf.len())
-        .ok_or(LensError::Truncated)?;
-    Ok(LongHeader {
-        packet_type: Some(packet_type),
-        version,
-        dcid,
-        scid,
-        packet_len,
-    })
-}
-
-/// Offset of the short-header (1-RTT) packet in a datagram, skipping coalesced long-header
-/// packets (RFC 9000 §12.2: a short-header packet is always last).
-pub fn short_header_offset(datagram: &[u8]) -> Result<usize, LensError> {
-    let mut pos = 0;
-    while pos < datagram.len() {
-        let first = datagram[pos];
-        if first & 0x80 == 0 {
-            return Ok(pos);
-        }
-        let long = parse_long_header(&datagram[pos..])?;
-        if long.packet_type.is_none() || long.packet_type == Some(3) {
-            return Err(LensError::NoShortHeader);
-        }
-        pos += long.packet_len;
-    }
-    Err(LensError::NoShortHeader)
 }
 
 /// Fuzz body: the header parsers and the lens never panic on arbitrary datagrams.
