@@ -1,0 +1,202 @@
+//! Datagrams of established sessions: Init/InitAck, Config, Reset, quota refresh and Close as the
+//! proxy's table handles them once a session exists (or a half-open entry becomes one).
+
+use super::{
+    Challenge, Config, Direction, Error, ErrorCode, Header, InitAck, Instant, Message, ProxyEvent,
+    ProxySession, ProxySessionTable, Refresh, SecureRandom, SocketAddr, Transmit, frame,
+};
+
+impl ProxySessionTable {
+    pub(super) fn handle_established(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<ProxyEvent, Error> {
+        let caps = self.policy.capabilities;
+        let Some(s) = self.sessions.get_mut(&Header::peek(datagram)?.session_id) else {
+            return Err(Error::UnknownSession);
+        };
+        let f = match frame::open(datagram, &s.key, Direction::ClientToProxy) {
+            Ok(f) => f,
+            Err(e) => {
+                match e {
+                    Error::BadMac => self.stats.auth_failures += 1,
+                    _ => self.stats.refused += 1,
+                }
+                return Err(e);
+            }
+        };
+        if let Err(e) = s.replay.accept(f.header.seq) {
+            self.stats.replays += 1;
+            return Err(e);
+        }
+        s.last_rx = now;
+        s.stats.received += 1;
+        s.quota_limit = s.quota_limit.max(u64::from(f.header.quota));
+        let mut out: Vec<Result<Transmit, Error>> = Vec::new();
+        if from != s.client_addr {
+            // NAT rebinding (or an on-path copy): the new address is unverified until it
+            // echoes a fresh challenge.
+            s.client_addr = from;
+            s.validated = false;
+            s.bytes_in_unverified = 0;
+            s.bytes_out_unverified = 0;
+            s.stats.address_changes += 1;
+            let mut c = [0u8; 8];
+            self.rng.fill(&mut c)?;
+            s.challenge = u64::from_be_bytes(c).max(1);
+            s.challenge_pending = true;
+        }
+        if !s.validated {
+            s.bytes_in_unverified += datagram.len() as u64;
+            if s.challenge_pending {
+                let t = s.emit(&Message::Challenge(Challenge { token: s.challenge }));
+                s.challenge_pending = t.is_err();
+                out.push(t);
+            }
+        }
+        let id = s.id;
+        let ev = match f.message {
+            Message::Init(_) => {
+                // Retransmitted Init (our InitAck was lost): answer again, same challenge.
+                let ack = init_ack(s, None, caps);
+                out.push(s.emit(&ack));
+                Ok(ProxyEvent::Nothing)
+            }
+            Message::Config(c) => {
+                if c.config_id != 0 && c.config_id == s.last_config_id {
+                    // Retransmission: echo what is in force.
+                    out.push(s.emit(&Message::Config(Config {
+                        config_id: c.config_id,
+                        config: Some(s.config.clone()),
+                        accepted: true,
+                        epoch: s.epoch,
+                    })));
+                    Ok(ProxyEvent::Nothing)
+                } else {
+                    let negotiated = c
+                        .config
+                        .as_ref()
+                        .ok_or(crate::messages::ConfigError::NoMode)
+                        .and_then(|r| self.policy.negotiate(r));
+                    if let Ok(config) = negotiated {
+                        s.config = config.clone();
+                        s.epoch = s.epoch.wrapping_add(1);
+                        s.last_config_id = c.config_id;
+                        out.push(s.emit(&Message::Config(Config {
+                            config_id: c.config_id,
+                            config: Some(config.clone()),
+                            accepted: true,
+                            epoch: s.epoch,
+                        })));
+                        Ok(ProxyEvent::Reconfigured {
+                            id,
+                            config,
+                            epoch: s.epoch,
+                        })
+                    } else {
+                        out.push(s.emit(&Message::Config(Config {
+                            config_id: c.config_id,
+                            config: Some(s.config.clone()),
+                            accepted: false,
+                            epoch: s.epoch,
+                        })));
+                        Ok(ProxyEvent::Nothing)
+                    }
+                }
+            }
+            Message::Reset(r) => {
+                match r.epoch.cmp(&s.epoch) {
+                    std::cmp::Ordering::Less => Err(Error::StaleEpoch {
+                        got: r.epoch,
+                        current: s.epoch,
+                    }),
+                    std::cmp::Ordering::Equal => {
+                        if matches!(s.pending_reset, Some((e, _, _)) if e == r.epoch) {
+                            s.pending_reset = None;
+                            Ok(ProxyEvent::ResetAcked { id, epoch: r.epoch })
+                        } else {
+                            // The client retransmitted (our echo was lost): echo again.
+                            out.push(s.emit(&Message::Reset(r)));
+                            Ok(ProxyEvent::Nothing)
+                        }
+                    }
+                    std::cmp::Ordering::Greater => {
+                        s.epoch = r.epoch;
+                        if matches!(s.pending_reset, Some((e, _, _)) if e <= r.epoch) {
+                            s.pending_reset = None;
+                        }
+                        out.push(s.emit(&Message::Reset(r)));
+                        Ok(ProxyEvent::Reset { id, epoch: s.epoch })
+                    }
+                }
+            }
+            Message::Eack(e) => match e.epoch.cmp(&s.epoch) {
+                std::cmp::Ordering::Less => Err(Error::StaleEpoch {
+                    got: e.epoch,
+                    current: s.epoch,
+                }),
+                std::cmp::Ordering::Greater => Err(Error::EpochAhead {
+                    got: e.epoch,
+                    current: s.epoch,
+                }),
+                std::cmp::Ordering::Equal => Ok(ProxyEvent::Eack {
+                    id,
+                    epoch: e.epoch,
+                    data: e.data,
+                }),
+            },
+            Message::Refresh(r) => {
+                let mut ev = ProxyEvent::Nothing;
+                if !s.validated && r.path_response == s.challenge {
+                    s.validated = true;
+                    ev = ProxyEvent::PathValidated { id };
+                }
+                if r.want_reply {
+                    out.push(s.emit(&Message::Refresh(Refresh {
+                        path_response: 0,
+                        want_reply: false,
+                    })));
+                }
+                Ok(ev)
+            }
+            Message::Error(e) => Ok(ProxyEvent::ClientError { id, code: e.code }),
+            Message::Close(_) => Ok(ProxyEvent::Closed { id }),
+            other => Err(Error::WrongDirection(other.msg_type())),
+        };
+        for t in out {
+            self.queue(t);
+        }
+        match &ev {
+            Ok(ProxyEvent::Closed { id }) => {
+                if let Some(s) = self.sessions.remove(id) {
+                    self.retire(&s);
+                }
+                self.stats.sessions_closed += 1;
+            }
+            Err(_) => self.stats.refused += 1,
+            Ok(_) => {}
+        }
+        ev
+    }
+}
+
+pub(super) fn init_ack(
+    s: &ProxySession,
+    err: Option<&crate::messages::ConfigError>,
+    caps: u32,
+) -> Message {
+    Message::InitAck(InitAck {
+        accepted: err.is_none(),
+        capabilities: caps,
+        config: err.is_none().then(|| s.config.clone()),
+        path_challenge: s.challenge,
+        epoch: s.epoch,
+        reject_code: if err.is_some() {
+            ErrorCode::BadConfig as u32
+        } else {
+            0
+        },
+    })
+}
