@@ -160,6 +160,34 @@ fn receipts_of_never_sent_packets_cause_fallback() {
 }
 
 #[test]
+fn proxy_beyond_quota_causes_fallback() {
+    let mut lab = connect(SidekickConfig::robin(30, 8));
+    lab.send(0..3, &[]);
+    lab.quack(3);
+    assert_eq!(
+        lab.client.stats().quacks,
+        2,
+        "baseline + one, within the grant"
+    );
+    // The proxy has every grant the client sent; an authentic frame numbered beyond the last
+    // one is a proxy ignoring the quota (seed 001 §4.1).
+    lab.flush_to_proxy(4);
+    let data = lab.seen.to_bytes();
+    let t = lab.proxy.send_quack_beyond_quota(&lab.sid, &data).unwrap();
+    lab.client
+        .on_sidekick_datagram(lab.t0 + ms(4), proxy_addr(), &t.bytes);
+    assert_eq!(lab.client.fallback_cause(), Some(FallbackCause::OverQuota));
+    assert!(
+        lab.events()
+            .contains(&SdkEvent::Fallback(FallbackCause::OverQuota))
+    );
+    assert_eq!(lab.client.stats().over_quota, 1);
+    assert_eq!(lab.client.stats().quacks, 2, "the frame was not used");
+    assert!(lab.client.robin().is_none());
+    assert!(!lab.client.is_active());
+}
+
+#[test]
 fn forged_quack_contents_cause_reset_then_fallback() {
     let mut lab = connect(SidekickConfig::robin(30, 4));
     for round in 0..3u32 {

@@ -547,6 +547,28 @@ impl ProxySessionTable {
         Ok(t)
     }
 
+    /// Test support (feature `testing`): emits a quACK numbered right after the client's last
+    /// grant, as a proxy that ignores the quota would (seed 001 §4.1), so client tests can check
+    /// that they notice. The proxy never enables this feature.
+    #[cfg(feature = "testing")]
+    pub fn send_quack_beyond_quota(
+        &mut self,
+        id: &SessionId,
+        data: &[u8],
+    ) -> Result<Transmit, Error> {
+        let s = self.sessions.get_mut(id).ok_or(Error::UnknownSession)?;
+        let limit = s.quota_limit;
+        s.next_seq = limit + 1;
+        s.quota_limit = u64::MAX;
+        let m = Message::Quack(Quack {
+            epoch: s.epoch,
+            data: data.to_vec(),
+        });
+        let t = s.emit(&m);
+        s.quota_limit = limit;
+        t
+    }
+
     /// Starts a new epoch from the proxy side (e.g. an undecodable eACK, seed 002 §6.1);
     /// returns it. The Reset is queued and retransmitted until the client echoes it.
     pub fn send_reset(
