@@ -4,7 +4,7 @@
 
 use crate::element::ElementStats;
 use crate::proxyproc::ProxyProcess;
-use crate::scenario::{Scenario, Variant};
+use crate::scenario::{AppSpec, Scenario, Variant};
 use crate::stats::{Summary, summarize};
 use crate::topo::{IfCounters, LabError, TopoConfig, Topology};
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,55 @@ pub fn app_binary(kind: &str) -> Option<&'static str> {
         "media" => Some("sidekick-media"),
         "media-fec" => Some("sidekick-media-fec"),
         _ => None,
+    }
+}
+
+/// The server's and the client's command lines (before `app.client_args` and the variant's
+/// `client_args`) for an application kind; the server listens on `port` of every address, the
+/// client connects to the server's lab address.
+///
+/// - `transfer`: `sidekick-transfer server --stack S` / `client --stack S --upload|--download
+///   BYTES --json --timeout T`.
+/// - `media` (Robin #1, the client is the sender): `sidekick-media server --once` (the receiver)
+///   / `client --duration D --json`.
+/// - `media-fec` (Packrat media, the server is the sender): `sidekick-media-fec server --once` /
+///   `client --duration D --json` (the player).
+pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
+    let listen = format!("0.0.0.0:{port}");
+    let connect = format!("{}:{port}", Topology::server_addr());
+    match app.kind.as_str() {
+        "media" | "media-fec" => (
+            vec!["server".into(), "--listen".into(), listen, "--once".into()],
+            vec![
+                "client".into(),
+                "--connect".into(),
+                connect,
+                "--duration".into(),
+                format!("{}", app.duration_s),
+                "--json".into(),
+            ],
+        ),
+        _ => (
+            vec![
+                "server".into(),
+                "--stack".into(),
+                app.stack.clone(),
+                "--listen".into(),
+                listen,
+            ],
+            vec![
+                "client".into(),
+                "--stack".into(),
+                app.stack.clone(),
+                "--connect".into(),
+                connect,
+                format!("--{}", app.direction),
+                app.bytes.to_string(),
+                "--json".into(),
+                "--timeout".into(),
+                format!("{}", app.timeout_s),
+            ],
+        ),
     }
 }
 
@@ -197,10 +246,17 @@ pub fn run(
                 }
                 let trial = run_trial(&mut topo, vs, v, proxy.as_deref(), &bin, t, &opts.stop);
                 if opts.progress {
-                    let g = trial
-                        .metrics
-                        .get("goodput_mbps")
-                        .map_or_else(|| "-".into(), |g| format!("{g:.2} Mbit/s"));
+                    let m = &trial.metrics;
+                    let g = if let Some(g) = m.get("goodput_mbps") {
+                        format!("{g:.2} Mbit/s")
+                    } else if let Some(d) = m.get("dejitter_p99_ms") {
+                        format!("de-jitter p99 {d:.1} ms")
+                    } else if let Some(l) = m.get("latency_p99_ms") {
+                        let st = m.get("stall_ms_total").copied().unwrap_or(0.0);
+                        format!("latency p99 {l:.1} ms, stalls {st:.0} ms")
+                    } else {
+                        "-".into()
+                    };
                     eprintln!(
                         "[{}/{}] {:<12} {}{}",
                         t + 1,
@@ -289,36 +345,10 @@ fn trial_inner(
         None => None,
     };
     let port = 4433;
-    let srv = format!("{}:{port}", Topology::server_addr());
-    let stack = scn.app.stack.clone();
-    let _server = spawn_in(
-        &topo.ns_server(),
-        bin,
-        &[
-            "server".into(),
-            "--stack".into(),
-            stack.clone(),
-            "--listen".into(),
-            format!("0.0.0.0:{port}"),
-        ],
-        Stdio::null(),
-    )?;
+    let (server_args, mut args) = app_args(&scn.app, port);
+    let _server = spawn_in(&topo.ns_server(), bin, &server_args, Stdio::null())?;
     std::thread::sleep(Duration::from_millis(300));
     let before = topo.counters()?;
-    let mut args = vec![
-        "client".into(),
-        "--stack".into(),
-        stack,
-        "--connect".into(),
-        srv,
-        format!("--{}", scn.app.direction),
-    ];
-    args.push(scn.app.bytes.to_string());
-    args.extend([
-        "--json".into(),
-        "--timeout".into(),
-        format!("{}", scn.app.timeout_s),
-    ]);
     args.extend(scn.app.client_args.iter().cloned());
     args.extend(v.client_args.iter().cloned());
     let started = Instant::now();
@@ -336,7 +366,7 @@ fn trial_inner(
     let sender_before = sender_before.map_or(0, |c| c.tx_bytes);
     let mut kill_at = v
         .kill_proxy_at
-        .filter(|_| proxy_proc.is_some())
+        .filter(|_| proxy_proc.is_some() && scn.app.bytes > 0)
         .map(|f| sender_before + (f * scn.app.bytes as f64) as u64);
     let mut last_poll = Instant::now();
     let status = loop {
@@ -692,6 +722,58 @@ mod tests {
             find_bin(Path::new("/nonexistent"), "sidekick-transfer").is_none()
                 || std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER").is_some()
         );
+    }
+
+    #[test]
+    fn app_command_lines_per_kind() {
+        let mut app = AppSpec {
+            kind: "transfer".into(),
+            stack: "quiche".into(),
+            direction: "upload".into(),
+            bytes: 5000,
+            duration_s: 30.0,
+            timeout_s: 60.0,
+            client_args: Vec::new(),
+        };
+        let (srv, cli) = app_args(&app, 4433);
+        assert_eq!(
+            srv,
+            ["server", "--stack", "quiche", "--listen", "0.0.0.0:4433"]
+        );
+        assert_eq!(
+            cli,
+            [
+                "client",
+                "--stack",
+                "quiche",
+                "--connect",
+                "10.0.1.1:4433",
+                "--upload",
+                "5000",
+                "--json",
+                "--timeout",
+                "60"
+            ]
+        );
+        for kind in ["media", "media-fec"] {
+            app.kind = kind.into();
+            app.duration_s = 12.5;
+            let (srv, cli) = app_args(&app, 5000);
+            assert_eq!(srv, ["server", "--listen", "0.0.0.0:5000", "--once"]);
+            assert_eq!(
+                cli,
+                [
+                    "client",
+                    "--connect",
+                    "10.0.1.1:5000",
+                    "--duration",
+                    "12.5",
+                    "--json"
+                ]
+            );
+        }
+        assert_eq!(app_binary("media"), Some("sidekick-media"));
+        assert_eq!(app_binary("media-fec"), Some("sidekick-media-fec"));
     }
 
     #[test]

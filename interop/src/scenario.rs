@@ -75,6 +75,10 @@ pub struct AppSpec {
     /// Bytes to transfer.
     #[serde(default)]
     pub bytes: u64,
+    /// Stream length in seconds for the media kinds (`media`, `media-fec`: their client's
+    /// `--duration`); unused by `transfer`.
+    #[serde(default = "default_duration")]
+    pub duration_s: f64,
     /// Per-trial timeout in seconds.
     #[serde(default = "default_timeout")]
     pub timeout_s: f64,
@@ -88,6 +92,9 @@ fn default_stack() -> String {
 }
 fn default_direction() -> String {
     "download".into()
+}
+fn default_duration() -> f64 {
+    30.0
 }
 fn default_timeout() -> f64 {
     120.0
