@@ -166,6 +166,8 @@ pub struct Decoder {
     hits: Vec<usize>,
     work: Vec<u64>,
     groups: Vec<(u64, usize)>,
+    /// Kernels the CPU supports, detected at construction.
+    kernels: crate::simd::Kernels,
 }
 
 impl Decoder {
@@ -202,7 +204,7 @@ impl Decoder {
             return Ok(());
         }
         self.hits.clear();
-        T::find_roots(&self.coeffs, log, &mut self.hits);
+        T::find_roots(&self.coeffs, log, &mut self.hits, self.kernels);
         let result = self.attribute(m, log, out);
         if result.is_err() {
             out.missing.clear();

@@ -15,6 +15,8 @@
 use core::fmt::Debug;
 use core::hash::Hash;
 
+use crate::simd::Kernels;
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for u16 {}
@@ -62,8 +64,10 @@ pub trait Identifier:
     /// Adds `x^1, x^2, …, x^len` to the accumulators (lazily). `x` is canonical.
     fn acc_insert(acc: &mut [u64], x: u64);
     /// Adds the powers of several identifiers at once (lazily); the caller guarantees that
-    /// `xs.len()` further lazy insertions stay within [`Identifier::LAZY_LIMIT`].
-    fn acc_insert_batch(acc: &mut [u64], xs: &[Self]) {
+    /// `xs.len()` further lazy insertions stay within [`Identifier::LAZY_LIMIT`]. `kernels`
+    /// says which CPU-specific code may run (detected when the quACK was created).
+    fn acc_insert_batch(acc: &mut [u64], xs: &[Self], kernels: Kernels) {
+        let _ = kernels;
         // Four identifiers' power chains interleaved: independent multiplications overlap.
         let mut it = xs.chunks_exact(4);
         for c in &mut it {
@@ -83,8 +87,12 @@ pub trait Identifier:
     }
     /// [`Identifier::acc_insert_batch`] for a full insert buffer.
     #[inline]
-    fn acc_insert_full(acc: &mut [u64], xs: &[Self; crate::quack::INSERT_BUFFER]) {
-        Self::acc_insert_batch(acc, xs);
+    fn acc_insert_full(
+        acc: &mut [u64],
+        xs: &[Self; crate::quack::INSERT_BUFFER],
+        kernels: Kernels,
+    ) {
+        Self::acc_insert_batch(acc, xs, kernels);
     }
     /// Adds a canonical value to a lazily reduced accumulator (one lazy insertion's worth).
     #[inline]
@@ -93,8 +101,9 @@ pub trait Identifier:
     }
     /// Evaluates the monic polynomial `x^m + coeffs[0]·x^(m-1) + … + coeffs[m-1]` at every
     /// candidate and pushes the index of each candidate where it vanishes into `hits`.
-    /// Coefficients are canonical.
-    fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>) {
+    /// Coefficients are canonical; `kernels` as for [`Identifier::acc_insert_batch`].
+    fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>, kernels: Kernels) {
+        let _ = kernels;
         // Four Horner chains interleaved (one chain is latency-bound).
         let mut it = candidates.chunks_exact(4);
         let mut base = 0;
@@ -329,15 +338,19 @@ impl Identifier for u32 {
     fn acc_insert(acc: &mut [u64], x: u64) {
         crate::simd::insert_u32(acc, x);
     }
-    fn acc_insert_batch(acc: &mut [u64], xs: &[Self]) {
-        crate::simd::insert_batch_u32(acc, xs);
+    fn acc_insert_batch(acc: &mut [u64], xs: &[Self], kernels: Kernels) {
+        crate::simd::insert_batch_u32(acc, xs, kernels);
     }
     #[inline]
-    fn acc_insert_full(acc: &mut [u64], xs: &[Self; crate::quack::INSERT_BUFFER]) {
-        crate::simd::insert8_u32(acc, xs);
+    fn acc_insert_full(
+        acc: &mut [u64],
+        xs: &[Self; crate::quack::INSERT_BUFFER],
+        kernels: Kernels,
+    ) {
+        crate::simd::insert8_u32(acc, xs, kernels);
     }
-    fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>) {
-        crate::simd::find_roots_u32(coeffs, candidates, hits);
+    fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>, kernels: Kernels) {
+        crate::simd::find_roots_u32(coeffs, candidates, hits, kernels);
     }
     fn newton(sums: &[u64], inverses: &[u64], m: usize, coeffs: &mut Vec<u64>) {
         // Same recurrence as the generic version, arranged for a short dependency chain: the

@@ -4,6 +4,7 @@ use core::fmt;
 use core::ops::{Sub, SubAssign};
 
 use crate::field::Identifier;
+use crate::simd::Kernels;
 
 /// Largest threshold accepted by [`PowerSumQuack::try_new`] and by the wire parser.
 ///
@@ -57,16 +58,30 @@ pub struct PowerSumQuack<T: Identifier> {
     pub(crate) acc: Vec<u64>,
     /// Lazy insertions since the accumulators were last normalised.
     pub(crate) pending: u32,
+    /// Count of the identifiers folded into `acc` (the buffered ones are added by
+    /// [`count`](Self::count)).
     pub(crate) count: u32,
+    /// Last value as of the last flush ([`last_value`](Self::last_value) prefers the buffer).
     pub(crate) last_value: Option<T>,
-    /// Identifiers inserted but not yet folded into `acc` (widths with
-    /// [`Identifier::BUFFERED`] fold them [`INSERT_BUFFER`] at a time).
-    buf: [T; INSERT_BUFFER],
-    buf_len: usize,
+    /// Ring of the most recent identifiers (widths with [`Identifier::BUFFERED`]); the
+    /// [`buf_len`](Self::buf_len) written last, ending before slot `buf_pos % RING`, are not yet
+    /// folded into `acc`. An insertion only stores into the ring and advances `buf_pos`; count
+    /// and last value are derived from them. When all [`RING`] slots are unfolded, the older
+    /// half ([`INSERT_BUFFER`] identifiers, stored 8 or more insertions earlier) is folded in:
+    /// those stores have long completed, so the vector loads of the folding code do not stall
+    /// on store-to-load forwarding from freshly stored identifiers.
+    buf: [T; RING],
+    /// Writes into the ring since it was last emptied, kept below `2·RING` (the single counter
+    /// of the fast path).
+    buf_pos: usize,
+    /// Kernels the CPU supports, detected at construction.
+    kernels: Kernels,
 }
 
 /// Identifiers a quACK of a buffered width collects before folding them into its power sums.
 pub(crate) const INSERT_BUFFER: usize = 8;
+/// Slots of the insertion ring: two halves of [`INSERT_BUFFER`].
+const RING: usize = 2 * INSERT_BUFFER;
 
 impl<T: Identifier> PowerSumQuack<T> {
     /// Creates an empty quACK with `threshold` power sums.
@@ -96,8 +111,9 @@ impl<T: Identifier> PowerSumQuack<T> {
             pending: 0,
             count,
             last_value,
-            buf: [T::default(); INSERT_BUFFER],
-            buf_len: 0,
+            buf: [T::default(); RING],
+            buf_pos: 0,
+            kernels: Kernels::detect(),
         }
     }
 
@@ -111,19 +127,23 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// Number of identifiers in the multiset (insertions minus removals, wrapping at `2^32`).
     #[inline]
     pub fn count(&self) -> u32 {
-        self.count
+        self.count.wrapping_add(self.buf_len() as u32)
     }
 
     /// The identifier inserted last, if any (cleared by [`remove`](Self::remove) of that value
     /// and by subtraction).
     #[inline]
     pub fn last_value(&self) -> Option<T> {
-        self.last_value
+        if self.buf_len() == 0 {
+            self.last_value
+        } else {
+            Some(self.buf[self.buf_pos.wrapping_sub(1) % RING])
+        }
     }
 
     /// Whether no identifier has been inserted (count zero and every power sum zero).
     pub fn is_empty(&self) -> bool {
-        self.count == 0 && self.canonical_sums().iter().all(|&s| s == 0)
+        self.count() == 0 && self.canonical_sums().iter().all(|&s| s == 0)
     }
 
     #[inline]
@@ -148,34 +168,86 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// folded in when the buffer is full.
     /// Every read (power sums, wire form, subtraction, decoding, equality) includes buffered
     /// identifiers, so the buffer is not observable except in the cost profile.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, id: T) {
-        self.count = self.count.wrapping_add(1);
-        self.last_value = Some(id);
         if T::BUFFERED {
-            self.buf[self.buf_len] = id;
-            self.buf_len += 1;
-            if self.buf_len == INSERT_BUFFER {
-                self.make_room(INSERT_BUFFER as u32);
-                T::acc_insert_full(&mut self.acc, &self.buf);
-                self.pending += INSERT_BUFFER as u32;
-                self.buf_len = 0;
+            // The whole fast path: one store and one counter update (count and last value are
+            // derived from the ring). `% RING` keeps the index provably in bounds.
+            let pos = self.buf_pos;
+            self.buf[pos % RING] = id;
+            self.buf_pos = pos + 1;
+            if (pos + 1) % INSERT_BUFFER == 0 {
+                self.fold_half();
             }
         } else {
             self.make_room(1);
             T::acc_insert(&mut self.acc, T::reduce(id.to_u64()));
             self.pending += 1;
+            self.count = self.count.wrapping_add(1);
+            self.last_value = Some(id);
         }
     }
 
-    /// Folds buffered identifiers into the accumulators.
+    /// Identifiers in the ring not yet folded in: all writes until the ring first fills,
+    /// then between [`INSERT_BUFFER`] and `RING − 1`.
+    #[inline]
+    fn buf_len(&self) -> usize {
+        if self.buf_pos < RING {
+            self.buf_pos
+        } else {
+            INSERT_BUFFER + self.buf_pos % INSERT_BUFFER
+        }
+    }
+
+    /// Called when `buf_pos` reaches a multiple of [`INSERT_BUFFER`]: if the ring is full, folds
+    /// its older half into the accumulators (kept out of line: the caller's fast path stays a
+    /// store, an increment and a test).
+    #[inline(never)]
+    fn fold_half(&mut self) {
+        if self.buf_pos < RING {
+            return; // First half written: nothing to fold yet.
+        }
+        self.make_room(INSERT_BUFFER as u32);
+        // The ring is full: its oldest slot is the next one to be written, a half boundary.
+        let start = self.buf_pos % RING;
+        let half: &[T; INSERT_BUFFER] = if start < INSERT_BUFFER {
+            self.buf.first_chunk()
+        } else {
+            self.buf.last_chunk()
+        }
+        .unwrap_or_else(|| unreachable!("RING holds two halves"));
+        T::acc_insert_full(&mut self.acc, half, self.kernels);
+        self.pending += INSERT_BUFFER as u32;
+        self.count = self.count.wrapping_add(INSERT_BUFFER as u32);
+        // Same slot, same number of unfolded identifiers, bounded counter.
+        self.buf_pos = RING + start;
+    }
+
+    /// The identifiers in the ring not yet folded in, oldest first, as (up to) two slices.
+    fn unfolded(&self) -> (&[T], &[T]) {
+        let n = self.buf_len();
+        let start = (self.buf_pos - n) % RING;
+        if start + n <= RING {
+            (&self.buf[start..start + n], &[])
+        } else {
+            (&self.buf[start..], &self.buf[..start + n - RING])
+        }
+    }
+
+    /// Folds the ring's identifiers into the accumulators (and into `count` and `last_value`).
     fn flush(&mut self) {
-        let n = self.buf_len;
+        let n = self.buf_len();
         if n > 0 {
             self.make_room(n as u32);
-            T::acc_insert_batch(&mut self.acc, &self.buf[..n]);
+            let mut acc = core::mem::take(&mut self.acc);
+            let (a, b) = self.unfolded();
+            T::acc_insert_batch(&mut acc, a, self.kernels);
+            T::acc_insert_batch(&mut acc, b, self.kernels);
+            self.acc = acc;
+            self.last_value = self.last_value();
             self.pending += n as u32;
-            self.buf_len = 0;
+            self.count = self.count.wrapping_add(n as u32);
+            self.buf_pos = 0;
         }
     }
 
@@ -183,10 +255,11 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// with the arithmetic of several identifiers interleaved).
     pub fn insert_batch(&mut self, ids: &[T]) {
         let Some(&last) = ids.last() else { return };
+        self.flush();
         // Chunks keep the lazy-reduction bound valid for arbitrarily long batches.
         for chunk in ids.chunks(1 << 16) {
             self.make_room(chunk.len() as u32);
-            T::acc_insert_batch(&mut self.acc, chunk);
+            T::acc_insert_batch(&mut self.acc, chunk, self.kernels);
             self.pending += chunk.len() as u32;
         }
         self.count = self.count.wrapping_add(ids.len() as u32);
@@ -197,6 +270,7 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// [`insert`](Self::insert)). Removing an identifier that was never inserted yields a quACK
     /// with "negative" multiplicity, which subtraction and decoding treat consistently.
     pub fn remove(&mut self, id: T) {
+        self.flush();
         self.make_room(1);
         let x = T::reduce(id.to_u64());
         let mut y = x;
@@ -218,7 +292,7 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// value of the result is cleared.
     pub fn sub_assign(&mut self, other: &Self) {
         let sums = other.canonical_sums();
-        self.sub_parts(other.threshold(), other.count, |i| sums[i]);
+        self.sub_parts(other.threshold(), other.count(), |i| sums[i]);
     }
 
     /// Subtraction where `other_sum(i)` yields the canonical `i`-th power sum of the subtrahend.
@@ -264,15 +338,18 @@ impl<T: Identifier> PowerSumQuack<T> {
     pub(crate) fn canonical_sums_into(&self, sums: &mut Vec<u64>) {
         sums.clear();
         sums.extend_from_slice(&self.acc);
-        if self.buf_len > 0 {
-            // The scratch copy takes the buffered identifiers lazily; normalise first if that
+        let n = self.buf_len();
+        if n > 0 {
+            // The scratch copy takes the unfolded identifiers lazily; normalise first if that
             // would exceed the lazy bound.
-            if self.pending.saturating_add(self.buf_len as u32) > T::LAZY_LIMIT {
+            if self.pending.saturating_add(n as u32) > T::LAZY_LIMIT {
                 for a in sums.iter_mut() {
                     *a = T::acc_canonical(*a);
                 }
             }
-            T::acc_insert_batch(sums, &self.buf[..self.buf_len]);
+            let (a, b) = self.unfolded();
+            T::acc_insert_batch(sums, a, self.kernels);
+            T::acc_insert_batch(sums, b, self.kernels);
         }
         for a in sums.iter_mut() {
             *a = T::acc_canonical(*a);
@@ -282,7 +359,7 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// Resets to the empty quACK, keeping the threshold.
     pub fn clear(&mut self) {
         self.acc.fill(0);
-        self.buf_len = 0;
+        self.buf_pos = 0;
         self.pending = 0;
         self.count = 0;
         self.last_value = None;
@@ -291,8 +368,8 @@ impl<T: Identifier> PowerSumQuack<T> {
 
 impl<T: Identifier> PartialEq for PowerSumQuack<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.count == other.count
-            && self.last_value == other.last_value
+        self.count() == other.count()
+            && self.last_value() == other.last_value()
             && self.threshold() == other.threshold()
             && self.canonical_sums() == other.canonical_sums()
     }
@@ -304,8 +381,8 @@ impl<T: Identifier> fmt::Debug for PowerSumQuack<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PowerSumQuack")
             .field("threshold", &self.threshold())
-            .field("count", &self.count)
-            .field("last_value", &self.last_value)
+            .field("count", &self.count())
+            .field("last_value", &self.last_value())
             .field("power_sums", &self.power_sums().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -428,15 +505,18 @@ mod tests {
         q.remove(1);
         assert_eq!(q.pending, 1);
         assert_eq!(q.power_sum(1), 6);
-        // Buffered width: the flush of 8 identifiers normalises first.
+        // Buffered width: the fold of 8 identifiers (once the ring holds 16) normalises first.
         let mut q = PowerSumQuack::<u32>::new(2);
         q.pending = u32::LAZY_LIMIT - 3;
         q.acc = vec![u64::MAX - 10, 7];
         q.insert_batch(&[]);
-        for _ in 0..8 {
+        for _ in 0..16 {
             q.insert(1);
         }
         assert_eq!(q.pending, 8);
-        assert_eq!(q.power_sum(1), 15);
+        assert_eq!(q.buf_len(), 8);
+        assert_eq!(q.power_sum(1), 23);
+        let want = (u128::from(u64::MAX) - 10 + 16) % u128::from(u32::MODULUS);
+        assert_eq!(u128::from(q.power_sum(0)), want);
     }
 }

@@ -267,14 +267,11 @@ impl<T: Identifier> PowerSumQuack<T> {
         let len = self.encoded_len();
         let out = out.get_mut(..len)?;
         out[0] = (WIRE_VERSION << 4) | Width::of::<T>().code();
-        out[1] = if self.last_value.is_some() {
-            FLAG_LAST
-        } else {
-            0
-        };
+        let last_value = self.last_value();
+        out[1] = if last_value.is_some() { FLAG_LAST } else { 0 };
         out[2..4].copy_from_slice(&(self.threshold() as u16).to_le_bytes());
-        out[4..8].copy_from_slice(&self.count.to_le_bytes());
-        self.last_value
+        out[4..8].copy_from_slice(&self.count().to_le_bytes());
+        last_value
             .unwrap_or_default()
             .write_le(&mut out[HEADER_LEN..]);
         for (chunk, s) in out[HEADER_LEN + T::BYTES..]
