@@ -473,6 +473,35 @@ mod tests {
         assert_eq!(a, b);
     }
 
+    proptest::proptest! {
+        /// The portable code and the detected (AVX2 where available) kernels give the same
+        /// quACK through the insertion ring, batches and removals.
+        #[test]
+        fn portable_and_detected_kernels_agree(
+            ids in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..100),
+            t in 1usize..=64,
+            split in 0usize..100,
+        ) {
+            let mut a = PowerSumQuack::<u32>::new(t);
+            a.kernels = Kernels::PORTABLE;
+            let mut b = PowerSumQuack::<u32>::new(t);
+            let split = split.min(ids.len());
+            for q in [&mut a, &mut b] {
+                for &x in &ids[..split] {
+                    q.insert(x);
+                }
+                q.insert_batch(&ids[split..]);
+                for &x in &ids[split..] {
+                    q.insert(x);
+                }
+                if let Some(&x) = ids.first() {
+                    q.remove(x);
+                }
+            }
+            proptest::prop_assert_eq!(a, b);
+        }
+    }
+
     #[test]
     fn mismatched_thresholds_subtract_to_the_smaller() {
         let mut a = PowerSumQuack::<u64>::new(8);
