@@ -589,4 +589,36 @@ mod tests {
             check::<u64>(x);
         }
     }
+
+    proptest::proptest! {
+        /// The u32 Newton recurrence (lazy coefficients, split dependency chain) equals the
+        /// textbook recurrence in u128 arithmetic, for any power sums (consistent or not).
+        #[test]
+        fn u32_newton_matches_textbook(
+            raw in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..=64),
+            edge in 0u64..4,
+        ) {
+            let p = u32::MODULUS;
+            let sums: Vec<u64> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| if i as u64 % 4 == edge { p - 1 - v % 3 } else { v % p })
+                .collect();
+            let m = sums.len();
+            let inverses: Vec<u64> = (0..=m as u64).map(u32::inv_mod).collect();
+            let mut got = Vec::new();
+            u32::newton(&sums, &inverses, m, &mut got);
+            let pm = u128::from(p);
+            let mut want: Vec<u128> = Vec::new();
+            for k in 1..=m {
+                let mut s = u128::from(sums[k - 1]);
+                for i in 1..k {
+                    s = (s + want[k - i - 1] * u128::from(sums[i - 1])) % pm;
+                }
+                want.push((pm - s) % pm * u128::from(inverses[k]) % pm);
+            }
+            let got: Vec<u128> = got.into_iter().map(u128::from).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
 }
