@@ -145,8 +145,10 @@ fn check(rec: &[(Instant, Direction, Vec<u8>)], stack: &str) {
     );
     assert_eq!(to_server, gap_s, "{stack}");
     assert_eq!(to_client, gap_c, "{stack}");
-    // The path: at least the link RTT, at most that plus processing (TLS signing, scheduling).
-    let slack = Duration::from_millis(15);
+    // The path: at least the link RTT, at most that plus processing (TLS signing, scheduling;
+    // a debug build on a loaded 2-core CI machine can take tens of milliseconds). The exact
+    // check is the equality with the relay's own gaps above.
+    let slack = Duration::from_millis(80);
     assert!(
         to_server >= 2 * D_S && to_server <= 2 * D_S + slack,
         "{stack}: {to_server:?}"
