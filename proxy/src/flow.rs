@@ -85,15 +85,31 @@ impl Hasher for PassThrough {
     }
 }
 
-fn key_bytes(a: &SocketAddr, out: &mut [u8; 18]) {
-    match a {
-        SocketAddr::V4(v) => {
-            out[..4].copy_from_slice(&v.ip().octets());
-            out[4..16].fill(0);
+/// Feed a flow key to `h` as whole 64-bit words (SipHash then compresses one word per round
+/// without buffering bytes). The encoding is injective: two IPv4 addresses take two words; any
+/// other pair takes five (IPv4 addresses mapped into IPv6), and the last word records which side
+/// was IPv4, so no two keys give the same input.
+#[inline]
+fn hash_key<H: Hasher>(key: &FlowKey, h: &mut H) {
+    let ports = u64::from(key.client.port()) << 48 | u64::from(key.server.port()) << 32;
+    match (key.client, key.server) {
+        (SocketAddr::V4(c), SocketAddr::V4(s)) => {
+            h.write_u64(u64::from(c.ip().to_bits()) << 32 | u64::from(s.ip().to_bits()));
+            h.write_u64(ports | 4);
         }
-        SocketAddr::V6(v) => out[..16].copy_from_slice(&v.ip().octets()),
+        (c, s) => {
+            let wide = |a: &SocketAddr| match a {
+                SocketAddr::V4(v) => v.ip().to_ipv6_mapped().to_bits(),
+                SocketAddr::V6(v) => v.ip().to_bits(),
+            };
+            for a in [wide(&c), wide(&s)] {
+                h.write_u64((a >> 64) as u64);
+                h.write_u64(a as u64);
+            }
+            let tag = 6 | u64::from(c.is_ipv4()) << 8 | u64::from(s.is_ipv4()) << 9;
+            h.write_u64(ports | tag);
+        }
     }
-    out[16..].copy_from_slice(&a.port().to_be_bytes());
 }
 
 /// State a flow-table value must expose.
@@ -218,13 +234,8 @@ impl<V: FlowState> FlowTable<V> {
     }
 
     fn hashed(&self, key: &FlowKey) -> (usize, Hashed) {
-        let mut c = [0u8; 18];
-        let mut s = [0u8; 18];
-        key_bytes(&key.client, &mut c);
-        key_bytes(&key.server, &mut s);
         let mut h = self.hasher.build_hasher();
-        h.write(&c);
-        h.write(&s);
+        hash_key(key, &mut h);
         let h = h.finish();
         // Shard from bits the map's bucket index and tag do not depend on alone.
         let shard = ((h >> 32) % self.shards.len() as u64) as usize;
@@ -542,6 +553,58 @@ mod tests {
         }
         let later = t0 + Duration::from_secs(200);
         assert!(t.get_or_insert_with(key(5000), later, || V(false)).is_ok());
+    }
+
+    #[test]
+    fn key_hash_distinguishes_families_and_sides() {
+        let t: FlowTable<V> = FlowTable::new(cfg(100, 10), 5, 6);
+        let h = |c: &str, s: &str| {
+            t.hashed(&FlowKey {
+                client: c.parse().unwrap(),
+                server: s.parse().unwrap(),
+            })
+            .1
+            .h
+        };
+        let mut all = vec![
+            h("10.0.0.1:1000", "10.0.0.2:2000"),
+            h("10.0.0.2:2000", "10.0.0.1:1000"),
+            h("10.0.0.1:2000", "10.0.0.2:1000"),
+            h("[::ffff:10.0.0.1]:1000", "[::ffff:10.0.0.2]:2000"),
+            h("10.0.0.1:1000", "[::ffff:10.0.0.2]:2000"),
+            h("[::ffff:10.0.0.1]:1000", "10.0.0.2:2000"),
+            h("[2001:db8::1]:1000", "[2001:db8::2]:2000"),
+            h("[2001:db8::2]:1000", "[2001:db8::1]:2000"),
+        ];
+        // Every key, including the IPv4-mapped twins of the IPv4 key, hashes differently.
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 8);
+        // A different table key gives a different hash.
+        let t2: FlowTable<V> = FlowTable::new(cfg(100, 10), 5, 7);
+        let k = key(1);
+        assert_ne!(t.hashed(&k).1.h, t2.hashed(&k).1.h);
+    }
+
+    #[test]
+    fn ipv6_flows_and_mapped_twins_are_separate_entries() {
+        let mut t = FlowTable::new(cfg(100, 10), 5, 6);
+        let now = Instant::now();
+        let v4 = FlowKey {
+            client: "10.0.0.1:1000".parse().unwrap(),
+            server: "10.0.0.2:2000".parse().unwrap(),
+        };
+        let mapped = FlowKey {
+            client: "[::ffff:10.0.0.1]:1000".parse().unwrap(),
+            server: "[::ffff:10.0.0.2]:2000".parse().unwrap(),
+        };
+        t.set(v4, now, V(false)).unwrap();
+        t.set(mapped, now, V(true)).unwrap();
+        assert_eq!(t.len(), 2);
+        assert!(!t.get(&v4).unwrap().value.0);
+        assert!(t.get(&mapped).unwrap().value.0);
+        assert!(t.remove(&v4).is_some());
+        assert!(t.get(&mapped).is_some());
     }
 
     #[test]
