@@ -62,7 +62,9 @@ impl FrameRing {
         let first = src.len().min(self.cap - at);
         let (a, b) = src.split_at(first);
         self.buf[at..at + first].copy_from_slice(a);
-        self.buf[..b.len()].copy_from_slice(b);
+        if !b.is_empty() {
+            self.buf[..b.len()].copy_from_slice(b);
+        }
         self.used += src.len();
         at
     }
