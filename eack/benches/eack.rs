@@ -171,12 +171,12 @@ fn on_eack(c: &mut C) {
 }
 
 fn multiplier_distribution() {
-    // Fig. 4: symbols needed / m over random differences (10 000 trials each here; the sizing
+    // Fig. 4: symbols needed / m over random differences (20 000 trials each here; the sizing
     // table uses 100 000, `cargo run --release -p eack --example sizing`).
-    println!("symbols needed per missing element (Fig. 4), 10000 trials");
+    println!("symbols needed per missing element (Fig. 4), 20000 trials");
     println!("   m    mean    p50    p99   success at symbols_for(m, 0.99)");
     for m in [10usize, 20, 40] {
-        let d = NeededDistribution::measure(m, 10_000, 0xbe4c);
+        let d = NeededDistribution::measure(m, 20_000, 0xbe4c);
         let n = symbols_for(m, 0.99);
         println!(
             "{m:4}  {:.3}  {:.3}  {:.3}   {:.4} ({n} symbols)",

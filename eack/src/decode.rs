@@ -223,7 +223,8 @@ fn remove_element<I: Id>(
 ) -> usize {
     let mut k = 0usize;
     let mut walk = IndexWalk::new(hash);
-    loop {
+    let bound = IndexWalk::bound(syms.len());
+    while walk.below(bound) {
         let j = walk.index();
         let Some(t) = syms.get_mut(j) else { break };
         t.apply(id, checksum, -c);

@@ -69,6 +69,21 @@ impl IndexWalk {
         ((self.y >> 1) - 1) as usize
     }
 
+    /// The bound to pass to [`IndexWalk::below`] for "index < `n`" (`n` at most 2^16, beyond any sketch).
+    #[inline(always)]
+    pub fn bound(n: usize) -> u64 {
+        2 * n as u64 + 3
+    }
+
+    /// True while the current index is below `n`, given `bound = IndexWalk::bound(n)`: one
+    /// comparison on the walk's state (`2·index + 3 < 2n + 3`), so the loop exit that ends a
+    /// walk — usually mispredicted — resolves one shift and one subtraction sooner than a
+    /// comparison of [`IndexWalk::index`].
+    #[inline(always)]
+    pub fn below(&self, bound: u64) -> bool {
+        self.y < bound
+    }
+
     /// Moves to the next index of the sequence (strictly larger than the current one).
     #[inline(always)]
     pub fn advance(&mut self) {
@@ -227,6 +242,20 @@ mod tests {
                 (got - p).abs() < 5.0 * sd + 0.01 * p,
                 "x = {x}: {got} vs {p}"
             );
+        }
+    }
+
+    #[test]
+    fn below_is_index_below() {
+        for seed in 0..500u64 {
+            for n in [0usize, 1, 2, 7, 40, 160, 4096] {
+                let mut w = IndexWalk::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                let bound = IndexWalk::bound(n);
+                for _ in 0..40 {
+                    assert_eq!(w.below(bound), w.index() < n, "seed {seed}, n {n}");
+                    w.advance();
+                }
+            }
         }
     }
 

@@ -187,8 +187,17 @@ impl<I: Id> Sketch<I> {
         let h = self.key.hash(id.to_u64());
         let checksum = (h >> 32) as u32;
         let mut walk = IndexWalk::new(h);
-        while let Some(s) = self.symbols.get_mut(walk.index()) {
+        // Index 0 is always hit: applying it before the loop lets the first step start from the
+        // constant `y = 3` (a shift-and-add instead of a multiplication on the index chain).
+        if let Some(s) = self.symbols.first_mut() {
             s.apply(id, checksum, delta);
+        }
+        walk.advance();
+        let bound = IndexWalk::bound(self.symbols.len());
+        while walk.below(bound) {
+            if let Some(s) = self.symbols.get_mut(walk.index()) {
+                s.apply(id, checksum, delta);
+            }
             walk.advance();
         }
         self.len = self.len.wrapping_add(delta);
