@@ -15,6 +15,7 @@
 //!
 //! The applications a trial runs (`sidekick-transfer`, the proxy) are separate binaries.
 
+pub mod apps;
 pub mod csum;
 pub mod element;
 pub mod link;

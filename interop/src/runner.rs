@@ -2,9 +2,10 @@
 //! (A B A B …, so slow drift hits all variants alike), restarting the link elements before
 //! every trial, and collects per-trial metrics and per-variant median/IQR.
 
+use crate::apps::{app_args, app_binary};
 use crate::element::ElementStats;
 use crate::proxyproc::ProxyProcess;
-use crate::scenario::{AppSpec, Scenario, Variant};
+use crate::scenario::{Scenario, Variant};
 use crate::stats::{Summary, summarize};
 use crate::topo::{IfCounters, LabError, TopoConfig, Topology};
 use serde::{Deserialize, Serialize};
@@ -79,65 +80,6 @@ fn find_bin(dir: &Path, name: &str) -> Option<PathBuf> {
         return Some(p);
     }
     Some(dir.join(name)).filter(|p| p.exists())
-}
-
-/// Binary name of an application kind.
-pub fn app_binary(kind: &str) -> Option<&'static str> {
-    match kind {
-        "transfer" => Some("sidekick-transfer"),
-        "media" => Some("sidekick-media"),
-        "media-fec" => Some("sidekick-media-fec"),
-        _ => None,
-    }
-}
-
-/// The server's and the client's command lines (before `app.client_args` and the variant's
-/// `client_args`) for an application kind; the server listens on `port` of every address, the
-/// client connects to the server's lab address.
-///
-/// - `transfer`: `sidekick-transfer server --stack S` / `client --stack S --upload|--download
-///   BYTES --json --timeout T`.
-/// - `media` (Robin #1, the client is the sender): `sidekick-media server --once` (the receiver)
-///   / `client --duration D --json`.
-/// - `media-fec` (Packrat media, the server is the sender): `sidekick-media-fec server --once` /
-///   `client --duration D --json` (the player).
-pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
-    let listen = format!("0.0.0.0:{port}");
-    let connect = format!("{}:{port}", Topology::server_addr());
-    match app.kind.as_str() {
-        "media" | "media-fec" => (
-            vec!["server".into(), "--listen".into(), listen, "--once".into()],
-            vec![
-                "client".into(),
-                "--connect".into(),
-                connect,
-                "--duration".into(),
-                format!("{}", app.duration_s),
-                "--json".into(),
-            ],
-        ),
-        _ => (
-            vec![
-                "server".into(),
-                "--stack".into(),
-                app.stack.clone(),
-                "--listen".into(),
-                listen,
-            ],
-            vec![
-                "client".into(),
-                "--stack".into(),
-                app.stack.clone(),
-                "--connect".into(),
-                connect,
-                format!("--{}", app.direction),
-                app.bytes.to_string(),
-                "--json".into(),
-                "--timeout".into(),
-                format!("{}", app.timeout_s),
-            ],
-        ),
-    }
 }
 
 struct KillOnDrop(Child);
@@ -722,58 +664,6 @@ mod tests {
             find_bin(Path::new("/nonexistent"), "sidekick-transfer").is_none()
                 || std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER").is_some()
         );
-    }
-
-    #[test]
-    fn app_command_lines_per_kind() {
-        let mut app = AppSpec {
-            kind: "transfer".into(),
-            stack: "quiche".into(),
-            direction: "upload".into(),
-            bytes: 5000,
-            duration_s: 30.0,
-            timeout_s: 60.0,
-            client_args: Vec::new(),
-        };
-        let (srv, cli) = app_args(&app, 4433);
-        assert_eq!(
-            srv,
-            ["server", "--stack", "quiche", "--listen", "0.0.0.0:4433"]
-        );
-        assert_eq!(
-            cli,
-            [
-                "client",
-                "--stack",
-                "quiche",
-                "--connect",
-                "10.0.1.1:4433",
-                "--upload",
-                "5000",
-                "--json",
-                "--timeout",
-                "60"
-            ]
-        );
-        for kind in ["media", "media-fec"] {
-            app.kind = kind.into();
-            app.duration_s = 12.5;
-            let (srv, cli) = app_args(&app, 5000);
-            assert_eq!(srv, ["server", "--listen", "0.0.0.0:5000", "--once"]);
-            assert_eq!(
-                cli,
-                [
-                    "client",
-                    "--connect",
-                    "10.0.1.1:5000",
-                    "--duration",
-                    "12.5",
-                    "--json"
-                ]
-            );
-        }
-        assert_eq!(app_binary("media"), Some("sidekick-media"));
-        assert_eq!(app_binary("media-fec"), Some("sidekick-media-fec"));
     }
 
     #[test]
