@@ -586,3 +586,59 @@ fn proxy_process_lifecycle() {
     assert!(err.to_string().contains("proxy"), "{err}");
     t.down().unwrap();
 }
+
+/// Robin #1 links (3.6 % near loss, here 5 %): the media sender (`sidekick-media client
+/// --sidekick`) behind the real proxy gets quACKs and resends near-link losses early; the
+/// receiver's de-jitter and latency percentiles reach the trial's metrics.
+#[test]
+fn robin_media_sidekick_in_namespaces() {
+    let test = "robin_media_sidekick_in_namespaces";
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let bin_dir = sidekick_bin_dir(test);
+    let sets = vec!["app.duration_s=6.0".to_string(), "lan.loss=5%".to_string()];
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/robin-1-media.toml"),
+        &sets,
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    scn.variants.retain(|v| v.name == "sidekick");
+    assert_eq!(scn.variants.len(), 1);
+    let opts = RunOptions {
+        trials: Some(1),
+        bin_dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+    };
+    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
+    let v = &r.variants[0];
+    assert!(v.skipped.is_none(), "{:?}", v.skipped);
+    let t = v.trials[0].clone();
+    eprintln!("{test}: {:?}", t.metrics);
+    assert!(t.error.is_none(), "{test}: {:?}", t.error);
+    let m = t.metrics;
+    for k in ["dejitter_p99_ms", "latency_p99_ms", "client_pkts_sent"] {
+        assert!(m.contains_key(k), "{test}: {k} missing: {m:?}");
+    }
+    // 6 s at one packet per 20 ms.
+    assert!(
+        (295.0..=305.0).contains(&m["packets_sent"]),
+        "{test}: {m:?}"
+    );
+    assert!(
+        m["packets_received"] >= m["packets_sent"] - 5.0,
+        "{test}: {m:?}"
+    );
+    assert!(m["proxy_sessions"] >= 1.0, "{test}: {m:?}");
+    assert_eq!(m["sidekick_active"], 1.0, "{test}: {m:?}");
+    assert!(m["proxy_quacks_sent_total"] > 10.0, "{test}: {m:?}");
+    assert!(m["sidekick_quacks"] > 10.0, "{test}: {m:?}");
+    assert!(m["lan0_up_dropped_loss"] > 0.0, "{test}: {m:?}");
+    assert!(m["sidekick_losses_detected"] > 0.0, "{test}: {m:?}");
+    assert!(m["sidekick_retransmissions"] > 0.0, "{test}: {m:?}");
+}
