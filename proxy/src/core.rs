@@ -13,7 +13,8 @@ use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
 use crate::flow::{FlowKey, FlowState, FlowTable, FlowTableConfig};
 use crate::metrics::Counters;
 use crate::packet::{
-    LinkType, ParseError, build_reply_frame, fill_udp_checksum, gso_segments, parse_frame,
+    LinkType, ParseError, UdpPacket, build_reply_frame, fill_udp_checksum, gso_segments,
+    parse_frame,
 };
 use crate::packrat::{PackratCounters, PackratEngine};
 use crate::pemi::{PemiConfig, PemiEngine, PemiStats};
@@ -109,6 +110,25 @@ pub struct ProxyCore<S: SessionLayer> {
     retired_pemi: PemiStats,
     /// Counters.
     pub counters: Counters,
+}
+
+/// `frame` itself, or (when `needed`: a frame captured with a partial checksum that may be cached
+/// or injected) a copy in `scratch` with the UDP checksum filled in, counted in `filled`.
+fn checksummed<'a>(
+    scratch: &'a mut Vec<u8>,
+    filled: &mut u64,
+    frame: &'a [u8],
+    udp: &UdpPacket,
+    needed: bool,
+) -> &'a [u8] {
+    if !needed {
+        return frame;
+    }
+    scratch.clear();
+    scratch.extend_from_slice(frame);
+    fill_udp_checksum(scratch, udp);
+    *filled += 1;
+    scratch
 }
 
 fn add_robin(a: &mut RobinCounters, b: &RobinCounters) {
@@ -266,15 +286,13 @@ impl<S: SessionLayer> ProxyCore<S> {
             };
             self.engine_out.clear();
             // Buffered frames are re-injected as they are: fill in a partial checksum first.
-            let frame: &[u8] = if meta.csum_not_ready {
-                self.scratch.clear();
-                self.scratch.extend_from_slice(frame);
-                fill_udp_checksum(&mut self.scratch, &udp);
-                self.counters.checksums_filled += 1;
-                &self.scratch
-            } else {
-                frame
-            };
+            let frame = checksummed(
+                &mut self.scratch,
+                &mut self.counters.checksums_filled,
+                frame,
+                &udp,
+                meta.csum_not_ready,
+            );
             let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
             for (a, b) in gso_segments(&udp, gso) {
                 let pkt = Packet {
@@ -294,15 +312,13 @@ impl<S: SessionLayer> ProxyCore<S> {
         // A private copy with the checksum filled in, only when a copy may be cached/injected.
         let needs_copy =
             meta.csum_not_ready && dir == Direction::ToClient && entry.value.packrat.is_some();
-        let frame: &[u8] = if needs_copy {
-            self.scratch.clear();
-            self.scratch.extend_from_slice(frame);
-            fill_udp_checksum(&mut self.scratch, &udp);
-            self.counters.checksums_filled += 1;
-            &self.scratch
-        } else {
-            frame
-        };
+        let frame = checksummed(
+            &mut self.scratch,
+            &mut self.counters.checksums_filled,
+            frame,
+            &udp,
+            needs_copy,
+        );
         let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
         if gso.is_some() {
             self.counters.gso_superframes += 1;

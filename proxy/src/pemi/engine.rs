@@ -412,23 +412,23 @@ mod tests {
         e.on_packet(now, dir, &pkt, out);
     }
 
+    /// Client Initial at `t0`, server Initial + Handshake 40 ms later, client Handshake 10 ms
+    /// after that: server RTT 40 ms, client RTT 10 ms.
+    fn handshake(e: &mut PemiEngine, t0: Instant, out: &mut Vec<Action>) {
+        feed(e, t0, Direction::FromClient, &long(0, 1180), out);
+        let mut sh = long(0, 150);
+        sh.extend(long(2, 1000));
+        feed(e, t0 + ms(40), Direction::ToClient, &sh, out);
+        feed(e, t0 + ms(50), Direction::FromClient, &long(2, 60), out);
+    }
+
     /// Handshake (server RTT 40 ms, client RTT 10 ms), then `bursts` flights of 10 packets in
     /// direction `data`, 30 ms apart, each answered by a small reply after the receiver's RTT.
     fn flow(data: Direction, bursts: u64) -> (PemiEngine, Instant) {
         let t0 = Instant::now();
         let mut e = PemiEngine::new(PemiConfig::default(), t0);
         let mut out = Vec::new();
-        feed(&mut e, t0, Direction::FromClient, &long(0, 1180), &mut out);
-        let mut sh = long(0, 150);
-        sh.extend(long(2, 1000));
-        feed(&mut e, t0 + ms(40), Direction::ToClient, &sh, &mut out);
-        feed(
-            &mut e,
-            t0 + ms(50),
-            Direction::FromClient,
-            &long(2, 60),
-            &mut out,
-        );
+        handshake(&mut e, t0, &mut out);
         let rtt = if data == Direction::ToClient {
             ms(10)
         } else {
@@ -475,17 +475,7 @@ mod tests {
         let t0 = Instant::now();
         let mut e = PemiEngine::new(PemiConfig::default(), t0);
         let mut out = Vec::new();
-        feed(&mut e, t0, Direction::FromClient, &long(0, 1180), &mut out);
-        let mut sh = long(0, 150);
-        sh.extend(long(2, 1000));
-        feed(&mut e, t0 + ms(40), Direction::ToClient, &sh, &mut out);
-        feed(
-            &mut e,
-            t0 + ms(50),
-            Direction::FromClient,
-            &long(2, 60),
-            &mut out,
-        );
+        handshake(&mut e, t0, &mut out);
         let spin = |b: bool| [if b { 0x60 } else { 0x40 }, 1, 2, 3];
         feed(
             &mut e,
