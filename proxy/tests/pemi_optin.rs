@@ -3,9 +3,10 @@
 //! packet keeps the Forward verdict.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use std::net::SocketAddr;
+mod common;
 use std::time::{Duration, Instant};
 
+use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, long};
 use sidekick_protocol::messages::{IdentifierSpec, RobinConfig};
 use sidekick_protocol::{
     ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
@@ -17,30 +18,8 @@ use sidekick_proxy::packet::{LinkType, build_udp_ip};
 use sidekick_proxy::pemi::PemiConfig;
 use sidekick_proxy::session::ProtocolSessions;
 
-const CLIENT: &str = "10.0.0.2:50000";
-const CLIENT_SK: &str = "10.0.0.2:50001";
-const SERVER: &str = "198.51.100.10:443";
-const PROXY: &str = "10.0.0.1:7788";
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
 fn frame(src: &str, dst: &str, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
-    f.extend_from_slice(&build_udp_ip(addr(src), addr(dst), payload, 64));
-    f
-}
-
-fn long(ty: u8, len: usize) -> Vec<u8> {
-    let mut p = vec![0xc0 | (ty << 4), 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0];
-    if ty == 0 {
-        p.push(0);
-    }
-    p.push(0x40 | (len >> 8) as u8);
-    p.push(len as u8);
-    p.extend(std::iter::repeat_n(0xaa, len));
-    p
+    eth(&build_udp_ip(addr(src), addr(dst), payload, 64))
 }
 
 #[test]

@@ -4,10 +4,11 @@
 //! up (with a reason) where inference is unreliable.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::{CLIENT, SERVER, addr, eth, long};
 use sidekick_protocol::ProxyPolicy;
 use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
 use sidekick_proxy::engine::{Action, Direction};
@@ -15,33 +16,9 @@ use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame, udp_checksum_o
 use sidekick_proxy::pemi::{PemiConfig, PemiStats};
 use sidekick_proxy::session::ProtocolSessions;
 
-const CLIENT: &str = "10.0.0.2:50000";
-const SERVER: &str = "198.51.100.10:443";
 /// Proxy ↔ client and proxy ↔ server round trips of the synthetic path.
 const RTT_CLIENT: Duration = Duration::from_millis(10);
 const RTT_SERVER: Duration = Duration::from_millis(40);
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
-fn eth(ip: &[u8]) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
-    f.extend_from_slice(ip);
-    f
-}
-
-/// A version-1 long-header packet (`ty` 0 Initial, 2 Handshake) with `len` protected bytes.
-fn long(ty: u8, len: usize) -> Vec<u8> {
-    let mut p = vec![0xc0 | (ty << 4), 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0];
-    if ty == 0 {
-        p.push(0);
-    }
-    p.push(0x40 | (len >> 8) as u8);
-    p.push(len as u8);
-    p.extend(std::iter::repeat_n(0xaa, len));
-    p
-}
 
 /// A short-header datagram carrying `id` (what a test can see of an encrypted packet).
 fn short(id: u32, len: usize) -> Vec<u8> {

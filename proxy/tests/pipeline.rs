@@ -3,9 +3,11 @@
 //! floods, fail-open.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth};
 use eack::ReceiverEack;
 use quack::PowerSumQuack;
 use sidekick_protocol::messages::{IdentifierSpec, PackratConfig, RobinConfig};
@@ -16,21 +18,6 @@ use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
 use sidekick_proxy::engine::{Action, Direction};
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
 use sidekick_proxy::session::ProtocolSessions;
-
-const CLIENT: &str = "10.0.0.2:50000";
-const CLIENT_SK: &str = "10.0.0.2:50001";
-const SERVER: &str = "198.51.100.10:443";
-const PROXY: &str = "10.0.0.1:7788";
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
-fn eth(ip: &[u8]) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
-    f.extend_from_slice(ip);
-    f
-}
 
 fn data(id: u32, len: usize) -> Vec<u8> {
     let mut p = vec![0x41u8; len];
