@@ -329,20 +329,7 @@ fn sidekick_trial(
         "the sidekick variant runs the client with --sidekick"
     );
     scn.variants[0].kill_proxy_at = kill_at;
-    let opts = RunOptions {
-        trials: Some(1),
-        bin_dir,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: true,
-        check_links: false,
-    };
-    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
-    let v = &r.variants[0];
-    assert!(v.skipped.is_none(), "{:?}", v.skipped);
-    let t = v.trials[0].clone();
-    eprintln!("{test}: {:?}", t.metrics);
-    assert!(t.error.is_none(), "{test}: {:?}", t.error);
-    let m = t.metrics;
+    let m = one_trial(test, &scn, bin_dir);
     assert_eq!(m["bytes"], 2_000_000.0);
     let g = m["goodput_mbps"];
     let bottleneck = scn.wan.rate_bps as f64 / 1e6;
@@ -374,6 +361,25 @@ fn sidekick_trial(
         );
     }
     m
+}
+
+/// Runs one trial of `scn`'s first variant with the binaries of `bin_dir`; asserts that it ran
+/// and completed, and returns its metrics.
+fn one_trial(test: &str, scn: &Scenario, bin_dir: PathBuf) -> BTreeMap<String, f64> {
+    let opts = RunOptions {
+        trials: Some(1),
+        bin_dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+    };
+    let r = runner::run(scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
+    let v = &r.variants[0];
+    assert!(v.skipped.is_none(), "{:?}", v.skipped);
+    let t = v.trials[0].clone();
+    eprintln!("{test}: {:?}", t.metrics);
+    assert!(t.error.is_none(), "{test}: {:?}", t.error);
+    t.metrics
 }
 
 /// The proxy answered discovery and the client kept the session to the end.
@@ -608,20 +614,7 @@ fn robin_media_sidekick_in_namespaces() {
     .unwrap_or_else(|e| panic!("{test}: {e}"));
     scn.variants.retain(|v| v.name == "sidekick");
     assert_eq!(scn.variants.len(), 1);
-    let opts = RunOptions {
-        trials: Some(1),
-        bin_dir,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: true,
-        check_links: false,
-    };
-    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
-    let v = &r.variants[0];
-    assert!(v.skipped.is_none(), "{:?}", v.skipped);
-    let t = v.trials[0].clone();
-    eprintln!("{test}: {:?}", t.metrics);
-    assert!(t.error.is_none(), "{test}: {:?}", t.error);
-    let m = t.metrics;
+    let m = one_trial(test, &scn, bin_dir);
     for k in ["dejitter_p99_ms", "latency_p99_ms", "client_pkts_sent"] {
         assert!(m.contains_key(k), "{test}: {k} missing: {m:?}");
     }
