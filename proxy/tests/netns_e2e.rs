@@ -8,6 +8,7 @@
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use eack::ReceiverEack;
 use quack::PowerSumQuack;
-use sidekick_protocol::messages::{IdentifierSpec, PackratConfig, RobinConfig};
+use sidekick_protocol::messages::{IdentifierSpec, PackratConfig};
 use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, SessionConfig};
 
 fn sh(args: &[&str]) -> bool {
@@ -290,16 +291,7 @@ fn proxy_binary_robin_and_packrat_in_namespaces() {
     let Some(mut topo) = setup() else { return };
 
     // Robin: discovery, then quACKs for an upload.
-    let robin = SessionConfig {
-        robin: Some(RobinConfig {
-            interval_ms: 0,
-            interval_packets: 2,
-            threshold: 8,
-        }),
-        packrat: None,
-        identifier: Some(IdentifierSpec::quic_default()),
-    };
-    let mut c = client(robin, 41000);
+    let mut c = client(common::robin_config(), 41000);
     c.pump(Duration::from_secs(3));
     assert!(
         c.events

@@ -6,11 +6,8 @@
 mod common;
 use std::time::{Duration, Instant};
 
-use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, long};
-use sidekick_protocol::messages::{IdentifierSpec, RobinConfig};
-use sidekick_protocol::{
-    ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
-};
+use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, long, robin_config};
+use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy};
 use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
 use sidekick_proxy::engine::{Action, Direction};
 use sidekick_proxy::flow::FlowKey;
@@ -85,16 +82,7 @@ fn pemi_flow_switches_to_robin_without_disruption() {
     assert!(core.flows().get(&key).unwrap().value.pemi.is_some());
 
     // The client opts in: discovery on the base path, then the session over the sidekick socket.
-    let session = SessionConfig {
-        robin: Some(RobinConfig {
-            interval_ms: 0,
-            interval_packets: 2,
-            threshold: 8,
-        }),
-        packrat: None,
-        identifier: Some(IdentifierSpec::quic_default()),
-    };
-    let mut client = ClientSession::new(ClientConfig::new(session));
+    let mut client = ClientSession::new(ClientConfig::new(robin_config()));
     let now = ms(400);
     client.start(now).unwrap();
     let mut events = Vec::new();

@@ -7,10 +7,10 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth};
+use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, robin_config};
 use eack::ReceiverEack;
 use quack::PowerSumQuack;
-use sidekick_protocol::messages::{IdentifierSpec, PackratConfig, RobinConfig};
+use sidekick_protocol::messages::{IdentifierSpec, PackratConfig};
 use sidekick_protocol::{
     ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
 };
@@ -142,18 +142,6 @@ impl Lab {
         );
         assert_eq!(self.core.flows().assisted_len(), 1);
         self.injected.clear();
-    }
-}
-
-fn robin_config() -> SessionConfig {
-    SessionConfig {
-        robin: Some(RobinConfig {
-            interval_ms: 0,
-            interval_packets: 2,
-            threshold: 8,
-        }),
-        packrat: None,
-        identifier: Some(IdentifierSpec::quic_default()),
     }
 }
 

@@ -3,6 +3,9 @@
 
 use std::net::SocketAddr;
 
+use sidekick_protocol::SessionConfig;
+use sidekick_protocol::messages::{IdentifierSpec, RobinConfig};
+
 pub const CLIENT: &str = "10.0.0.2:50000";
 pub const CLIENT_SK: &str = "10.0.0.2:50001";
 pub const SERVER: &str = "198.51.100.10:443";
@@ -29,4 +32,17 @@ pub fn long(ty: u8, len: usize) -> Vec<u8> {
     p.push(len as u8);
     p.extend(std::iter::repeat_n(0xaa, len));
     p
+}
+
+/// A Robin session: a quACK every 2 packets, threshold 8 (seed 001 Table 5 #1), QUIC identifiers.
+pub fn robin_config() -> SessionConfig {
+    SessionConfig {
+        robin: Some(RobinConfig {
+            interval_ms: 0,
+            interval_packets: 2,
+            threshold: 8,
+        }),
+        packrat: None,
+        identifier: Some(IdentifierSpec::quic_default()),
+    }
 }
