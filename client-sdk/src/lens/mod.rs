@@ -333,6 +333,18 @@ struct DirectionState {
     stats: LensStats,
 }
 
+impl DirectionState {
+    /// Counts a datagram that could not be read yet and says what is missing.
+    fn not_ready(&mut self) -> LensError {
+        self.stats.not_ready += 1;
+        if self.secret.is_none() {
+            LensError::NoKeys
+        } else {
+            LensError::UnknownCidLength
+        }
+    }
+}
+
 /// Packet numbers of both directions of one connection.
 ///
 /// Feed it the stack's key-log lines (or secrets) and every datagram the endpoint sends and
@@ -502,12 +514,7 @@ impl PacketNumberLens {
         }
         let state = self.state(dir);
         let (Some(hp), Some(dcid_len)) = (state.hp.as_ref(), state.dcid_len) else {
-            state.stats.not_ready += 1;
-            return Err(if state.secret.is_none() {
-                LensError::NoKeys
-            } else {
-                LensError::UnknownCidLength
-            });
+            return Err(state.not_ready());
         };
         match unprotect_short(hp, packet, dcid_len, state.largest) {
             Ok((h, _)) => {
@@ -530,12 +537,7 @@ impl PacketNumberLens {
     fn identify_suite(&mut self, dir: Direction, packet: &[u8]) -> Result<(), LensError> {
         let state = self.state(dir);
         let (Some(secret), Some(dcid_len)) = (state.secret.clone(), state.dcid_len) else {
-            state.stats.not_ready += 1;
-            return Err(if state.secret.is_none() {
-                LensError::NoKeys
-            } else {
-                LensError::UnknownCidLength
-            });
+            return Err(state.not_ready());
         };
         let largest = state.largest;
         for &suite in Suite::candidates(secret.len()) {
