@@ -51,6 +51,9 @@ pub struct IndexWalk {
     state: u64,
     /// `2·index + 3`, i.e. twice `index + 1.5`: keeps the gap formula in integers.
     y: u64,
+    /// `y + 2`, kept beside `y` so that the next `y` is one addition after the gap (see
+    /// [`IndexWalk::advance`]).
+    y_next_base: u64,
 }
 
 impl IndexWalk {
@@ -60,6 +63,7 @@ impl IndexWalk {
         IndexWalk {
             state: seed | 1,
             y: 3,
+            y_next_base: 5,
         }
     }
 
@@ -103,7 +107,11 @@ impl IndexWalk {
         // index is below INDEX_BOUND, so the product does not wrap. `y + 2` does not depend on
         // the product, so the chain from one index to the next is multiply, shift, add.
         let gap = self.y.wrapping_mul(g) >> (G_FRAC + 1);
-        self.y = self.y.wrapping_add(2).wrapping_add(gap << 1);
+        // `y + 2` was computed during the previous step, off the chain: the loop-carried
+        // dependency is multiply (3 cycles), shift and one add. Written as `y + 2 + 2·gap` the
+        // compiler emits shift, mask and two dependent adds (7 cycles per index instead of 5).
+        self.y = self.y_next_base.wrapping_add(gap << 1);
+        self.y_next_base = self.y.wrapping_add(2);
     }
 }
 
@@ -270,6 +278,44 @@ mod tests {
             w.advance();
         }
     }
+
+    /// The walk as the module documentation states it, written plainly: `advance` must produce
+    /// exactly these indices (client and proxy agree only if the arithmetic never changes).
+    fn reference_indices(seed: u64, limit: u64) -> Vec<u64> {
+        let mut state = seed | 1;
+        let mut y = 3u64;
+        let mut out = Vec::new();
+        while (y >> 1) - 1 < limit {
+            out.push((y >> 1) - 1);
+            state = state.wrapping_mul(PRNG_MUL);
+            let k = (state | (1 << 24)).leading_zeros() >> 1;
+            let v = (state >> POW_SHIFT) as usize & ((1 << POW_BITS) - 1);
+            let g = (u64::from(POW[v]) << k) - (1 << G_FRAC);
+            y = y + 2 + 2 * ((y * g) >> (G_FRAC + 1));
+        }
+        out
+    }
+
+    #[test]
+    fn walk_matches_the_documented_formula() {
+        let k = HashKey::DEFAULT;
+        for id in 0..20_000u64 {
+            let seed = k.hash(id);
+            let got: Vec<u64> = Indices::new(seed, 4096).map(|i| i as u64).collect();
+            assert_eq!(got, reference_indices(seed, 4096), "id {id}");
+        }
+    }
+
+    #[test]
+    fn walk_of_a_fixed_seed_never_changes() {
+        // Pinned: a change here changes every eACK on the wire.
+        let got: Vec<usize> = Indices::new(0x0123_4567_89ab_cdef, 4096).collect();
+        assert_eq!(got, GOLDEN_WALK);
+    }
+
+    const GOLDEN_WALK: [usize; 14] = [
+        0, 1, 4, 10, 16, 22, 98, 232, 846, 2528, 2712, 2777, 2845, 3591,
+    ];
 
     #[test]
     fn mean_degree_is_about_two_log_half_t() {
