@@ -4,6 +4,7 @@
 //! - [`spec`]: link properties and the unit syntax of scenario files.
 //! - [`link`]: the sans-IO core of one emulated link direction (loss, queue, rate, delay).
 //! - [`element`]: the userspace link element thread (AF_PACKET forwarding between two veths).
+//! - [`netem`]: the kernel link backend (`tc netem` on a bridge) for kernels that have netem.
 //! - [`topo`]: the namespace topology and its clean-up.
 //! - [`probe`]: UDP probes and blasts that measure links (`check-links`).
 //! - [`proxyproc`]: the proxy process of a trial (start, readiness, metrics scrape, stop).
@@ -19,6 +20,7 @@ pub mod apps;
 pub mod csum;
 pub mod element;
 pub mod link;
+pub mod netem;
 pub mod plot;
 pub mod probe;
 pub mod proxyproc;

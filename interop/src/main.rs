@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use sidekick_lab::netem::{self, BackendChoice};
 use sidekick_lab::probe;
 use sidekick_lab::runner::{self, RunOptions};
 use sidekick_lab::scenario::Scenario;
@@ -42,6 +43,9 @@ enum Cmd {
         /// Write the checks as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// How to emulate links: netem when the kernel has it (auto), or always one of them.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        link_backend: BackendChoice,
     },
     /// Run a scenario: every variant in alternation, trials, JSON and plots.
     Run {
@@ -65,6 +69,9 @@ enum Cmd {
         /// Where application binaries live (default: next to this executable).
         #[arg(long)]
         bin_dir: Option<PathBuf>,
+        /// How to emulate links: netem when the kernel has it (auto), or always one of them.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        link_backend: BackendChoice,
     },
     /// Run a scenario once per value of one parameter and plot metric vs parameter.
     Sweep {
@@ -91,6 +98,9 @@ enum Cmd {
         /// Where application binaries live (default: next to this executable).
         #[arg(long)]
         bin_dir: Option<PathBuf>,
+        /// How to emulate links: netem when the kernel has it (auto), or always one of them.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        link_backend: BackendChoice,
     },
     /// A short visible comparison (scenarios/demo.toml): a quinn upload over a lossy near link
     /// (Robin #2 links), end to end vs with the sidekick proxy and PACUBIC; prints the table and
@@ -108,6 +118,9 @@ enum Cmd {
         /// Where application binaries live (default: next to this executable).
         #[arg(long)]
         bin_dir: Option<PathBuf>,
+        /// How to emulate links: netem when the kernel has it (auto), or always one of them.
+        #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+        link_backend: BackendChoice,
     },
 }
 
@@ -207,6 +220,7 @@ fn main() -> Result<()> {
             sets,
             no_rate,
             json,
+            link_backend,
         } => {
             let stop = stop_flag()?;
             let scn = Scenario::load(&scenario_path(&scenario), &sets)?;
@@ -214,12 +228,17 @@ fn main() -> Result<()> {
                 "{}: wan {} | lan {} | {} client(s)",
                 scn.name, scn.wan, scn.lan, scn.clients
             );
-            let t = Topology::up(&TopoConfig {
-                clients: scn.clients,
-                wan: scn.wan,
-                lan: scn.lan,
-                seed: 1,
-            })?;
+            let backend = netem::resolve(link_backend)?;
+            println!("links emulated by: {backend}");
+            let t = Topology::up_with(
+                &TopoConfig {
+                    clients: scn.clients,
+                    wan: scn.wan,
+                    lan: scn.lan,
+                    seed: 1,
+                },
+                backend,
+            )?;
             let checks = probe::check_links(&t, &scn.wan, &scn.lan, !no_rate)?;
             let stats = {
                 let mut t = t;
@@ -259,6 +278,7 @@ fn main() -> Result<()> {
             plot,
             check_links,
             bin_dir: bd,
+            link_backend,
         } => {
             let stop = stop_flag()?;
             let scn = Scenario::load(&scenario_path(&scenario), &sets)?;
@@ -269,6 +289,7 @@ fn main() -> Result<()> {
                 stop,
                 progress: true,
                 check_links,
+                link_backend: netem::resolve(link_backend)?,
             };
             run_and_report(&scn, &opts, json, plot)?;
         }
@@ -281,6 +302,7 @@ fn main() -> Result<()> {
             json,
             plot,
             bin_dir: bd,
+            link_backend,
         } => {
             let stop = stop_flag()?;
             let opts = RunOptions {
@@ -289,6 +311,7 @@ fn main() -> Result<()> {
                 stop,
                 progress: true,
                 check_links: false,
+                link_backend: netem::resolve(link_backend)?,
             };
             let mut points = Vec::new();
             let mut runs = Vec::new();
@@ -339,6 +362,7 @@ fn main() -> Result<()> {
             trials,
             sets,
             bin_dir: bd,
+            link_backend,
         } => {
             let stop = stop_flag()?;
             let scn = Scenario::load(&scenario_path("demo"), &sets)?;
@@ -355,6 +379,7 @@ fn main() -> Result<()> {
                 stop,
                 progress: true,
                 check_links: false,
+                link_backend: netem::resolve(link_backend)?,
             };
             std::fs::create_dir_all(&plot)?;
             let r = run_and_report(&scn, &opts, Some(plot.join("demo.json")), Some(plot))?;

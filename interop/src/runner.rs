@@ -30,6 +30,8 @@ pub struct RunOptions {
     pub progress: bool,
     /// Also run `check-links` before the trials and store the result.
     pub check_links: bool,
+    /// How the links are emulated (resolve `auto` with [`crate::netem::resolve`] first).
+    pub link_backend: crate::netem::LinkBackend,
 }
 
 /// One trial.
@@ -65,6 +67,9 @@ pub struct RunResult {
     pub description: String,
     /// The scenario table after `--set` overrides.
     pub settings: serde_json::Value,
+    /// How the links were emulated (`userspace` or `netem`).
+    #[serde(default)]
+    pub link_backend: crate::netem::LinkBackend,
     /// Link checks made before the trials (if requested).
     pub link_checks: Vec<crate::probe::Check>,
     /// Per-variant results, in scenario order.
@@ -154,12 +159,15 @@ pub fn run(
     let mut link_checks = Vec::new();
     if !runnable.is_empty() {
         let first = &runnable[0].2;
-        let mut topo = Topology::up(&TopoConfig {
-            clients: scn.clients,
-            wan: first.wan,
-            lan: first.lan,
-            seed: 1,
-        })?;
+        let mut topo = Topology::up_with(
+            &TopoConfig {
+                clients: scn.clients,
+                wan: first.wan,
+                lan: first.lan,
+                seed: 1,
+            },
+            opts.link_backend,
+        )?;
         if opts.check_links {
             link_checks = crate::probe::check_links(&topo, &first.wan, &first.lan, true)?;
             let failed: Vec<String> = link_checks
@@ -242,6 +250,7 @@ pub fn run(
         scenario: scn.name.clone(),
         description: scn.description.clone(),
         settings: serde_json::to_value(&scn.table).unwrap_or_default(),
+        link_backend: opts.link_backend,
         link_checks,
         variants: results,
     })
@@ -621,6 +630,7 @@ mod tests {
             scenario: "x".into(),
             description: String::new(),
             settings: serde_json::Value::Null,
+            link_backend: crate::netem::LinkBackend::Userspace,
             link_checks: vec![],
             variants: vec![
                 VariantResult {

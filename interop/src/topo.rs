@@ -19,6 +19,7 @@
 //! owner died.
 
 use crate::element::{self, ElementHandle, ElementStats};
+use crate::netem::{LinkBackend, NetemLink};
 use crate::spec::LinkSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -76,7 +77,7 @@ pub fn cmd(prog: &str, args: &[&str]) -> Result<String, LabError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn ip(args: &[&str]) -> Result<String, LabError> {
+pub(crate) fn ip(args: &[&str]) -> Result<String, LabError> {
     cmd("ip", args)
 }
 
@@ -151,6 +152,29 @@ pub struct TopoConfig {
     pub seed: u64,
 }
 
+/// One running emulated link (both directions).
+#[derive(Debug)]
+enum LinkHandle {
+    Element(ElementHandle),
+    Netem(NetemLink),
+}
+
+impl LinkHandle {
+    fn stop(self) -> ElementStats {
+        match self {
+            LinkHandle::Element(h) => h.stop(),
+            LinkHandle::Netem(n) => {
+                let (a_to_b, b_to_a) = n.stop();
+                ElementStats {
+                    a_to_b,
+                    b_to_a,
+                    ..ElementStats::default()
+                }
+            }
+        }
+    }
+}
+
 fn mac(role: u8, idx: u8, side: u8) -> String {
     format!("02:5b:00:{role:02x}:{idx:02x}:{side:02x}")
 }
@@ -161,14 +185,21 @@ pub struct Topology {
     run: String,
     clients: usize,
     namespaces: Vec<String>,
-    elements: Vec<(String, ElementHandle)>,
+    elements: Vec<(String, LinkHandle)>,
+    backend: LinkBackend,
     state: PathBuf,
     torn_down: bool,
 }
 
 impl Topology {
-    /// Builds the namespaces, veths, addresses and routes, and starts the link elements.
+    /// Builds the namespaces, veths, addresses and routes, and starts the userspace link
+    /// elements.
     pub fn up(cfg: &TopoConfig) -> Result<Self, LabError> {
+        Self::up_with(cfg, LinkBackend::Userspace)
+    }
+
+    /// Like [`Topology::up`], emulating the links with `backend` (see [`crate::netem`]).
+    pub fn up_with(cfg: &TopoConfig, backend: LinkBackend) -> Result<Self, LabError> {
         if cfg.clients == 0 || cfg.clients > 200 {
             return Err(LabError::Config("clients must be 1..=200".into()));
         }
@@ -188,6 +219,7 @@ impl Topology {
             clients: cfg.clients,
             namespaces: Vec::new(),
             elements: Vec::new(),
+            backend,
             state,
             torn_down: false,
         };
@@ -354,16 +386,36 @@ impl Topology {
         seed: u64,
     ) -> Result<Vec<(String, ElementStats)>, LabError> {
         let old = self.stop_links();
-        let h = element::spawn(&self.ns_wan(), "w-srv", "w-ap", *wan, seed)
-            .map_err(io_err("starting the wan link element"))?;
+        let h = self.start_link(&self.ns_wan(), "w-srv", "w-ap", wan, seed)?;
         self.elements.push(("wan".into(), h));
         for i in 0..self.clients {
             let s = seed.wrapping_add(1000 * (i as u64 + 1));
-            let h = element::spawn(&self.ns_lan(i), "l-ap", "l-cli", *lan, s)
-                .map_err(io_err("starting a lan link element"))?;
+            let h = self.start_link(&self.ns_lan(i), "l-ap", "l-cli", lan, s)?;
             self.elements.push((format!("lan{i}"), h));
         }
         Ok(old)
+    }
+
+    fn start_link(
+        &self,
+        ns: &str,
+        a: &str,
+        b: &str,
+        spec: &LinkSpec,
+        seed: u64,
+    ) -> Result<LinkHandle, LabError> {
+        match self.backend {
+            LinkBackend::Userspace => element::spawn(ns, a, b, *spec, seed)
+                .map(LinkHandle::Element)
+                .map_err(io_err(format!("starting the link element in {ns}"))),
+            // netem draws its own random numbers: the seed does not apply.
+            LinkBackend::Netem => NetemLink::start(ns, a, b, spec, spec).map(LinkHandle::Netem),
+        }
+    }
+
+    /// How this topology emulates its links.
+    pub fn backend(&self) -> LinkBackend {
+        self.backend
     }
 
     /// The run id (namespace prefix).

@@ -2,6 +2,7 @@
 //! `ethtool`); without the variable each test prints why it is skipped and passes. They run one at a time (a shared lock) so that link
 //! measurements do not compete for the CPU.
 
+use sidekick_lab::netem::{self, BackendChoice, LinkBackend};
 use sidekick_lab::probe;
 use sidekick_lab::proxyproc::ProxyProcess;
 use sidekick_lab::runner::{self, RunOptions};
@@ -159,6 +160,53 @@ fn link_properties_within_tolerance() {
     assert!(failed.is_empty(), "out of tolerance: {failed:#?}");
 }
 
+/// `auto` uses netem exactly when the kernel can create a netem qdisc; with netem the links are
+/// measured like the userspace element's; without it, forcing netem fails with a clear error.
+#[test]
+fn link_backend_follows_the_kernel() {
+    if skip("link_backend_follows_the_kernel") {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let before = topo::lab_namespaces().unwrap();
+    let probed = netem::probe();
+    let auto = netem::resolve(BackendChoice::Auto).unwrap();
+    // The probe's scratch namespace is gone.
+    assert_eq!(topo::lab_namespaces().unwrap(), before);
+    if let Err(why) = probed {
+        eprintln!("no netem in this kernel ({why}): the userspace element emulates links");
+        assert_eq!(auto, LinkBackend::Userspace);
+        let e = netem::resolve(BackendChoice::Netem)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("netem"), "{e}");
+    } else {
+        assert_eq!(auto, LinkBackend::Netem);
+        let t = Topology::up_with(
+            &TopoConfig {
+                clients: 1,
+                wan: wifi_wan(),
+                lan: wifi_lan(),
+                seed: 3,
+            },
+            LinkBackend::Netem,
+        )
+        .unwrap();
+        assert_eq!(t.backend(), LinkBackend::Netem);
+        let checks = probe::check_links(&t, &wifi_wan(), &wifi_lan(), true).unwrap();
+        t.down().unwrap();
+        eprintln!("{}", probe::format_checks(&checks));
+        let failed: Vec<_> = checks.iter().filter(|c| !c.pass).collect();
+        assert!(
+            failed.is_empty(),
+            "netem links out of tolerance: {failed:#?}"
+        );
+    }
+    assert_eq!(topo::lab_namespaces().unwrap(), before);
+}
+
 fn transfer_bin_dir() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER")
         .map(PathBuf::from)
@@ -205,6 +253,7 @@ fn quic_transfer_across_lossy_link() {
         stop: Arc::new(AtomicBool::new(false)),
         progress: true,
         check_links: false,
+        link_backend: LinkBackend::Userspace,
     };
     let r = runner::run(&scn, &opts, |_, _| {}).unwrap();
     for v in &r.variants {
@@ -372,6 +421,7 @@ fn one_trial(test: &str, scn: &Scenario, bin_dir: PathBuf) -> BTreeMap<String, f
         stop: Arc::new(AtomicBool::new(false)),
         progress: true,
         check_links: false,
+        link_backend: LinkBackend::Userspace,
     };
     let r = runner::run(scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
     let v = &r.variants[0];
