@@ -101,6 +101,7 @@ impl SkSessionConfig {
                 local_symbols: self.local_symbols,
                 cache_capacity_bytes: self.cache_capacity_bytes,
                 reorder_delay_ms: self.reorder_delay_ms,
+                multicast_group: Vec::new(),
             }),
             identifier: Some(identifier),
         };

@@ -99,6 +99,7 @@ impl SidekickConfig {
                 local_symbols: 160,
                 cache_capacity_bytes: 48_000,
                 reorder_delay_ms: 30,
+                multicast_group: Vec::new(),
             }),
             identifier: Some(IdentifierSpec::quic_default()),
         };

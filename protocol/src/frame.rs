@@ -521,6 +521,7 @@ mod tests {
                 local_symbols: u32::MAX,
                 cache_capacity_bytes: u64::MAX,
                 reorder_delay_ms: u32::MAX,
+                multicast_group: Vec::new(),
             }),
             identifier: Some(IdentifierSpec {
                 mode: i32::MIN,

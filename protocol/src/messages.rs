@@ -80,6 +80,47 @@ pub struct PackratConfig {
     /// Client-side reorder (ACK withholding) delay in milliseconds (seed 002 §4).
     #[prost(uint32, tag = "5")]
     pub reorder_delay_ms: u32,
+    /// Multicast assistance (seed 002 §6.1 "Multicast Proxy"): the group address and port the
+    /// server sends the base stream to, as 4 (IPv4) or 16 (IPv6) address bytes followed by the
+    /// port in network order; empty for a unicast session. The proxy then caches the group's
+    /// stream once and keeps this client's eACK and virtual cache (see
+    /// [`PackratConfig::multicast_group_addr`]).
+    #[prost(bytes = "vec", tag = "6")]
+    pub multicast_group: Vec<u8>,
+}
+
+impl PackratConfig {
+    /// The multicast group this session asks assistance for: `Ok(None)` for a unicast session,
+    /// an error for a malformed or non-multicast address.
+    pub fn multicast_group_addr(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+        let b = self.multicast_group.as_slice();
+        let ip = match b.len() {
+            0 => return Ok(None),
+            6 => IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3])),
+            18 => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&b[..16]);
+                IpAddr::V6(Ipv6Addr::from(a))
+            }
+            n => return Err(ConfigError::BadMulticastGroup(n)),
+        };
+        if !ip.is_multicast() {
+            return Err(ConfigError::BadMulticastGroup(b.len()));
+        }
+        let port = u16::from_be_bytes([b[b.len() - 2], b[b.len() - 1]]);
+        Ok(Some(SocketAddr::new(ip, port)))
+    }
+
+    /// Encodes a group address for [`PackratConfig::multicast_group`].
+    pub fn encode_multicast_group(group: std::net::SocketAddr) -> Vec<u8> {
+        let mut v = match group.ip() {
+            std::net::IpAddr::V4(a) => a.octets().to_vec(),
+            std::net::IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        v.extend_from_slice(&group.port().to_be_bytes());
+        v
+    }
 }
 
 /// The configuration of one sidekick session: Robin and/or Packrat on the same base connection.
@@ -126,6 +167,9 @@ pub enum ConfigError {
     /// Symbol count zero or too large.
     #[error("local symbol count {0} out of range")]
     BadSymbols(u32),
+    /// A multicast group that is not 6 or 18 bytes long or not a multicast address.
+    #[error("multicast group ({0} bytes) is not a multicast address and port")]
+    BadMulticastGroup(usize),
     /// Cache capacity zero.
     #[error("cache capacity must be positive")]
     BadCache,
@@ -217,6 +261,7 @@ impl SessionConfig {
             if p.cache_capacity_bytes == 0 {
                 return Err(ConfigError::BadCache);
             }
+            p.multicast_group_addr()?;
         }
         Ok(())
     }
@@ -555,6 +600,7 @@ mod tests {
                 local_symbols: 160,
                 cache_capacity_bytes: 48_000,
                 reorder_delay_ms: 30,
+                multicast_group: Vec::new(),
             }),
             identifier: Some(IdentifierSpec::quic_default()),
         }
@@ -589,6 +635,26 @@ mod tests {
             identifier: Some(IdentifierSpec::quic_default()),
         };
         assert_eq!(c.validate(), Err(ConfigError::NoMode));
+    }
+
+    #[test]
+    fn multicast_groups_are_multicast_addresses_and_ports() {
+        let mut c = sample_config();
+        let p = c.packrat.as_mut().unwrap();
+        for g in ["239.1.2.3:5004", "[ff3e::1234]:9000"] {
+            let a: std::net::SocketAddr = g.parse().unwrap();
+            p.multicast_group = PackratConfig::encode_multicast_group(a);
+            assert_eq!(p.multicast_group_addr(), Ok(Some(a)));
+        }
+        assert_eq!(c.validate(), Ok(()));
+        let p = c.packrat.as_mut().unwrap();
+        p.multicast_group = PackratConfig::encode_multicast_group("10.0.0.1:5004".parse().unwrap());
+        assert_eq!(c.validate(), Err(ConfigError::BadMulticastGroup(6)));
+        c.packrat.as_mut().unwrap().multicast_group = vec![239, 1, 2];
+        assert_eq!(c.validate(), Err(ConfigError::BadMulticastGroup(3)));
+        c.packrat.as_mut().unwrap().multicast_group.clear();
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.packrat.as_ref().unwrap().multicast_group_addr(), Ok(None));
     }
 
     #[test]

@@ -74,6 +74,7 @@ fn arb_config() -> impl Strategy<Value = SessionConfig> {
                 local_symbols: c,
                 cache_capacity_bytes: d,
                 reorder_delay_ms: e,
+                multicast_group: Vec::new(),
             }),
             identifier,
         })
