@@ -82,6 +82,7 @@ fn per_packet(c: &mut Criterion) {
     let robin = EngineConfig {
         robin: Some(RobinConfig::default()),
         packrat: None,
+        multicast_group: None,
     };
     let mut core = core_with(robin, flow, 10_000);
     let now = Instant::now();
@@ -112,6 +113,7 @@ fn per_packet(c: &mut Criterion) {
     let packrat = EngineConfig {
         robin: None,
         packrat: Some(PackratConfig::default()),
+        multicast_group: None,
     };
     let mut core = core_with(packrat, flow, 10_000);
     g.bench_function("classify_lookup_packrat_cache_insert", |b| {
@@ -141,6 +143,7 @@ fn per_packet(c: &mut Criterion) {
     let packrat = EngineConfig {
         robin: None,
         packrat: Some(PackratConfig::default()),
+        multicast_group: None,
     };
     let mut core = core_with(packrat, flow, 10_000);
     let mut rx = ReceiverEack::new(160);

@@ -16,7 +16,8 @@ use crate::packet::{
     LinkType, ParseError, UdpPacket, build_reply_frame, fill_udp_checksum, gso_segments,
     parse_frame,
 };
-use crate::packrat::{PackratCounters, PackratEngine};
+use crate::packrat::multicast::{self, MulticastCache};
+use crate::packrat::{PackratConfig, PackratCounters, PackratEngine};
 use crate::pemi::{PemiConfig, PemiEngine, PemiStats};
 use crate::robin::{RobinCounters, RobinEngine};
 use crate::session::{EngineConfig, SessionEvent, SessionLayer};
@@ -41,6 +42,9 @@ pub struct FlowValue<Id> {
     pub packrat: Option<PackratEngine>,
     /// PEMI engine (flows without a session, when enabled; seed 000).
     pub pemi: Option<PemiEngine>,
+    /// The client's Ethernet address, from its discovery request (multicast retransmissions
+    /// are addressed to it).
+    pub client_mac: Option<[u8; 6]>,
 }
 
 impl<Id> FlowState for FlowValue<Id> {
@@ -56,6 +60,7 @@ impl<Id> FlowValue<Id> {
             robin: None,
             packrat: None,
             pemi: None,
+            client_mac: None,
         }
     }
 
@@ -81,6 +86,10 @@ pub struct CoreConfig {
     pub track_unassisted: bool,
     /// Per-flow memory cap in bytes; a session asking for more cache is clamped to it.
     pub max_flow_memory: usize,
+    /// Cap on multicast groups with a shared Packrat cache (seed 002 §6.1).
+    pub max_multicast_groups: usize,
+    /// Cap on clients per multicast group.
+    pub max_group_members: usize,
 }
 
 impl Default for CoreConfig {
@@ -90,6 +99,8 @@ impl Default for CoreConfig {
             flows: FlowTableConfig::default(),
             track_unassisted: true,
             max_flow_memory: 4 * 1024 * 1024,
+            max_multicast_groups: 64,
+            max_group_members: multicast::DEFAULT_MAX_MEMBERS,
         }
     }
 }
@@ -108,6 +119,11 @@ pub struct ProxyCore<S: SessionLayer> {
     pemi: Option<PemiConfig>,
     next_pemi_timeout: Option<Instant>,
     retired_pemi: PemiStats,
+    /// Shared Packrat caches of multicast flows (key: group as `client`, sender as `server`).
+    groups: HashMap<FlowKey, MulticastCache<S::Id>>,
+    /// The group each multicast-assisted session belongs to.
+    membership: HashMap<S::Id, FlowKey>,
+    retired_multicast: PackratCounters,
     /// Counters.
     pub counters: Counters,
 }
@@ -138,21 +154,6 @@ fn add_robin(a: &mut RobinCounters, b: &RobinCounters) {
     a.resets += b.resets;
 }
 
-fn add_packrat(a: &mut PackratCounters, b: &PackratCounters) {
-    a.cached += b.cached;
-    a.not_cached += b.not_cached;
-    a.evicted_acked += b.evicted_acked;
-    a.evicted_optimistic += b.evicted_optimistic;
-    a.eacks_decoded += b.eacks_decoded;
-    a.eacks_failed += b.eacks_failed;
-    a.eacks_stale += b.eacks_stale;
-    a.retransmissions += b.retransmissions;
-    a.missing_uncached += b.missing_uncached;
-    a.missing_in_flight += b.missing_in_flight;
-    a.extra += b.extra;
-    a.resets += b.resets;
-}
-
 impl<S: SessionLayer> ProxyCore<S> {
     /// A core over a session layer; `hash_key` keys the flow table's SipHash.
     pub fn new(cfg: CoreConfig, sessions: S, hash_key: (u64, u64)) -> Self {
@@ -169,6 +170,9 @@ impl<S: SessionLayer> ProxyCore<S> {
             pemi: None,
             next_pemi_timeout: None,
             retired_pemi: PemiStats::default(),
+            groups: HashMap::new(),
+            membership: HashMap::new(),
+            retired_multicast: PackratCounters::default(),
             counters: Counters::default(),
         }
     }
@@ -231,11 +235,31 @@ impl<S: SessionLayer> ProxyCore<S> {
             },
         };
         let payload = udp.payload(frame);
+        if dir == Direction::ToClient
+            && !self.groups.is_empty()
+            && udp.dst.ip().is_multicast()
+            && let Some(g) = self.groups.get_mut(&key)
+        {
+            // One shared copy per group (seed 002 §6.1); a multicast stream is not segmented
+            // (GSO super-frames are left alone).
+            if meta.gso_size.is_none() {
+                let f = checksummed(
+                    &mut self.scratch,
+                    &mut self.counters.checksums_filled,
+                    frame,
+                    &udp,
+                    meta.csum_not_ready,
+                );
+                g.cache_packet(payload, f);
+            }
+        }
 
         // Discovery (seed 001 §4.1): answered from the server's address, on the base path.
+        let mut discovery = false;
         if dir == Direction::FromClient
             && let Some(res) = self.sessions.on_base_payload(now, key, payload)
         {
+            discovery = true;
             self.counters.discovery_seen += 1;
             match res {
                 Ok(reply) => {
@@ -270,6 +294,9 @@ impl<S: SessionLayer> ProxyCore<S> {
                 None => return Action::Forward,
             }
         };
+        if discovery && self.cfg.link == LinkType::Ethernet {
+            entry.value.client_mac = frame.get(6..12).and_then(|m| m.try_into().ok());
+        }
         let Some(sid) = entry.value.session else {
             let Some(pcfg) = self.pemi else {
                 return Action::Forward;
@@ -309,6 +336,17 @@ impl<S: SessionLayer> ProxyCore<S> {
             return self.pemi_actions(out);
         };
 
+        // A multicast client's Ethernet address: where its retransmissions go.
+        if dir == Direction::FromClient
+            && self.cfg.link == LinkType::Ethernet
+            && let Some(gk) = self.membership.get(&sid)
+            && let Some(g) = self.groups.get_mut(gk)
+            && let Some(src) = frame.get(6..12)
+        {
+            let mut mac = [0u8; 6];
+            mac.copy_from_slice(src);
+            g.set_mac(sid, mac);
+        }
         // A private copy with the checksum filled in, only when a copy may be cached/injected.
         let needs_copy =
             meta.csum_not_ready && dir == Direction::ToClient && entry.value.packrat.is_some();
@@ -400,6 +438,11 @@ impl<S: SessionLayer> ProxyCore<S> {
                             {
                                 p.reset(epoch);
                             }
+                            if let Some(gk) = self.membership.get(&sid)
+                                && let Some(g) = self.groups.get_mut(gk)
+                            {
+                                g.reset(sid, epoch);
+                            }
                         }
                         Ok(None) => {
                             if is_quack {
@@ -457,17 +500,32 @@ impl<S: SessionLayer> ProxyCore<S> {
         epoch: u32,
     ) {
         let robin = engines.robin.map(|c| RobinEngine::new(c, now));
-        let packrat = engines.packrat.map(|mut c| {
-            c.cache_bytes = c.cache_bytes.min(self.cfg.max_flow_memory);
-            let mut p = PackratEngine::new(c);
-            p.reset(epoch);
-            p
-        });
+        self.leave_group(id);
+        let multicast = engines.packrat.zip(engines.multicast_group);
+        if let Some((cfg, group)) = multicast {
+            self.join_group(id, flow, group, cfg, epoch);
+        }
+        let packrat = engines
+            .packrat
+            .filter(|_| multicast.is_none())
+            .map(|mut c| {
+                c.cache_bytes = c.cache_bytes.min(self.cfg.max_flow_memory);
+                let mut p = PackratEngine::new(c);
+                p.reset(epoch);
+                p
+            });
+        let client_mac = self.table.get(&flow).and_then(|e| e.value.client_mac);
+        if let (Some(mac), Some(gk)) = (client_mac, self.membership.get(&id))
+            && let Some(g) = self.groups.get_mut(gk)
+        {
+            g.set_mac(id, mac);
+        }
         let value = FlowValue {
             session: Some(id),
             robin,
             packrat,
             pemi: None,
+            client_mac,
         };
         if let Some(old) = self.table.get_mut(&flow).and_then(|e| e.value.session) {
             if old != id {
@@ -493,7 +551,69 @@ impl<S: SessionLayer> ProxyCore<S> {
         }
     }
 
+    /// Subscribes session `id` (whose base flow is `flow`) to the shared cache of the multicast
+    /// stream `group` from the same server (seed 002 §6.1), creating it within the caps.
+    fn join_group(
+        &mut self,
+        id: S::Id,
+        flow: FlowKey,
+        group: SocketAddr,
+        mut cfg: PackratConfig,
+        epoch: u32,
+    ) {
+        if self.cfg.link != LinkType::Ethernet {
+            // Retransmissions to one client are addressed by its MAC.
+            self.counters.multicast_refused += 1;
+            return;
+        }
+        let key = FlowKey {
+            client: group,
+            server: flow.server,
+        };
+        if !self.groups.contains_key(&key) && self.groups.len() >= self.cfg.max_multicast_groups {
+            self.counters.multicast_refused += 1;
+            return;
+        }
+        cfg.cache_bytes = cfg.cache_bytes.min(self.cfg.max_flow_memory);
+        let max_members = self.cfg.max_group_members;
+        let g = self
+            .groups
+            .entry(key)
+            .or_insert_with(|| MulticastCache::new(cfg, max_members));
+        match g.join(id, epoch) {
+            Ok(()) => {
+                self.membership.insert(id, key);
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "multicast join refused");
+                self.counters.multicast_refused += 1;
+            }
+        }
+    }
+
+    /// Unsubscribes session `id` from its multicast group (the group goes with its last client).
+    fn leave_group(&mut self, id: S::Id) {
+        let Some(key) = self.membership.remove(&id) else {
+            return;
+        };
+        if let Some(g) = self.groups.get_mut(&key) {
+            if let Some(c) = g.leave(id) {
+                self.retired_multicast.add(&c);
+            }
+            if g.members() == 0 {
+                let shared = g.counters();
+                // The shared cache's own counts (cached, evicted) retire with the group.
+                self.retired_multicast.cached += shared.cached;
+                self.retired_multicast.not_cached += shared.not_cached;
+                self.retired_multicast.evicted_optimistic += shared.evicted_optimistic;
+                self.counters.multicast_no_mac += g.no_mac;
+                self.groups.remove(&key);
+            }
+        }
+    }
+
     fn detach(&mut self, id: S::Id) {
+        self.leave_group(id);
         let Some(flow) = self.by_session.remove(&id) else {
             return;
         };
@@ -502,7 +622,7 @@ impl<S: SessionLayer> ProxyCore<S> {
                 add_robin(&mut self.retired_robin, &r.counters);
             }
             if let Some(p) = &e.value.packrat {
-                add_packrat(&mut self.retired_packrat, &p.counters);
+                self.retired_packrat.add(&p.counters);
             }
         }
         if self.table.get(&flow).is_some() {
@@ -536,6 +656,11 @@ impl<S: SessionLayer> ProxyCore<S> {
                         p.reset(epoch);
                     }
                 }
+                if let Some(gk) = self.membership.get(&id)
+                    && let Some(g) = self.groups.get_mut(gk)
+                {
+                    g.reset(id, epoch);
+                }
             }
             SessionEvent::Eack { id, epoch: _, data } => {
                 self.counters.eacks_in += 1;
@@ -544,7 +669,11 @@ impl<S: SessionLayer> ProxyCore<S> {
                 };
                 let mut acts = std::mem::take(&mut self.engine_out);
                 acts.clear();
-                if let Some(p) = self
+                if let Some(gk) = self.membership.get(&id)
+                    && let Some(g) = self.groups.get_mut(gk)
+                {
+                    g.on_eack(id, &data, &mut acts);
+                } else if let Some(p) = self
                     .table
                     .get_mut(&flow)
                     .and_then(|e| e.value.packrat.as_mut())
@@ -677,7 +806,7 @@ impl<S: SessionLayer> ProxyCore<S> {
                     add_robin(&mut robin, &r.counters);
                 }
                 if let Some(p) = &e.value.packrat {
-                    add_packrat(&mut packrat, &p.counters);
+                    packrat.add(&p.counters);
                     cache_bytes += p.cache_bytes() as u64;
                 }
                 memory += e.value.memory() as u64;
@@ -696,6 +825,16 @@ impl<S: SessionLayer> ProxyCore<S> {
                 }
             }
         }
+        packrat.add(&self.retired_multicast);
+        for g in self.groups.values() {
+            packrat.add(&g.counters());
+            cache_bytes += g.cache_bytes() as u64;
+            memory += g.memory_bytes() as u64;
+            c.multicast_members += g.members() as u64;
+            c.multicast_virtual_cache_bytes += g.virtual_cache_bytes() as u64;
+            c.multicast_no_mac += g.no_mac;
+        }
+        c.multicast_groups = self.groups.len() as u64;
         c.pemi = pemi;
         c.robin = robin;
         c.packrat = packrat;

@@ -68,6 +68,16 @@ pub struct Counters {
     pub cache_bytes: u64,
     /// Gauge: heap bytes held by engines.
     pub engine_memory_bytes: u64,
+    /// Gauge: multicast groups with a shared Packrat cache (seed 002 §6.1).
+    pub multicast_groups: u64,
+    /// Gauge: clients subscribed to multicast groups.
+    pub multicast_members: u64,
+    /// Gauge: bytes of the multicast clients' virtual caches.
+    pub multicast_virtual_cache_bytes: u64,
+    /// Multicast joins refused (group or client caps, or an unsupported link type).
+    pub multicast_refused: u64,
+    /// Multicast retransmissions skipped because the client's MAC address was not yet known.
+    pub multicast_no_mac: u64,
     /// Flow-table counters.
     pub flow_table: FlowCounters,
     /// Robin totals.
@@ -113,6 +123,11 @@ impl Counters {
         add!(assisted_flows);
         add!(cache_bytes);
         add!(engine_memory_bytes);
+        add!(multicast_groups);
+        add!(multicast_members);
+        add!(multicast_virtual_cache_bytes);
+        add!(multicast_refused);
+        add!(multicast_no_mac);
         self.pemi.add(&o.pemi);
     }
 
@@ -227,6 +242,36 @@ impl Counters {
             "gauge",
             "Heap bytes held by engines.",
             self.engine_memory_bytes,
+        );
+        m(
+            "multicast_groups",
+            "gauge",
+            "Multicast groups with a shared Packrat cache.",
+            self.multicast_groups,
+        );
+        m(
+            "multicast_members",
+            "gauge",
+            "Clients subscribed to multicast groups.",
+            self.multicast_members,
+        );
+        m(
+            "multicast_virtual_cache_bytes",
+            "gauge",
+            "Bytes of multicast clients' virtual caches.",
+            self.multicast_virtual_cache_bytes,
+        );
+        m(
+            "multicast_refused_total",
+            "counter",
+            "Multicast joins refused (caps).",
+            self.multicast_refused,
+        );
+        m(
+            "multicast_no_mac_total",
+            "counter",
+            "Multicast retransmissions skipped: client MAC unknown.",
+            self.multicast_no_mac,
         );
         m(
             "checksums_filled_total",

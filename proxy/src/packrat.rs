@@ -20,6 +20,7 @@
 //! ([`ring`]); its index is a queue of fixed-size entries. Neither allocates per packet in steady
 //! state, which keeps the per-data-packet cost (§7.3.4: 1002 cycles in the paper) low.
 
+pub mod multicast;
 mod ring;
 
 use std::collections::VecDeque;
@@ -83,6 +84,24 @@ pub struct PackratCounters {
     pub extra: u64,
     /// Resets started by the proxy.
     pub resets: u64,
+}
+
+impl PackratCounters {
+    /// Adds `b`'s counts to these.
+    pub fn add(&mut self, b: &PackratCounters) {
+        self.cached += b.cached;
+        self.not_cached += b.not_cached;
+        self.evicted_acked += b.evicted_acked;
+        self.evicted_optimistic += b.evicted_optimistic;
+        self.eacks_decoded += b.eacks_decoded;
+        self.eacks_failed += b.eacks_failed;
+        self.eacks_stale += b.eacks_stale;
+        self.retransmissions += b.retransmissions;
+        self.missing_uncached += b.missing_uncached;
+        self.missing_in_flight += b.missing_in_flight;
+        self.extra += b.extra;
+        self.resets += b.resets;
+    }
 }
 
 /// Index entry of one cached frame; its bytes are at `at..at + len` of the ring (wrapping).

@@ -28,6 +28,9 @@ pub struct EngineConfig {
     pub robin: Option<RobinConfig>,
     /// Packrat, if on.
     pub packrat: Option<PackratConfig>,
+    /// With Packrat: the multicast group whose shared cache assists this client (seed 002
+    /// §6.1), instead of a cache of the session's own flow.
+    pub multicast_group: Option<std::net::SocketAddr>,
 }
 
 /// What the session layer reports to the core.
@@ -211,7 +214,17 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
         id,
         key: HashKey::DEFAULT,
     });
-    Ok(EngineConfig { robin, packrat })
+    let multicast_group = match &config.packrat {
+        Some(p) => p
+            .multicast_group_addr()
+            .map_err(|e| SessionError(e.to_string()))?,
+        None => None,
+    };
+    Ok(EngineConfig {
+        robin,
+        packrat,
+        multicast_group,
+    })
 }
 
 fn map_event(ev: ProxyEvent) -> Result<SessionEvent<SessionId>, SessionError> {

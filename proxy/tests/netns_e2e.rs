@@ -335,6 +335,7 @@ fn proxy_binary_robin_and_packrat_in_namespaces() {
             local_symbols: 160,
             cache_capacity_bytes: 48 * 1024,
             reorder_delay_ms: 30,
+            multicast_group: Vec::new(),
         }),
         identifier: Some(IdentifierSpec::quic_default()),
     };

@@ -154,6 +154,7 @@ fn packrat_config() -> SessionConfig {
             local_symbols: 160,
             cache_capacity_bytes: 48 * 1024,
             reorder_delay_ms: 30,
+            multicast_group: Vec::new(),
         }),
         identifier: Some(IdentifierSpec::quic_default()),
     }

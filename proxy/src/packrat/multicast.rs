@@ -1,0 +1,407 @@
+//! Packrat for a multicast stream (seed 002 §6.1 "Multicast Proxy"): one fixed-size cache for the
+//! group's four-tuple, and for each subscribed client an eACK and a *virtual cache*.
+//!
+//! The paper's virtual cache holds "(1) a global index in the base cache of the client's first
+//! unacknowledged packet and (2) pairs of global indexes that indicate which packet to insert and
+//! where to insert it because it was retransmitted to the client", so a client costs state
+//! proportional to its outstanding retransmissions. Here the global index is the cache's sequence
+//! number of a packet; a pair is (sequence number retransmitted, newest sequence number at the
+//! time), which is where the retransmission sits in that client's own packet order and what the
+//! loss rule needs: as for unicast ([`super::PackratEngine`]), a missing packet is retransmitted
+//! once a packet forwarded after it is acknowledged, and again only once a packet forwarded after
+//! the previous retransmission is acknowledged.
+//!
+//! The shared cache evicts only from the front, when full: no single client's acknowledgement
+//! may remove a packet another client may still miss. Each client's eACK view is every packet
+//! forwarded since its epoch began; a packet is encoded into a client's local sketch at the first
+//! eACK after it was forwarded, or when it leaves the shared cache, whichever comes first.
+//!
+//! Retransmissions go to one client only: the cached frame unchanged except for its Ethernet
+//! destination, which becomes the client's own MAC address (learned from the client's frames).
+//! IP and UDP headers and the payload stay as the server sent them — destination the group —
+//! and the client's kernel accepts a frame addressed to its MAC carrying a packet for a group it
+//! has joined, so the application receives the same datagram on the same socket.
+
+use std::collections::VecDeque;
+
+use eack::{Decoder, Difference, Sketch};
+
+use super::{PackratConfig, PackratCounters, ring};
+use crate::engine::{Action, Direction, Outgoing};
+
+/// Default cap on clients per group.
+pub const DEFAULT_MAX_MEMBERS: usize = 256;
+
+/// Why a client could not join a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum JoinError {
+    /// The group already has its maximum number of clients.
+    #[error("multicast group full ({0} clients)")]
+    Full(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Cached {
+    seq: u64,
+    at: usize,
+    len: usize,
+    id: u32,
+}
+
+/// One client's state: its eACK views and its virtual cache.
+#[derive(Debug, Clone)]
+struct Member<M> {
+    key: M,
+    mac: Option<[u8; 6]>,
+    /// First sequence number of the client's epoch.
+    epoch_start: u64,
+    /// Packets with `seq < encoded_upto` are in `view`.
+    encoded_upto: u64,
+    view: Sketch,
+    remote: Sketch,
+    /// Virtual cache (1): the first sequence number not known to be acknowledged.
+    first_unacked: u64,
+    /// Virtual cache (2): (retransmitted seq, newest seq when retransmitted), sorted by seq.
+    retransmitted: Vec<(u64, u64)>,
+    counters: PackratCounters,
+}
+
+/// The shared cache of one multicast flow and its clients.
+///
+/// ```
+/// use sidekick_proxy::packrat::PackratConfig;
+/// use sidekick_proxy::packrat::multicast::MulticastCache;
+/// let mut g: MulticastCache<u32> = MulticastCache::new(PackratConfig::default(), 16);
+/// g.join(7, 0).unwrap();
+/// g.cache_packet(&1u32.to_le_bytes(), &[0u8; 100]);
+/// assert_eq!(g.members(), 1);
+/// assert_eq!(g.cache_len(), 1);
+/// ```
+#[derive(Debug, Clone)]
+pub struct MulticastCache<M> {
+    cfg: PackratConfig,
+    cache: VecDeque<Cached>,
+    ring: ring::FrameRing,
+    max_entries: usize,
+    next_seq: u64,
+    members: Vec<Member<M>>,
+    max_members: usize,
+    decoder: Decoder,
+    diff: Difference,
+    missing: Vec<u32>,
+    /// Packets cached.
+    pub cached: u64,
+    /// Packets not cached (identifier unreadable, or larger than the cache).
+    pub not_cached: u64,
+    /// Packets evicted from the front of the full cache.
+    pub evicted: u64,
+    /// Retransmissions skipped because the client's MAC address is not known yet.
+    pub no_mac: u64,
+}
+
+impl<M: Copy + Eq> MulticastCache<M> {
+    /// An empty group cache (`cfg.cache_bytes` bytes, `cfg.local_symbols` per client eACK) for
+    /// at most `max_members` clients.
+    pub fn new(cfg: PackratConfig, max_members: usize) -> Self {
+        Self {
+            cfg,
+            cache: VecDeque::new(),
+            ring: ring::FrameRing::new(cfg.cache_bytes),
+            max_entries: cfg.cache_bytes / super::MIN_FRAME + 1,
+            next_seq: 0,
+            members: Vec::new(),
+            max_members,
+            decoder: Decoder::new(),
+            diff: Difference::default(),
+            missing: Vec::new(),
+            cached: 0,
+            not_cached: 0,
+            evicted: 0,
+            no_mac: 0,
+        }
+    }
+
+    /// Clients subscribed.
+    pub fn members(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Packets in the shared cache.
+    pub fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Bytes in the shared cache.
+    pub fn cache_bytes(&self) -> usize {
+        self.ring.used()
+    }
+
+    /// Bytes of all clients' virtual caches (first-unacknowledged index and retransmission
+    /// pairs): proportional to outstanding retransmissions (seed 002 §7.3.3 reports 12 bytes
+    /// per client).
+    pub fn virtual_cache_bytes(&self) -> usize {
+        self.members
+            .iter()
+            .map(|m| 8 + 16 * m.retransmitted.len())
+            .sum()
+    }
+
+    /// Outstanding retransmission pairs of one client.
+    pub fn outstanding(&self, key: M) -> Option<usize> {
+        self.member(key).map(|m| m.retransmitted.len())
+    }
+
+    /// Counters of one client (retransmissions, eACKs, resets, ...).
+    pub fn member_counters(&self, key: M) -> Option<PackratCounters> {
+        self.member(key).map(|m| m.counters)
+    }
+
+    /// Sum of every client's counters plus the shared cache's.
+    pub fn counters(&self) -> PackratCounters {
+        let mut c = PackratCounters {
+            cached: self.cached,
+            not_cached: self.not_cached,
+            evicted_optimistic: self.evicted,
+            ..PackratCounters::default()
+        };
+        for m in &self.members {
+            c.add(&m.counters);
+        }
+        c
+    }
+
+    /// Approximate memory: the ring, the index and every client's sketches and virtual cache.
+    pub fn memory_bytes(&self) -> usize {
+        self.ring.allocated()
+            + self.cache.capacity() * std::mem::size_of::<Cached>()
+            + self.members.len() * (2 * self.cfg.local_symbols * 16 + 128)
+            + self.virtual_cache_bytes()
+    }
+
+    fn member(&self, key: M) -> Option<&Member<M>> {
+        self.members.iter().find(|m| m.key == key)
+    }
+
+    fn member_mut(&mut self, key: M) -> Option<&mut Member<M>> {
+        self.members.iter_mut().find(|m| m.key == key)
+    }
+
+    /// Subscribes a client in `epoch`: its view starts with the next packet. Joining again
+    /// restarts the client's state.
+    pub fn join(&mut self, key: M, epoch: u32) -> Result<(), JoinError> {
+        if let Some(m) = self.member_mut(key) {
+            let keep = m.mac;
+            self.leave(key);
+            self.join(key, epoch)?;
+            if let Some(m) = self.member_mut(key) {
+                m.mac = keep;
+            }
+            return Ok(());
+        }
+        if self.members.len() >= self.max_members {
+            return Err(JoinError::Full(self.max_members));
+        }
+        let mut view = Sketch::with_key(self.cfg.local_symbols, self.cfg.key);
+        view.set_epoch(epoch);
+        self.members.push(Member {
+            key,
+            mac: None,
+            epoch_start: self.next_seq,
+            encoded_upto: self.next_seq,
+            view,
+            remote: Sketch::with_key(0, self.cfg.key),
+            first_unacked: self.next_seq,
+            retransmitted: Vec::new(),
+            counters: PackratCounters::default(),
+        });
+        Ok(())
+    }
+
+    /// Unsubscribes a client; returns its counters.
+    pub fn leave(&mut self, key: M) -> Option<PackratCounters> {
+        let i = self.members.iter().position(|m| m.key == key)?;
+        Some(self.members.swap_remove(i).counters)
+    }
+
+    /// Records the client's Ethernet address (the source of its own frames).
+    pub fn set_mac(&mut self, key: M, mac: [u8; 6]) {
+        if let Some(m) = self.member_mut(key) {
+            m.mac = Some(mac);
+        }
+    }
+
+    /// Starts a new epoch for one client (its Reset); the other clients are untouched.
+    pub fn reset(&mut self, key: M, epoch: u32) {
+        let next = self.next_seq;
+        if let Some(m) = self.member_mut(key) {
+            m.view.clear();
+            m.view.set_epoch(epoch);
+            m.epoch_start = next;
+            m.encoded_upto = next;
+            m.first_unacked = next;
+            m.retransmitted.clear();
+        }
+    }
+
+    /// Caches one packet of the group's stream (the hot path).
+    pub fn cache_packet(&mut self, payload: &[u8], frame: &[u8]) {
+        let Ok(id) = self.cfg.id.extract::<u32>(payload) else {
+            self.not_cached += 1;
+            return;
+        };
+        if frame.len() > self.cfg.cache_bytes {
+            // Not cacheable: every client's view still counts it as forwarded (it never enters
+            // the cache, so it cannot be encoded twice).
+            for m in &mut self.members {
+                m.view.insert(id);
+            }
+            self.next_seq += 1;
+            self.not_cached += 1;
+            return;
+        }
+        while self.ring.used() + frame.len() > self.cfg.cache_bytes
+            || self.cache.len() >= self.max_entries
+        {
+            let Some(old) = self.cache.pop_front() else {
+                break;
+            };
+            self.ring.pop_front(old.len);
+            // Encoding is in cache order, so a client that has not encoded `old` has encoded
+            // everything before it (sequence numbers of uncacheable packets leave gaps).
+            for m in &mut self.members {
+                if m.encoded_upto <= old.seq {
+                    m.view.insert(old.id);
+                    m.encoded_upto = old.seq + 1;
+                }
+            }
+            self.evicted += 1;
+        }
+        let at = self.ring.push(frame);
+        self.cache.push_back(Cached {
+            seq: self.next_seq,
+            at,
+            len: frame.len(),
+            id,
+        });
+        self.next_seq += 1;
+        self.cached += 1;
+    }
+
+    /// Processes one client's eACK: retransmissions to that client only are pushed as
+    /// [`Action::Inject`]; an eACK that does not parse or decode resets that client and pushes
+    /// [`Outgoing::Reset`] (the session layer then numbers the epoch, see [`Self::reset`]).
+    pub fn on_eack(&mut self, key: M, bytes: &[u8], out: &mut Vec<Action>) {
+        let newest = self.next_seq.saturating_sub(1);
+        let front = self.cache.front().map_or(self.next_seq, |c| c.seq);
+        let Some(mi) = self.members.iter().position(|m| m.key == key) else {
+            return;
+        };
+        let Self {
+            cache,
+            ring,
+            members,
+            decoder,
+            diff,
+            missing,
+            no_mac,
+            next_seq,
+            ..
+        } = self;
+        let m = &mut members[mi];
+        if let Err(e) = m.remote.decode_prefix_into(bytes) {
+            tracing::debug!(error = %e, "malformed multicast eACK");
+            Self::fail(m, *next_seq, out);
+            return;
+        }
+        if m.remote.epoch() != m.view.epoch() {
+            m.counters.eacks_stale += 1;
+            return;
+        }
+        // Encode the packets forwarded since the last eACK (still cached, in order).
+        let skip = cache.partition_point(|c| c.seq < m.encoded_upto);
+        for c in cache.iter().skip(skip) {
+            m.view.insert(c.id);
+        }
+        m.encoded_upto = *next_seq;
+        if let Err(e) = decoder.decode_difference(&m.view, &m.remote, diff) {
+            tracing::debug!(error = %e, "multicast eACK did not decode");
+            Self::fail(m, *next_seq, out);
+            return;
+        }
+        m.counters.eacks_decoded += 1;
+        m.counters.extra += diff.extra.len() as u64;
+        missing.clear();
+        missing.extend_from_slice(&diff.missing);
+        missing.sort_unstable();
+        // The client's part of the cache: from its first unacknowledged packet on.
+        let start = m.first_unacked.max(m.epoch_start).max(front);
+        let skip = cache.partition_point(|c| c.seq < start);
+        let is_missing = |id: u32| missing.binary_search(&id).is_ok();
+        let max_acked = cache
+            .iter()
+            .skip(skip)
+            .rev()
+            .find(|c| !is_missing(c.id))
+            .map(|c| c.seq);
+        let mut first_missing = None;
+        let mut found = 0usize;
+        let mut kept: Vec<(u64, u64)> = Vec::with_capacity(m.retransmitted.len());
+        for c in cache.iter().skip(skip) {
+            if !is_missing(c.id) {
+                continue;
+            }
+            found += 1;
+            first_missing.get_or_insert(c.seq);
+            let mark = m
+                .retransmitted
+                .binary_search_by_key(&c.seq, |p| p.0)
+                .ok()
+                .map(|i| m.retransmitted[i].1);
+            let eligible = max_acked.is_some_and(|a| a > c.seq && mark.is_none_or(|r| a > r));
+            if !eligible {
+                m.counters.missing_in_flight += 1;
+                if let Some(r) = mark {
+                    kept.push((c.seq, r));
+                }
+                continue;
+            }
+            let Some(mac) = m.mac else {
+                *no_mac += 1;
+                continue;
+            };
+            let mut frame = Vec::with_capacity(c.len);
+            ring.copy_out(c.at, c.len, &mut frame);
+            if let Some(dst) = frame.get_mut(..6) {
+                dst.copy_from_slice(&mac);
+            }
+            out.push(Action::Inject {
+                dir: Direction::ToClient,
+                frame,
+            });
+            kept.push((c.seq, newest));
+            m.counters.retransmissions += 1;
+        }
+        // Pairs of packets no longer missing or no longer cached are dropped: the virtual cache
+        // holds only outstanding retransmissions.
+        m.retransmitted = kept;
+        m.first_unacked = first_missing.unwrap_or_else(|| max_acked.map_or(start, |a| a + 1));
+        m.counters.missing_uncached += missing.len().saturating_sub(found) as u64;
+    }
+
+    fn fail(m: &mut Member<M>, next_seq: u64, out: &mut Vec<Action>) {
+        m.counters.eacks_failed += 1;
+        m.counters.resets += 1;
+        let epoch = m.view.epoch().wrapping_add(1);
+        m.view.clear();
+        m.view.set_epoch(epoch);
+        m.epoch_start = next_seq;
+        m.encoded_upto = next_seq;
+        m.first_unacked = next_seq;
+        m.retransmitted.clear();
+        out.push(Action::Message(Outgoing::Reset));
+    }
+}
+
+#[cfg(test)]
+#[path = "multicast_tests.rs"]
+mod tests;

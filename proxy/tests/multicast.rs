@@ -1,0 +1,256 @@
+//! Packrat multicast through the sans-IO core (seed 002 §6.1): two clients with real protocol
+//! sessions subscribe to one multicast stream; the proxy caches the stream once and retransmits
+//! to each client only what that client's eACK says it lacks, addressed to the client's MAC.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use common::{PROXY, SERVER, addr};
+use eack::ReceiverEack;
+use sidekick_protocol::messages::{IdentifierSpec, PackratConfig};
+use sidekick_protocol::{
+    ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
+};
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
+use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
+use sidekick_proxy::session::ProtocolSessions;
+
+const GROUP: &str = "239.1.2.3:5004";
+const GROUP_MAC: [u8; 6] = [0x01, 0x00, 0x5e, 0x01, 0x02, 0x03];
+const AP_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xaa];
+
+struct Client {
+    session: ClientSession,
+    base: SocketAddr,
+    sidekick: SocketAddr,
+    mac: [u8; 6],
+    rx: ReceiverEack,
+}
+
+fn frame(dst_mac: [u8; 6], src_mac: [u8; 6], ip: &[u8]) -> Vec<u8> {
+    let mut f = dst_mac.to_vec();
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(ip);
+    f
+}
+
+fn config() -> SessionConfig {
+    SessionConfig {
+        robin: None,
+        packrat: Some(PackratConfig {
+            eack_interval_ms: 10,
+            eack_interval_packets: 16,
+            local_symbols: 40,
+            cache_capacity_bytes: 64 * 1024,
+            reorder_delay_ms: 0,
+            multicast_group: PackratConfig::encode_multicast_group(addr(GROUP)),
+        }),
+        identifier: Some(IdentifierSpec::quic_default()),
+    }
+}
+
+struct Lab {
+    core: ProxyCore<ProtocolSessions>,
+    clients: Vec<Client>,
+    out: Vec<Action>,
+    /// (destination MAC, destination address, payload) of injected multicast frames.
+    retransmitted: Vec<([u8; 6], SocketAddr, Vec<u8>)>,
+}
+
+impl Lab {
+    fn new(n: u8) -> Self {
+        let core = ProxyCore::new(
+            CoreConfig::default(),
+            ProtocolSessions::new(ProxyPolicy::new(addr(PROXY))),
+            (1, 2),
+        );
+        let clients = (0..n)
+            .map(|i| Client {
+                session: ClientSession::new(ClientConfig::new(config())),
+                base: addr(&format!("10.0.0.{}:6000", 10 + i)),
+                sidekick: addr(&format!("10.0.0.{}:6001", 10 + i)),
+                mac: [0x02, 0, 0, 0, 1, i],
+                rx: ReceiverEack::new(40),
+            })
+            .collect();
+        Self {
+            core,
+            clients,
+            out: Vec::new(),
+            retransmitted: Vec::new(),
+        }
+    }
+
+    fn pump(&mut self, now: Instant) {
+        for _ in 0..50 {
+            let mut moved = false;
+            for c in &mut self.clients {
+                while let Some(t) = c.session.poll_transmit() {
+                    moved = true;
+                    match t.dest {
+                        Destination::Base => {
+                            let ip = build_udp_ip(c.base, addr(SERVER), &t.bytes, 64);
+                            let f = frame(AP_MAC, c.mac, &ip);
+                            let v = self.core.on_frame(
+                                now,
+                                Direction::FromClient,
+                                &f,
+                                FrameMeta::default(),
+                                &mut self.out,
+                            );
+                            assert_eq!(v, Action::Forward);
+                        }
+                        Destination::Sidekick(_) => {
+                            self.core
+                                .on_sidekick(now, c.sidekick, &t.bytes, &mut self.out);
+                        }
+                    }
+                }
+            }
+            for a in std::mem::take(&mut self.out) {
+                moved = true;
+                match a {
+                    Action::SendSidekick { to, bytes } => {
+                        let c = self.clients.iter_mut().find(|c| c.sidekick == to).unwrap();
+                        let _ = c.session.handle_datagram(now, addr(PROXY), &bytes).unwrap();
+                    }
+                    Action::Inject { frame, .. } => {
+                        let p = parse_frame(&frame, LinkType::Ethernet).unwrap();
+                        let payload = p.payload(&frame).to_vec();
+                        if let Some(c) = self.clients.iter_mut().find(|c| c.base == p.dst) {
+                            // A discovery reply on the client's base path.
+                            let _ = c.session.handle_base_datagram(now, &payload);
+                        } else {
+                            assert_eq!(p.src, addr(SERVER));
+                            let mac: [u8; 6] = frame[..6].try_into().unwrap();
+                            self.retransmitted.push((mac, p.dst, payload));
+                        }
+                    }
+                    other => panic!("unexpected action {other:?}"),
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn stream(&mut self, now: Instant, id: u32, lost_by: &[usize]) -> Vec<u8> {
+        let mut payload = vec![0x40u8; 236];
+        payload.extend_from_slice(&id.to_le_bytes());
+        let ip = build_udp_ip(addr(SERVER), addr(GROUP), &payload, 64);
+        let f = frame(GROUP_MAC, AP_MAC, &ip);
+        let v = self.core.on_frame(
+            now,
+            Direction::ToClient,
+            &f,
+            FrameMeta::default(),
+            &mut self.out,
+        );
+        assert_eq!(v, Action::Forward, "fail-open");
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            if !lost_by.contains(&i) {
+                c.rx.on_receive(id);
+            }
+        }
+        payload
+    }
+
+    fn send_eacks(&mut self, now: Instant) {
+        for c in &mut self.clients {
+            let mut wire = Vec::new();
+            c.rx.encode(40, &mut wire).unwrap();
+            c.session.send_eack(now, &wire).unwrap();
+        }
+        self.pump(now);
+    }
+}
+
+#[test]
+fn one_shared_cache_retransmits_each_clients_own_losses_to_that_client() {
+    let now = Instant::now();
+    let mut lab = Lab::new(2);
+    for c in &mut lab.clients {
+        c.session.start(now).unwrap();
+    }
+    lab.pump(now);
+    for c in &mut lab.clients {
+        while let Some(ev) = c.session.poll_event() {
+            if let ClientEvent::Established { .. } = ev {
+                c.rx.reset(c.session.epoch());
+            }
+        }
+        assert!(c.session.session_id().is_some(), "session established");
+    }
+    let snap = lab.core.snapshot();
+    assert_eq!((snap.multicast_groups, snap.multicast_members), (1, 2));
+
+    let mut sent = Vec::new();
+    for id in 0..16u32 {
+        let lost_by: &[usize] = match id {
+            3 => &[0],
+            5 | 9 => &[1],
+            _ => &[],
+        };
+        sent.push(lab.stream(now, id, lost_by));
+    }
+    lab.send_eacks(now);
+
+    let mut got = lab.retransmitted.clone();
+    got.sort();
+    let mac = |i: usize| lab.clients[i].mac;
+    let mut want = vec![
+        (mac(0), addr(GROUP), sent[3].clone()),
+        (mac(1), addr(GROUP), sent[5].clone()),
+        (mac(1), addr(GROUP), sent[9].clone()),
+    ];
+    want.sort();
+    assert_eq!(
+        got, want,
+        "each loss goes to its client, the datagram unchanged"
+    );
+
+    let snap = lab.core.snapshot();
+    assert_eq!(snap.packrat.retransmissions, 3);
+    assert_eq!(snap.packrat.eacks_decoded, 2);
+    // The stream is cached once, not once per client.
+    assert_eq!(snap.packrat.cached, 16);
+    assert!(snap.cache_bytes >= 16 * 240);
+    // Three retransmissions outstanding: 16 bytes each plus 8 per client.
+    assert_eq!(snap.multicast_virtual_cache_bytes, 2 * 8 + 3 * 16);
+    let prom = snap.render_prometheus();
+    assert!(prom.contains("sidekick_multicast_members 2"), "{prom}");
+
+    // Client 0 leaves; the group stays for client 1, then goes with it.
+    lab.clients[0].session.close(now, 0);
+    lab.pump(now);
+    assert_eq!(lab.core.snapshot().multicast_members, 1);
+    lab.clients[1].session.close(now, 0);
+    lab.pump(now);
+    let snap = lab.core.snapshot();
+    assert_eq!((snap.multicast_groups, snap.multicast_members), (0, 0));
+    assert_eq!(snap.packrat.retransmissions, 3, "retired counters are kept");
+}
+
+#[test]
+fn a_unicast_flow_to_the_same_server_is_not_the_group() {
+    let now = Instant::now();
+    let mut lab = Lab::new(1);
+    lab.clients[0].session.start(now).unwrap();
+    lab.pump(now);
+    // Packets to the client's own address are not the group's stream: nothing is cached.
+    let ip = build_udp_ip(addr(SERVER), lab.clients[0].base, &[0x40; 100], 64);
+    let f = frame(lab.clients[0].mac, AP_MAC, &ip);
+    lab.core.on_frame(
+        now,
+        Direction::ToClient,
+        &f,
+        FrameMeta::default(),
+        &mut lab.out,
+    );
+    assert_eq!(lab.core.snapshot().packrat.cached, 0);
+}
