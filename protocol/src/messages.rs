@@ -176,6 +176,9 @@ pub enum ConfigError {
     /// A mode the peer does not support was requested.
     #[error("mode not supported by the peer")]
     Unsupported,
+    /// An identifier width (bytes) the peer does not support.
+    #[error("identifier width {0} not supported by the peer")]
+    UnsupportedWidth(u32),
 }
 
 /// Upper bound on t accepted on the wire (the quack crate decodes far smaller in practice).

@@ -37,6 +37,10 @@ pub struct ProxyPolicy {
     pub max_symbols: u32,
     /// Largest per-session cache capacity granted (bytes).
     pub max_cache_bytes: u64,
+    /// Identifier widths accepted, as a bit set over byte widths (bit `w` set: width `w` is
+    /// accepted); requests with another width are refused with
+    /// [`ConfigError::UnsupportedWidth`]. Default: 2, 4 and 8.
+    pub identifier_widths: u32,
     /// Tag length of frames the proxy sends.
     pub tag_len: TagLen,
     /// Cap on established sessions (least recently active evicted beyond it).
@@ -73,6 +77,7 @@ impl ProxyPolicy {
             min_quack_interval_ms: 1,
             max_symbols: 4096,
             max_cache_bytes: 4 * 1024 * 1024,
+            identifier_widths: (1 << 2) | (1 << 4) | (1 << 8),
             tag_len: TagLen::Short,
             max_sessions: 4096,
             max_half_open: 1024,
@@ -92,6 +97,11 @@ impl ProxyPolicy {
     /// this policy's limits. Fails if the request is invalid or nothing supported remains.
     pub fn negotiate(&self, req: &SessionConfig) -> Result<SessionConfig, ConfigError> {
         req.validate()?;
+        if let Some(id) = &req.identifier
+            && self.identifier_widths.checked_shr(id.width).unwrap_or(0) & 1 == 0
+        {
+            return Err(ConfigError::UnsupportedWidth(id.width));
+        }
         let mut c = req.clone();
         if self.capabilities & CAP_ROBIN == 0 {
             c.robin = None;
@@ -315,5 +325,12 @@ mod tests {
             ..req.clone()
         };
         assert_eq!(p.negotiate(&robin_only), Err(ConfigError::Unsupported));
+        // Identifier widths: all three by default; a proxy accepting 4 only refuses 8.
+        let mut wide = req.clone();
+        wide.identifier.as_mut().unwrap().width = 8;
+        assert!(p.negotiate(&wide).is_ok());
+        p.identifier_widths = 1 << 4;
+        assert_eq!(p.negotiate(&wide), Err(ConfigError::UnsupportedWidth(8)));
+        assert!(p.negotiate(&req).is_ok());
     }
 }

@@ -155,7 +155,11 @@ const PENDING_CAP: usize = 1024;
 
 impl ProtocolSessions {
     /// Sessions under `policy`.
-    pub fn new(policy: ProxyPolicy) -> Self {
+    pub fn new(mut policy: ProxyPolicy) -> Self {
+        // The engines take 4-byte identifiers ([`engines_from`]): other widths are refused at
+        // negotiation, so the client hears why and falls back, instead of a session without
+        // engines.
+        policy.identifier_widths &= 1 << 4;
         Self {
             table: ProxySessionTable::new(policy),
             pending: VecDeque::new(),

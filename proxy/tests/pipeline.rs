@@ -422,3 +422,27 @@ fn quacks_stop_at_the_client_quota() {
     assert_eq!(snap.quacks_sent as usize, sent);
     assert_eq!(snap.messages_refused as usize, 100 - sent);
 }
+
+#[test]
+fn identifier_widths_the_engines_lack_are_refused_at_negotiation() {
+    let now = Instant::now();
+    let mut cfg = robin_config();
+    cfg.identifier.as_mut().unwrap().width = 8;
+    let mut lab = Lab::new(cfg);
+    lab.client.start(now).unwrap();
+    lab.pump(now);
+    // The client hears the refusal (and can fall back); no session, no flow without engines.
+    assert!(
+        lab.events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Fallback(_))),
+        "{:?}",
+        lab.events
+    );
+    assert!(
+        !lab.events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Established { .. }))
+    );
+    assert_eq!(lab.core.flows().assisted_len(), 0);
+}
