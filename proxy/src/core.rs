@@ -235,24 +235,18 @@ impl<S: SessionLayer> ProxyCore<S> {
             },
         };
         let payload = udp.payload(frame);
-        if dir == Direction::ToClient
-            && !self.groups.is_empty()
-            && udp.dst.ip().is_multicast()
-            && let Some(g) = self.groups.get_mut(&key)
-        {
-            // One shared copy per group (seed 002 §6.1); a multicast stream is not segmented
-            // (GSO super-frames are left alone).
-            if meta.gso_size.is_none() {
-                let f = checksummed(
-                    &mut self.scratch,
-                    &mut self.counters.checksums_filled,
-                    frame,
-                    &udp,
-                    meta.csum_not_ready,
-                );
-                g.cache_packet(payload, f);
-            }
+        if dir == Direction::ToClient && !self.groups.is_empty() {
+            self.on_multicast_frame(key, frame, &udp, meta);
         }
+        // A multicast client's source MAC address, kept below if the flow is a member's.
+        let member_mac = if dir == Direction::FromClient
+            && !self.membership.is_empty()
+            && self.cfg.link == LinkType::Ethernet
+        {
+            frame.get(6..12).and_then(|m| <[u8; 6]>::try_from(m).ok())
+        } else {
+            None
+        };
 
         // Discovery (seed 001 §4.1): answered from the server's address, on the base path.
         let mut discovery = false;
@@ -336,17 +330,6 @@ impl<S: SessionLayer> ProxyCore<S> {
             return self.pemi_actions(out);
         };
 
-        // A multicast client's Ethernet address: where its retransmissions go.
-        if dir == Direction::FromClient
-            && self.cfg.link == LinkType::Ethernet
-            && let Some(gk) = self.membership.get(&sid)
-            && let Some(g) = self.groups.get_mut(gk)
-            && let Some(src) = frame.get(6..12)
-        {
-            let mut mac = [0u8; 6];
-            mac.copy_from_slice(src);
-            g.set_mac(sid, mac);
-        }
         // A private copy with the checksum filled in, only when a copy may be cached/injected.
         let needs_copy =
             meta.csum_not_ready && dir == Direction::ToClient && entry.value.packrat.is_some();
@@ -391,6 +374,9 @@ impl<S: SessionLayer> ProxyCore<S> {
                 run(&pkt, &mut self.engine_out);
             }
         }
+        if let Some(mac) = member_mac {
+            self.learn_member_mac(sid, mac);
+        }
         // Engine deadlines only move later on packets (Robin's next quACK after a count-driven
         // one); the earliest deadline was registered at attach/timeout time.
         if !self.engine_out.is_empty() {
@@ -399,6 +385,38 @@ impl<S: SessionLayer> ProxyCore<S> {
             self.engine_out = acts;
         }
         Action::Forward
+    }
+
+    /// A frame of a multicast stream some clients are subscribed to: one shared copy per group
+    /// (seed 002 §6.1). A multicast stream is not segmented (GSO super-frames are left alone).
+    /// Kept out of line so that the unicast hot path stays small.
+    #[inline(never)]
+    fn on_multicast_frame(&mut self, key: FlowKey, frame: &[u8], udp: &UdpPacket, meta: FrameMeta) {
+        if !udp.dst.ip().is_multicast() || meta.gso_size.is_some() {
+            return;
+        }
+        let Some(g) = self.groups.get_mut(&key) else {
+            return;
+        };
+        let f = checksummed(
+            &mut self.scratch,
+            &mut self.counters.checksums_filled,
+            frame,
+            udp,
+            meta.csum_not_ready,
+        );
+        g.cache_packet(udp.payload(frame), f);
+    }
+
+    /// A multicast client's Ethernet address (the source of its frames): where its
+    /// retransmissions go.
+    #[inline(never)]
+    fn learn_member_mac(&mut self, sid: S::Id, mac: [u8; 6]) {
+        if let Some(gk) = self.membership.get(&sid)
+            && let Some(g) = self.groups.get_mut(gk)
+        {
+            g.set_mac(sid, mac);
+        }
     }
 
     /// Hand PEMI's side actions to the backend; a delay becomes the frame's verdict.
