@@ -7,7 +7,7 @@ use sidekick_lab::netem::{self, BackendChoice};
 use sidekick_lab::probe;
 use sidekick_lab::runner::{self, RunOptions};
 use sidekick_lab::scenario::Scenario;
-use sidekick_lab::topo::{self, TopoConfig, Topology};
+use sidekick_lab::topo::{self, ApMode, TopoConfig, Topology};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -236,6 +236,7 @@ fn main() -> Result<()> {
                     wan: scn.wan,
                     lan: scn.lan,
                     seed: 1,
+                    ap: ApMode::Router,
                 },
                 backend,
             )?;

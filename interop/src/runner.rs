@@ -7,7 +7,7 @@ use crate::element::ElementStats;
 use crate::proxyproc::ProxyProcess;
 use crate::scenario::{Scenario, Variant};
 use crate::stats::{Summary, summarize};
-use crate::topo::{IfCounters, LabError, TopoConfig, Topology};
+use crate::topo::{ApMode, IfCounters, LabError, TopoConfig, Topology};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -165,6 +165,11 @@ pub fn run(
                 wan: first.wan,
                 lan: first.lan,
                 seed: 1,
+                ap: if scn.ap_bridge {
+                    ApMode::Bridge
+                } else {
+                    ApMode::Router
+                },
             },
             opts.link_backend,
         )?;
@@ -291,6 +296,17 @@ fn trial_inner(
     topo.set_links(&scn.wan, &scn.lan, 1 + t as u64 * 7919)?;
     // The proxy is up (capturing) before any packet of the trial, and `ProxyProcess`'s drop
     // stops it on every way out of this function (error, panic, interruption).
+    // A proxy that bridges in user space takes the bridged ap's ports for the trial (they go
+    // back to the kernel bridge after the proxy has stopped: `ports` drops last).
+    let _ports = if proxy.is_some()
+        && v.proxy
+            .windows(2)
+            .any(|w| w[0] == "--mode" && w[1] == "bridge")
+    {
+        Some(topo.hand_ports_to_proxy()?)
+    } else {
+        None
+    };
     let mut proxy_proc = match proxy {
         Some(p) => Some(ProxyProcess::start(&topo.ns_ap(), p, &v.proxy[1..])?),
         None => None,

@@ -139,6 +139,9 @@ pub struct Scenario {
     pub wan: LinkSpec,
     /// ap—client link.
     pub lan: LinkSpec,
+    /// `[topology] ap = "bridge"`: the ap forwards at layer 2 (for bridging proxies such as
+    /// PEMI's), see [`crate::topo::ApMode`].
+    pub ap_bridge: bool,
     /// The application.
     pub app: AppSpec,
     /// Variants, run in alternation.
@@ -294,6 +297,24 @@ impl Scenario {
         if clients == 0 {
             return Err(ScenarioError::Invalid("clients must be ≥ 1".into()));
         }
+        let ap_bridge = match table
+            .get("topology")
+            .and_then(|t| t.get("ap"))
+            .and_then(toml::Value::as_str)
+        {
+            None | Some("router") => false,
+            Some("bridge") => true,
+            Some(other) => {
+                return Err(ScenarioError::Invalid(format!(
+                    "topology.ap must be \"router\" or \"bridge\", not {other:?}"
+                )));
+            }
+        };
+        if ap_bridge && clients != 1 {
+            return Err(ScenarioError::Invalid(
+                "a bridged ap joins one client link".into(),
+            ));
+        }
         Ok(Scenario {
             name: get_str("name"),
             description: get_str("description"),
@@ -302,6 +323,7 @@ impl Scenario {
             metrics,
             wan: link("wan")?,
             lan: link("lan")?,
+            ap_bridge,
             app,
             variants,
             table,
@@ -342,6 +364,20 @@ name = "e2e"
 name = "clean"
 set = ["lan.loss=0%"]
 "#;
+
+    #[test]
+    fn ap_topology_key() {
+        assert!(!Scenario::parse(S, &[]).unwrap().ap_bridge);
+        let b = Scenario::parse(S, &["topology.ap=bridge".into()]).unwrap();
+        assert!(b.ap_bridge);
+        assert!(
+            !Scenario::parse(S, &["topology.ap=router".into()])
+                .unwrap()
+                .ap_bridge
+        );
+        assert!(Scenario::parse(S, &["topology.ap=hub".into()]).is_err());
+        assert!(Scenario::parse(S, &["topology.ap=bridge".into(), "clients=2".into()]).is_err());
+    }
 
     #[test]
     fn parse_and_override() {

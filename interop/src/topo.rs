@@ -150,6 +150,23 @@ pub struct TopoConfig {
     pub lan: LinkSpec,
     /// Seed of the links' loss draws.
     pub seed: u64,
+    /// How the ap joins its interfaces.
+    pub ap: ApMode,
+}
+
+/// How the ap namespace joins the server side and the client side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApMode {
+    /// The ap routes between addressed interfaces (`wan0` 10.0.1.2, `lan<i>` 10.0.(2+i).1); a
+    /// sniffing proxy watches `lan<i>`.
+    #[default]
+    Router,
+    /// The ap's interfaces carry no addresses and are joined at layer 2: by a kernel bridge
+    /// `br0`, or — for a trial whose proxy bridges in user space (`--mode bridge`, PEMI's reply
+    /// delaying, seed 000 §4.5.2) — by that proxy ([`Topology::hand_ports_to_proxy`]). Server
+    /// and client keep their addresses and reach each other on-link with static neighbours.
+    /// One client.
+    Bridge,
 }
 
 /// One running emulated link (both directions).
@@ -187,6 +204,7 @@ pub struct Topology {
     namespaces: Vec<String>,
     elements: Vec<(String, LinkHandle)>,
     backend: LinkBackend,
+    ap: ApMode,
     state: PathBuf,
     torn_down: bool,
 }
@@ -220,6 +238,7 @@ impl Topology {
             namespaces: Vec::new(),
             elements: Vec::new(),
             backend,
+            ap: cfg.ap,
             state,
             torn_down: false,
         };
@@ -276,6 +295,9 @@ impl Topology {
         let srv = self.add_ns("srv")?;
         let wan = self.add_ns("wan")?;
         let ap = self.add_ns("ap")?;
+        if self.ap == ApMode::Bridge {
+            return self.build_bridged(&srv, &wan, &ap);
+        }
         in_ns(&ap, "sysctl", &["-qw", "net.ipv4.ip_forward=1"])?;
         let (srv_mac, ap_wan_mac) = (mac(1, 0, 1), mac(2, 0, 1));
         Self::veth(&srv, "eth0", &srv_mac, &wan, "w-srv", &mac(3, 0, 1))?;
@@ -368,6 +390,104 @@ impl Topology {
             ip(&["-n", &cli, "route", "add", "default", "via", &ap_addr])?;
         }
         Ok(())
+    }
+
+    /// [`ApMode::Bridge`]: the same namespaces and links as the routed topology, no ap
+    /// addresses, a kernel bridge `br0` over `wan0` and `lan0`, on-link routes and static
+    /// neighbours between server and client.
+    fn build_bridged(&mut self, srv: &str, wan: &str, ap: &str) -> Result<(), LabError> {
+        if self.clients != 1 {
+            return Err(LabError::Config(
+                "a bridged ap joins one client link".into(),
+            ));
+        }
+        let (srv_mac, cli_mac) = (mac(1, 0, 1), mac(5, 0, 1));
+        Self::veth(srv, "eth0", &srv_mac, wan, "w-srv", &mac(3, 0, 1))?;
+        Self::veth(wan, "w-ap", &mac(3, 0, 2), ap, "wan0", &mac(2, 0, 1))?;
+        let lan = self.add_ns("lan0")?;
+        let cli = self.add_ns("cli0")?;
+        Self::veth(ap, "lan0", &mac(2, 0, 2), &lan, "l-ap", &mac(4, 0, 1))?;
+        Self::veth(&lan, "l-cli", &mac(4, 0, 2), &cli, "eth0", &cli_mac)?;
+        let (srv_ip, cli_ip) = (
+            Self::server_addr().to_string(),
+            Self::client_addr(0).to_string(),
+        );
+        for (ns, own, peer, peer_mac, peer_net) in [
+            (
+                srv,
+                format!("{srv_ip}/24"),
+                &cli_ip,
+                &cli_mac,
+                "10.0.2.0/24",
+            ),
+            (
+                &cli,
+                format!("{cli_ip}/24"),
+                &srv_ip,
+                &srv_mac,
+                "10.0.1.0/24",
+            ),
+        ] {
+            ip(&["-n", ns, "addr", "add", &own, "dev", "eth0"])?;
+            ip(&["-n", ns, "route", "add", peer_net, "dev", "eth0"])?;
+            ip(&[
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                peer,
+                "lladdr",
+                peer_mac,
+                "dev",
+                "eth0",
+                "nud",
+                "permanent",
+            ])?;
+        }
+        for port in ["wan0", "lan0"] {
+            ip(&["-n", ap, "link", "set", port, "promisc", "on"])?;
+        }
+        ip(&[
+            "-n",
+            ap,
+            "link",
+            "add",
+            "br0",
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+        ])?;
+        ip(&["-n", ap, "link", "set", "br0", "up"])?;
+        self.attach_ports()
+    }
+
+    fn attach_ports(&self) -> Result<(), LabError> {
+        let ap = self.ns_ap();
+        for port in ["wan0", "lan0"] {
+            ip(&["-n", &ap, "link", "set", port, "master", "br0"])?;
+        }
+        Ok(())
+    }
+
+    /// How the ap joins its interfaces.
+    pub fn ap_mode(&self) -> ApMode {
+        self.ap
+    }
+
+    /// [`ApMode::Bridge`]: takes `wan0` and `lan0` out of the kernel bridge so that a proxy in
+    /// bridge mode forwards between them; they go back when the guard drops.
+    pub fn hand_ports_to_proxy(&self) -> Result<PortsHandedOver, LabError> {
+        if self.ap != ApMode::Bridge {
+            return Err(LabError::Config(
+                "a bridging proxy needs `[topology] ap = \"bridge\"` (the routed ap's interfaces are addressed)".into(),
+            ));
+        }
+        let ap = self.ns_ap();
+        for port in ["wan0", "lan0"] {
+            ip(&["-n", &ap, "link", "set", port, "nomaster"])?;
+        }
+        Ok(PortsHandedOver { ap })
     }
 
     /// Stops the running link elements and returns their statistics, keyed `wan`, `lan0`, ...
@@ -516,6 +636,23 @@ impl Drop for Topology {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
             tracing::warn!("topology teardown: {e}");
+        }
+    }
+}
+
+/// While alive, the bridged ap's ports belong to a user-space bridging proxy; on drop they go
+/// back into the kernel bridge.
+#[derive(Debug)]
+pub struct PortsHandedOver {
+    ap: String,
+}
+
+impl Drop for PortsHandedOver {
+    fn drop(&mut self) {
+        for port in ["wan0", "lan0"] {
+            if let Err(e) = ip(&["-n", &self.ap, "link", "set", port, "master", "br0"]) {
+                tracing::warn!(error = %e, "returning {port} to the kernel bridge");
+            }
         }
     }
 }

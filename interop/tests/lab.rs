@@ -8,7 +8,7 @@ use sidekick_lab::proxyproc::ProxyProcess;
 use sidekick_lab::runner::{self, RunOptions};
 use sidekick_lab::scenario::{Scenario, Variant};
 use sidekick_lab::spec::{LinkSpec, LossModel};
-use sidekick_lab::topo::{self, TopoConfig, Topology};
+use sidekick_lab::topo::{self, ApMode, TopoConfig, Topology};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -78,6 +78,7 @@ fn topology_up_down_leaves_nothing() {
         wan: wifi_wan(),
         lan: wifi_lan(),
         seed: 1,
+        ap: ApMode::Router,
     })
     .unwrap();
     let run = t.run_id().to_string();
@@ -123,6 +124,7 @@ fn topology_up_down_leaves_nothing() {
             wan: wifi_wan(),
             lan: wifi_lan(),
             seed: 1,
+            ap: ApMode::Router,
         })
         .unwrap();
         let run2 = t2.run_id().to_string();
@@ -149,6 +151,7 @@ fn link_properties_within_tolerance() {
         wan: wifi_wan(),
         lan: wifi_lan(),
         seed: 3,
+        ap: ApMode::Router,
     })
     .unwrap();
     let checks = probe::check_links(&t, &wifi_wan(), &wifi_lan(), true).unwrap();
@@ -190,6 +193,7 @@ fn link_backend_follows_the_kernel() {
                 wan: wifi_wan(),
                 lan: wifi_lan(),
                 seed: 3,
+                ap: ApMode::Router,
             },
             LinkBackend::Netem,
         )
@@ -585,6 +589,7 @@ fn proxy_process_lifecycle() {
         wan: wifi_wan(),
         lan: wifi_lan(),
         seed: 5,
+        ap: ApMode::Router,
     })
     .unwrap();
     let args: Vec<String> = [
@@ -684,4 +689,41 @@ fn robin_media_sidekick_in_namespaces() {
     assert!(m["lan0_up_dropped_loss"] > 0.0, "{test}: {m:?}");
     assert!(m["sidekick_losses_detected"] > 0.0, "{test}: {m:?}");
     assert!(m["sidekick_retransmissions"] > 0.0, "{test}: {m:?}");
+}
+
+/// The bridged ap (`[topology] ap = "bridge"`, scenario pemi-file): a download crosses the kernel
+/// bridge for `e2e`, and crosses the proxy's user-space bridge with PEMI on for `pemi` (the
+/// ports go back to the kernel bridge afterwards, so the variants can alternate).
+#[test]
+fn pemi_bridge_download_in_namespaces() {
+    let test = "pemi_bridge_download_in_namespaces";
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let bin_dir = sidekick_bin_dir(test);
+    let before = topo::lab_namespaces().unwrap();
+    let scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/pemi-file.toml"),
+        &["app.bytes=1000000".into(), "app.timeout_s=60.0".into()],
+    )
+    .unwrap();
+    assert!(scn.ap_bridge);
+    let mut got = BTreeMap::new();
+    for name in ["e2e", "pemi", "e2e"] {
+        let mut one = scn.clone();
+        one.variants.retain(|v| v.name == name);
+        let m = one_trial(test, &one, bin_dir.clone());
+        assert_eq!(m["bytes"], 1_000_000.0, "{test} {name}: {m:?}");
+        got.insert(name, m);
+    }
+    let p = &got["pemi"];
+    // Every frame crossed the proxy (it is the only path), and PEMI tracked the connection.
+    assert!(p["proxy_frames_total"] > 700.0, "{test}: {p:?}");
+    assert!(p["proxy_pemi_handshakes_total"] >= 1.0, "{test}: {p:?}");
+    assert!(p["proxy_pemi_protected_total"] > 100.0, "{test}: {p:?}");
+    assert!(!got["e2e"].contains_key("proxy_frames_total"));
+    assert_eq!(topo::lab_namespaces().unwrap(), before, "{test}: leftovers");
 }
