@@ -20,7 +20,7 @@ pub fn app_binary(kind: &str) -> Option<&'static str> {
 /// client connects to the server's lab address.
 ///
 /// - `transfer`: `sidekick-transfer server --stack S` / `client --stack S --upload|--download
-///   BYTES --json --timeout T`.
+///   BYTES --json --timeout T`, both with `--http3` when `app.http3` is set.
 /// - `media` (Robin #1, the client is the sender): `sidekick-media server --once` (the receiver)
 ///   / `client --duration D --json`.
 /// - `media-fec` (Packrat media, the server is the sender): `sidekick-media-fec server --once` /
@@ -40,15 +40,15 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--json".into(),
             ],
         ),
-        _ => (
-            vec![
+        _ => {
+            let mut srv: Vec<String> = vec![
                 "server".into(),
                 "--stack".into(),
                 app.stack.clone(),
                 "--listen".into(),
                 listen,
-            ],
-            vec![
+            ];
+            let mut cli: Vec<String> = vec![
                 "client".into(),
                 "--stack".into(),
                 app.stack.clone(),
@@ -59,8 +59,13 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--json".into(),
                 "--timeout".into(),
                 format!("{}", app.timeout_s),
-            ],
-        ),
+            ];
+            if app.http3 {
+                srv.push("--http3".into());
+                cli.push("--http3".into());
+            }
+            (srv, cli)
+        }
     }
 }
 
@@ -77,6 +82,7 @@ mod tests {
             bytes: 5000,
             duration_s: 30.0,
             timeout_s: 60.0,
+            http3: false,
             client_args: Vec::new(),
         };
         let (srv, cli) = app_args(&app, 4433);
@@ -99,6 +105,11 @@ mod tests {
                 "60"
             ]
         );
+        app.http3 = true;
+        let (srv, cli) = app_args(&app, 4433);
+        assert_eq!(srv.last().map(String::as_str), Some("--http3"));
+        assert_eq!(cli.last().map(String::as_str), Some("--http3"));
+        app.http3 = false;
         for kind in ["media", "media-fec"] {
             app.kind = kind.into();
             app.duration_s = 12.5;
