@@ -196,10 +196,16 @@ async fn media_fec_recovers_single_losses_and_nacks_double_losses() {
     assert_eq!(m.nacked_frames, 1, "{m:?}");
     assert_eq!(m.packets_received + 2, m.packets_expected, "{m:?}");
     // Frame latency on loopback ≈ 20 ms (the frame's own duration) + tiny delay.
-    assert!(m.latency_p50_ms >= 19.0 && m.latency_p50_ms < 100.0, "{m:?}");
+    assert!(
+        m.latency_p50_ms >= 19.0 && m.latency_p50_ms < 100.0,
+        "{m:?}"
+    );
     // Frame 30 arrives one packet interval late (revealed by packet 32) plus a loopback RTT:
     // ~20 ms after its turn at most, against a 40 ms buffer: no stall longer than that.
-    assert!(m.stall_ms_total >= 15.0 && m.stall_ms_total < 200.0, "{m:?}");
+    assert!(
+        m.stall_ms_total >= 15.0 && m.stall_ms_total < 200.0,
+        "{m:?}"
+    );
 }
 
 #[tokio::test]

@@ -7,7 +7,8 @@
 //! frame (send time minus due time) is recorded and reported in [`ElementStats`].
 
 use crate::csum::fill_l4_checksum;
-use crate::link::{DirCounters, Direction};
+use crate::droplog::{DropCause, DropLog};
+use crate::link::{DirCounters, Direction, Verdict};
 use crate::spec::LinkSpec;
 use crate::sys::{self, PacketSocket};
 use serde::{Deserialize, Serialize};
@@ -174,9 +175,11 @@ pub fn spawn_asymmetric(
             if !sys::set_realtime(20) {
                 tracing::warn!("link element: no real-time priority; timing may suffer under load");
             }
+            let log = crate::droplog::DropLog::from_env(&ns);
             run(
                 &sa,
                 &sb,
+                log,
                 Direction::new(a_to_b, seed),
                 Direction::new(b_to_a, seed.wrapping_add(1)),
                 &stop2,
@@ -198,6 +201,7 @@ pub fn spawn_asymmetric(
 fn run(
     sa: &PacketSocket,
     sb: &PacketSocket,
+    mut log: DropLog,
     mut ab: Direction,
     mut ba: Direction,
     stop: &AtomicBool,
@@ -209,7 +213,7 @@ fn run(
     let fds = [sa.raw_fd(), sb.raw_fd()];
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed();
-        for (sock, dir) in [(sa, &mut ab), (sb, &mut ba)] {
+        for (sock, dir, a_to_b) in [(sa, &mut ab, true), (sb, &mut ba, false)] {
             for _ in 0..64 {
                 match sock.recv(&mut buf) {
                     Ok(Some(info)) => {
@@ -217,7 +221,15 @@ fn run(
                         if info.csum_not_ready && fill_l4_checksum(&mut frame).is_ok() {
                             stats.csum_filled += 1;
                         }
-                        dir.offer(now, frame);
+                        let hash = log.hash(&frame);
+                        let cause = match dir.offer(now, frame) {
+                            Verdict::Queued => None,
+                            Verdict::Lost => Some(DropCause::Loss),
+                            Verdict::QueueFull => Some(DropCause::Queue),
+                        };
+                        if let (Some(c), Some(h)) = (cause, hash) {
+                            log.record(now, a_to_b, c, h);
+                        }
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -251,6 +263,7 @@ fn run(
             let _ = sys::poll_readable(&fds, w);
         }
     }
+    log.flush();
     stats.a_to_b = ab.counters();
     stats.b_to_a = ba.counters();
     stats.late_p50_us = late.quantile_us(0.5);

@@ -18,6 +18,7 @@
 
 pub mod apps;
 pub mod csum;
+pub mod droplog;
 pub mod element;
 pub mod link;
 pub mod netem;

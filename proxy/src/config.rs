@@ -26,6 +26,20 @@ pub enum Faces {
     Server,
 }
 
+/// How frames are read from the capture sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Capture {
+    /// `socket` in bridge mode (every forwarded frame waits for the capture), `ring` in sniff
+    /// mode (the kernel forwards; only the proxy's own reactions wait).
+    Auto,
+    /// TPACKET_V3 mmap ring: batches, cheapest per frame; a block reaches the proxy when full
+    /// or after `ring_retire_ms`.
+    Ring,
+    /// One `recvmsg` per frame the moment it arrives: no batching delay.
+    Socket,
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -82,12 +96,17 @@ pub struct Config {
     pub ring_blocks: u32,
     /// Ring block retire timeout (ms).
     pub ring_retire_ms: u32,
+    /// `auto`, `ring` or `socket`: how frames are read (see [`Capture`]).
+    pub capture: Capture,
     /// Request virtio-net headers (GSO sizes, checksum state).
     pub vnet_hdr: bool,
     /// Run PEMI (transparent mode, seed 000) on QUIC flows without a sidekick session. In bridge
     /// mode it infers losses, retransmits and enforces its window by delaying replies; in sniff
     /// mode the kernel forwards every packet, so only loss inference and retransmission remain.
     pub pemi: bool,
+    /// Write a PEMI trace of every UDP datagram seen (one line each, `pemi::trace`) to this
+    /// file: for offline replay and scoring of the loss inference. Off by default.
+    pub pemi_trace: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -119,8 +138,10 @@ impl Default for Config {
             ring_block_size: 1 << 20,
             ring_blocks: 64,
             ring_retire_ms: 1,
+            capture: Capture::Auto,
             vnet_hdr: true,
             pemi: false,
+            pemi_trace: None,
         }
     }
 }
@@ -184,6 +205,15 @@ impl Config {
         Ok(())
     }
 
+    /// Whether frames are read through the mmap ring (resolving `capture = "auto"`).
+    pub fn mmap_ring(&self) -> bool {
+        match self.capture {
+            Capture::Ring => true,
+            Capture::Socket => false,
+            Capture::Auto => self.mode == Mode::Sniff,
+        }
+    }
+
     /// The advertised sidekick address.
     pub fn advertise(&self) -> SocketAddr {
         self.sidekick_advertise.unwrap_or(self.sidekick_listen)
@@ -227,6 +257,19 @@ mod tests {
         let c = Config::from_toml("interface = \"eth0\"").unwrap();
         // Wildcard listen without an advertised address.
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn capture_follows_the_mode() {
+        assert!(Config::default().mmap_ring());
+        assert!(!Config::from_toml("mode = \"bridge\"").unwrap().mmap_ring());
+        let c = Config::from_toml("mode = \"bridge\"\ncapture = \"ring\"").unwrap();
+        assert!(c.mmap_ring());
+        assert!(
+            !Config::from_toml("capture = \"socket\"")
+                .unwrap()
+                .mmap_ring()
+        );
     }
 
     #[test]

@@ -86,6 +86,7 @@ fn ring_opts(cfg: &Config, ignore_outgoing: bool) -> RingOptions {
         vnet_hdr: cfg.vnet_hdr,
         fanout_group: None,
         ignore_outgoing,
+        mmap_ring: cfg.mmap_ring(),
     }
 }
 
@@ -94,6 +95,71 @@ struct Delayed {
     to_client: bool,
     frame: Vec<u8>,
     vnet: Option<[u8; 10]>,
+}
+
+/// Nanoseconds since the epoch on CLOCK_REALTIME (the clock of the ring's frame timestamps).
+fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// How long ago (before `wall_ns`) the kernel captured a frame stamped `kernel_ts_ns`; `None`
+/// without a stamp or when the stamp is implausible (in the future, or older than a second — a
+/// clock step), in which case the frame counts as captured now.
+fn capture_delay(wall_ns: u64, kernel_ts_ns: u64) -> Option<Duration> {
+    if kernel_ts_ns == 0 || kernel_ts_ns > wall_ns {
+        return None;
+    }
+    let d = Duration::from_nanos(wall_ns - kernel_ts_ns);
+    (d < Duration::from_secs(1)).then_some(d)
+}
+
+/// Writes a PEMI trace (`pemi::trace`) of every UDP datagram captured.
+struct TraceWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    origin: Instant,
+    path: std::path::PathBuf,
+    failed: bool,
+}
+
+impl TraceWriter {
+    fn create(path: &std::path::Path) -> anyhow::Result<Self> {
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("create PEMI trace {}", path.display()))?;
+        Ok(Self {
+            out: std::io::BufWriter::new(f),
+            origin: Instant::now(),
+            path: path.to_path_buf(),
+            failed: false,
+        })
+    }
+
+    fn record(&mut self, now: Instant, dir: Direction, frame: &[u8]) {
+        let Ok(udp) = crate::packet::parse_frame(frame, LinkType::Ethernet) else {
+            return;
+        };
+        let t = u64::try_from(now.saturating_duration_since(self.origin).as_nanos())
+            .unwrap_or(u64::MAX);
+        let rec = crate::pemi::trace::TraceRecord::new(
+            t,
+            dir,
+            udp.src.port(),
+            udp.dst.port(),
+            udp.payload(frame),
+        );
+        if !self.failed && writeln!(self.out, "{}", rec.to_line()).is_err() {
+            // A full disk must not stop the proxy: the trace is diagnostic only.
+            tracing::warn!(path = %self.path.display(), "PEMI trace write failed; tracing stopped");
+            self.failed = true;
+        }
+    }
+
+    fn finish(mut self) -> anyhow::Result<()> {
+        self.out
+            .flush()
+            .with_context(|| format!("flush PEMI trace {}", self.path.display()))
+    }
 }
 
 /// Cap on frames held for PEMI's reply delay; beyond it frames are forwarded at once.
@@ -138,6 +204,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     let mut last_housekeeping = Instant::now();
     let faces = cfg.faces;
     let bridge = b.is_some();
+    let mut trace = match &cfg.pemi_trace {
+        Some(p) => Some(TraceWriter::create(p)?),
+        None => None,
+    };
     loop {
         let now = Instant::now();
         let wait = core
@@ -156,6 +226,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
             break;
         }
         let now = Instant::now();
+        let wall_ns = wall_clock_ns();
         // Capture: a batch of ring blocks per interface.
         let mut on_frames = |sock: &mut PacketSocket, from_client_side: bool| {
             sock.for_each_frame(16, |info: FrameInfo, frame: &[u8]| {
@@ -175,7 +246,21 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                     csum_not_ready: info.csum_not_ready,
                     gso_size: info.gso_size,
                 };
-                let verdict = core.on_frame(now, dir, frame, meta, &mut out);
+                // Engines get the frame's capture time, not the batch's: a ring block reaches
+                // user space up to its retire timeout after its first frame arrived, and PEMI's
+                // inference (seed 000 §4.2) works on sub-millisecond gaps.
+                let delay = capture_delay(wall_ns, info.kernel_ts_ns);
+                if let Some(d) = delay {
+                    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+                    core.counters.capture_delay_frames += 1;
+                    core.counters.capture_delay_us_sum += us;
+                    core.counters.capture_delay_us_max = core.counters.capture_delay_us_max.max(us);
+                }
+                let at = now.checked_sub(delay.unwrap_or_default()).unwrap_or(now);
+                if let Some(t) = trace.as_mut() {
+                    t.record(at, dir, frame);
+                }
+                let verdict = core.on_frame(at, dir, frame, meta, &mut out);
                 if bridge {
                     let to_client = dir == Direction::ToClient;
                     match verdict {
@@ -261,6 +346,9 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
             }
         }
     }
+    if let Some(t) = trace {
+        t.finish()?;
+    }
     let snap = core.snapshot();
     tracing::info!(
         frames = snap.frames,
@@ -269,4 +357,22 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         "stopped"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_delay_from_kernel_stamps() {
+        let wall = 10_000_000_000;
+        assert_eq!(capture_delay(wall, 0), None);
+        assert_eq!(capture_delay(wall, wall + 1), None);
+        assert_eq!(
+            capture_delay(wall, wall - 1_500_000),
+            Some(Duration::from_micros(1500))
+        );
+        assert_eq!(capture_delay(wall, wall - 2_000_000_000), None);
+        assert!(wall_clock_ns() > 1_700_000_000_000_000_000);
+    }
 }

@@ -100,12 +100,18 @@ struct Cli {
     /// Ring block retire timeout (ms).
     #[arg(long)]
     ring_retire_ms: Option<u32>,
+    /// How frames are read: auto (socket in bridge mode, ring in sniff mode), ring, socket.
+    #[arg(long, value_enum)]
+    capture: Option<sidekick_proxy::config::Capture>,
     /// Request virtio-net headers (true/false).
     #[arg(long)]
     vnet_hdr: Option<bool>,
     /// Run PEMI on QUIC flows without a sidekick session (true/false).
     #[arg(long)]
     pemi: Option<bool>,
+    /// Write a trace of every UDP datagram seen to FILE (for `pemi_replay`; see pemi::trace).
+    #[arg(long, value_name = "FILE")]
+    pemi_trace: Option<std::path::PathBuf>,
 }
 
 macro_rules! apply {
@@ -148,6 +154,7 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         ring_block_size,
         ring_blocks,
         ring_retire_ms,
+        capture,
         vnet_hdr,
         pemi
     );
@@ -156,6 +163,9 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
     }
     if cli.metrics_listen.is_some() {
         cfg.metrics_listen = cli.metrics_listen;
+    }
+    if cli.pemi_trace.is_some() {
+        cfg.pemi_trace.clone_from(&cli.pemi_trace);
     }
     if cli.no_metrics {
         cfg.metrics_listen = None;

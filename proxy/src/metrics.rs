@@ -58,6 +58,13 @@ pub struct Counters {
     pub sessions_ended: u64,
     /// Capture drops reported by the kernel (ring full).
     pub capture_drops: u64,
+    /// Frames whose kernel capture time was known (for the capture delay below).
+    pub capture_delay_frames: u64,
+    /// Sum of the capture delays (kernel capture → user-space processing), µs. In bridge mode
+    /// this delay is added to every forwarded frame.
+    pub capture_delay_us_sum: u64,
+    /// Largest capture delay seen, µs.
+    pub capture_delay_us_max: u64,
     /// Injection or send failures in the backend.
     pub send_errors: u64,
     /// Gauge: flows in the table.
@@ -118,6 +125,9 @@ impl Counters {
         add!(sessions_refused);
         add!(sessions_ended);
         add!(capture_drops);
+        add!(capture_delay_frames);
+        add!(capture_delay_us_sum);
+        self.capture_delay_us_max = self.capture_delay_us_max.max(o.capture_delay_us_max);
         add!(send_errors);
         add!(flows);
         add!(assisted_flows);
@@ -290,6 +300,24 @@ impl Counters {
             "counter",
             "Frames dropped by the kernel capture ring.",
             self.capture_drops,
+        );
+        m(
+            "capture_delay_frames_total",
+            "counter",
+            "Frames whose kernel capture time was known.",
+            self.capture_delay_frames,
+        );
+        m(
+            "capture_delay_us_sum",
+            "counter",
+            "Sum of kernel-capture-to-processing delays, microseconds.",
+            self.capture_delay_us_sum,
+        );
+        m(
+            "capture_delay_us_max",
+            "gauge",
+            "Largest kernel-capture-to-processing delay, microseconds.",
+            self.capture_delay_us_max,
         );
         let _ = writeln!(s, "# HELP sidekick_drops_total Items dropped, by reason.");
         let _ = writeln!(s, "# TYPE sidekick_drops_total counter");

@@ -1,4 +1,5 @@
-//! AF_PACKET sockets with a TPACKET_V3 mmap receive ring (Linux only).
+//! AF_PACKET sockets with a TPACKET_V3 mmap receive ring, or without one (one `recvmsg` per
+//! frame, for the lowest latency in bridge mode) (Linux only).
 #![allow(unsafe_code)]
 // Unsafe is confined to this module: it calls libc (socket, setsockopt, mmap, poll, send) and
 // reads the kernel-shared ring memory. Every block carries a SAFETY comment.
@@ -49,6 +50,11 @@ pub struct RingOptions {
     pub fanout_group: Option<u16>,
     /// Do not capture outgoing frames (bridge mode).
     pub ignore_outgoing: bool,
+    /// Capture through the mmap ring (batches of frames, cheapest per frame). Without it every
+    /// frame is read by its own `recvmsg` the moment it arrives: a ring block reaches user space
+    /// only when full or after its retire timeout (≥ 1 ms), which a bridge would add to the
+    /// latency of every forwarded frame and which blurs the timing PEMI infers from.
+    pub mmap_ring: bool,
 }
 
 impl Default for RingOptions {
@@ -61,6 +67,7 @@ impl Default for RingOptions {
             vnet_hdr: true,
             fanout_group: None,
             ignore_outgoing: false,
+            mmap_ring: true,
         }
     }
 }
@@ -78,12 +85,18 @@ pub struct FrameInfo {
     pub wire_len: u32,
     /// The raw virtio-net header, when enabled (forwarded as is in bridge mode).
     pub vnet: Option<[u8; VIRTIO_NET_HDR_LEN]>,
+    /// When the kernel captured the frame (`tp_sec`/`tp_nsec`, CLOCK_REALTIME, ns since the
+    /// epoch); 0 when the ring gave none. Frames of a ring block reach user space together, up
+    /// to the block's retire timeout after the first of them arrived: this is their real time.
+    pub kernel_ts_ns: u64,
 }
 
 /// An AF_PACKET socket bound to one interface with a TPACKET_V3 receive ring.
 pub struct PacketSocket {
     fd: RawFd,
-    ring: NonNull<u8>,
+    /// The mmap ring; `None` when frames are read with `recvmsg` into `rx_buf`.
+    ring: Option<NonNull<u8>>,
+    rx_buf: Vec<u8>,
     ring_len: usize,
     block_size: usize,
     block_nr: usize,
@@ -131,8 +144,50 @@ pub fn ifindex(name: &str) -> io::Result<i32> {
     }
 }
 
+/// Request a TPACKET_V3 receive ring on `fd` and map it.
+fn map_ring(fd: RawFd, opts: &RingOptions) -> io::Result<NonNull<u8>> {
+    setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
+    #[repr(C)]
+    struct TpacketReq3 {
+        block_size: u32,
+        block_nr: u32,
+        frame_size: u32,
+        frame_nr: u32,
+        retire_blk_tov: u32,
+        sizeof_priv: u32,
+        feature_req_word: u32,
+    }
+    let req = TpacketReq3 {
+        block_size: opts.block_size,
+        block_nr: opts.block_nr,
+        frame_size: opts.frame_size,
+        frame_nr: opts.block_size / opts.frame_size * opts.block_nr,
+        retire_blk_tov: opts.retire_ms,
+        sizeof_priv: 0,
+        feature_req_word: 0,
+    };
+    setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)?;
+    let ring_len = opts.block_size as usize * opts.block_nr as usize;
+    // SAFETY: mapping the ring the kernel just allocated for this fd; length as configured.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            ring_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+}
+
 impl PacketSocket {
-    /// Open a socket on interface `ifname` with a receive ring. Needs CAP_NET_RAW.
+    /// Open a socket on interface `ifname` with a receive ring (or without, see
+    /// [`RingOptions::mmap_ring`]). Needs CAP_NET_RAW.
     pub fn open(ifname: &str, opts: RingOptions) -> io::Result<Self> {
         let idx = ifindex(ifname)?;
         // SAFETY: plain socket(2) call.
@@ -148,53 +203,29 @@ impl PacketSocket {
             unsafe { libc::close(fd) };
             e
         };
-        setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V3).map_err(close_on_err)?;
         let vnet =
             opts.vnet_hdr && setsockopt(fd, libc::SOL_PACKET, PACKET_VNET_HDR, &1i32).is_ok();
         if opts.ignore_outgoing {
             let _ = setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
         }
-        #[repr(C)]
-        struct TpacketReq3 {
-            block_size: u32,
-            block_nr: u32,
-            frame_size: u32,
-            frame_nr: u32,
-            retire_blk_tov: u32,
-            sizeof_priv: u32,
-            feature_req_word: u32,
-        }
-        let req = TpacketReq3 {
-            block_size: opts.block_size,
-            block_nr: opts.block_nr,
-            frame_size: opts.frame_size,
-            frame_nr: opts.block_size / opts.frame_size * opts.block_nr,
-            retire_blk_tov: opts.retire_ms,
-            sizeof_priv: 0,
-            feature_req_word: 0,
-        };
-        setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req).map_err(close_on_err)?;
-        let ring_len = opts.block_size as usize * opts.block_nr as usize;
-        // SAFETY: mapping the ring the kernel just allocated for this fd; length as configured.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(close_on_err(io::Error::last_os_error()));
-        }
-        let Some(ring) = NonNull::new(ptr.cast::<u8>()) else {
-            return Err(close_on_err(io::Error::other("mmap returned null")));
+        let (ring, ring_len) = if opts.mmap_ring {
+            let ptr = map_ring(fd, &opts).map_err(close_on_err)?;
+            (Some(ptr), opts.block_size as usize * opts.block_nr as usize)
+        } else {
+            // The checksum state of each frame comes with it as PACKET_AUXDATA, its arrival time
+            // as SCM_TIMESTAMPNS (exact even when the proxy is scheduled late).
+            setsockopt(fd, libc::SOL_PACKET, libc::PACKET_AUXDATA, &1i32).map_err(close_on_err)?;
+            let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1i32);
+            (None, 0)
         };
         let mut sock = Self {
             fd,
             ring,
+            rx_buf: if ring.is_some() {
+                Vec::new()
+            } else {
+                vec![0u8; VIRTIO_NET_HDR_LEN + 65_536]
+            },
             ring_len,
             block_size: opts.block_size as usize,
             block_nr: opts.block_nr as usize,
@@ -238,36 +269,40 @@ impl PacketSocket {
         self.ifindex
     }
 
-    fn block_ptr(&self, i: usize) -> *mut u8 {
+    fn block_ptr(&self, ring: NonNull<u8>, i: usize) -> *mut u8 {
         // SAFETY: i < block_nr, so the offset stays inside the mapping.
-        unsafe { self.ring.as_ptr().add(i * self.block_size) }
+        unsafe { ring.as_ptr().add(i * self.block_size) }
     }
 
     // Blocks are page-aligned and the status word sits at offset 8: the u32 access is aligned.
     #[allow(clippy::cast_ptr_alignment)]
-    fn block_status(&self, i: usize) -> u32 {
+    fn block_status(&self, ring: NonNull<u8>, i: usize) -> u32 {
         // SAFETY: the block descriptor's status word is at offset 8 of the block, inside the
         // mapping and 4-byte aligned; the kernel writes it concurrently, hence a volatile read.
-        let s = unsafe { std::ptr::read_volatile(self.block_ptr(i).add(8).cast::<u32>()) };
+        let s = unsafe { std::ptr::read_volatile(self.block_ptr(ring, i).add(8).cast::<u32>()) };
         fence(Ordering::Acquire);
         s
     }
 
     /// Process every frame of every ready block (a batch), calling `f` for each; returns the
     /// number of frames. Each block is handed back to the kernel after its frames were processed.
+    /// Without a ring, up to 64 × `max_blocks` pending frames are read one by one.
     #[allow(clippy::cast_ptr_alignment)] // see block_status
     pub fn for_each_frame(
         &mut self,
         max_blocks: usize,
         mut f: impl FnMut(FrameInfo, &[u8]),
     ) -> usize {
+        let Some(ring) = self.ring else {
+            return self.recv_frames(64 * max_blocks, f);
+        };
         let mut n = 0;
         for _ in 0..max_blocks.min(self.block_nr) {
             let b = self.next_block;
-            if self.block_status(b) & TP_STATUS_USER == 0 {
+            if self.block_status(ring, b) & TP_STATUS_USER == 0 {
                 break;
             }
-            let base = self.block_ptr(b);
+            let base = self.block_ptr(ring, b);
             // SAFETY: the block belongs to user space until we write TP_STATUS_KERNEL. All offsets
             // read below are checked against the block size before the memory is touched.
             let block = unsafe { std::slice::from_raw_parts(base.cast_const(), self.block_size) };
@@ -284,13 +319,24 @@ impl PacketSocket {
             let num = rd32(12).unwrap_or(0);
             let mut off = rd32(16).unwrap_or(0) as usize;
             for _ in 0..num {
-                let (Some(next), Some(snaplen), Some(len), Some(status), Some(mac)) = (
+                let (
+                    Some(next),
+                    Some(sec),
+                    Some(nsec),
+                    Some(snaplen),
+                    Some(len),
+                    Some(status),
+                    Some(mac),
+                ) = (
                     rd32(off),
+                    rd32(off + 4),
+                    rd32(off + 8),
                     rd32(off + 12),
                     rd32(off + 16),
                     rd32(off + 20),
                     rd16(off + 24),
-                ) else {
+                )
+                else {
                     break;
                 };
                 let pkttype = block.get(off + 48 + 10).copied().unwrap_or(0);
@@ -304,6 +350,7 @@ impl PacketSocket {
                     gso_size: None,
                     wire_len: len,
                     vnet: None,
+                    kernel_ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
                 };
                 if self.vnet
                     && let Some(h) = start
@@ -331,6 +378,85 @@ impl PacketSocket {
             // SAFETY: status word of our block (see block_status); handing the block back.
             unsafe { std::ptr::write_volatile(base.add(8).cast::<u32>(), TP_STATUS_KERNEL) };
             self.next_block = (b + 1) % self.block_nr;
+        }
+        n
+    }
+
+    /// Read up to `max` pending frames with `recvmsg` (the ring-less mode).
+    fn recv_frames(&mut self, max: usize, mut f: impl FnMut(FrameInfo, &[u8])) -> usize {
+        let mut n = 0;
+        while n < max {
+            // SAFETY: zeroed sockaddr_ll / msghdr are valid plain-old-data values.
+            let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut cbuf = [0u64; 16];
+            let mut iov = libc::iovec {
+                iov_base: self.rx_buf.as_mut_ptr().cast(),
+                iov_len: self.rx_buf.len(),
+            };
+            // SAFETY: as above.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = (&raw mut sll).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            msg.msg_iov = &raw mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = cbuf.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&cbuf);
+            // SAFETY: every pointer in msg refers to live buffers of the stated sizes.
+            let r = unsafe {
+                libc::recvmsg(self.fd, &raw mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC)
+            };
+            let Ok(len) = usize::try_from(r) else {
+                break; // EAGAIN (nothing pending) or an error: the caller polls again.
+            };
+            if len > self.rx_buf.len() {
+                continue; // truncated: larger than any frame we can forward
+            }
+            let mut info = FrameInfo {
+                outgoing: sll.sll_pkttype == PACKET_OUTGOING,
+                wire_len: u32::try_from(len).unwrap_or(u32::MAX),
+                ..FrameInfo::default()
+            };
+            // SAFETY: CMSG_* walk the control buffer the kernel filled, bounded by msg_controllen.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&raw const msg);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA
+                    {
+                        let aux: libc::tpacket_auxdata =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                        info.csum_not_ready = aux.tp_status & TP_STATUS_CSUMNOTREADY != 0;
+                    } else if (*c).cmsg_level == libc::SOL_SOCKET
+                        && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
+                    {
+                        let ts: libc::timespec =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                        info.kernel_ts_ns = u64::try_from(ts.tv_sec)
+                            .unwrap_or(0)
+                            .saturating_mul(1_000_000_000)
+                            .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0));
+                    }
+                    c = libc::CMSG_NXTHDR(&raw const msg, c);
+                }
+            }
+            let data = &self.rx_buf[..len];
+            let frame = if self.vnet {
+                let Some((h, frame)) = data.split_first_chunk::<VIRTIO_NET_HDR_LEN>() else {
+                    continue;
+                };
+                if h[1] == VIRTIO_NET_HDR_GSO_UDP_L4 || h[1] == VIRTIO_NET_HDR_GSO_UDP {
+                    info.gso_size = Some(u16::from_ne_bytes([h[4], h[5]]));
+                }
+                if h[0] & 1 != 0 {
+                    info.csum_not_ready = true;
+                }
+                info.vnet = Some(*h);
+                info.wire_len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+                frame
+            } else {
+                data
+            };
+            f(info, frame);
+            n += 1;
         }
         n
     }
@@ -389,9 +515,11 @@ impl PacketSocket {
 
 impl Drop for PacketSocket {
     fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping and closing our own fd exactly once.
+        // SAFETY: unmapping our own mapping (if any) and closing our own fd exactly once.
         unsafe {
-            libc::munmap(self.ring.as_ptr().cast(), self.ring_len);
+            if let Some(ring) = self.ring {
+                libc::munmap(ring.as_ptr().cast(), self.ring_len);
+            }
             libc::close(self.fd);
         }
     }

@@ -208,6 +208,60 @@ fn capture_direction_checksum_and_injection() {
 }
 
 #[test]
+fn ringless_capture_reads_each_frame_with_its_kernel_time() {
+    if !is_root() {
+        eprintln!("skipping AF_PACKET test: needs root");
+        return;
+    }
+    let v = Veth::new("r", 203);
+    let mut sock = PacketSocket::open(
+        &v.host,
+        RingOptions {
+            mmap_ring: false,
+            ..RingOptions::default()
+        },
+    )
+    .unwrap();
+    let udp = UdpSocket::bind("10.222.203.1:0").unwrap();
+    let dst: SocketAddr = "10.222.203.2:9999".parse().unwrap();
+    let sent_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    for _ in 0..3 {
+        udp.send_to(b"sidekick-ringless-test", dst).unwrap();
+    }
+    let mut seen = Vec::new();
+    let end = Instant::now() + Duration::from_secs(2);
+    while seen.len() < 3 && Instant::now() < end {
+        let _ = poll_readable(&[sock.fd()], 20);
+        sock.for_each_frame(4, |info, frame| {
+            if let Ok(p) = parse_frame(frame, LinkType::Ethernet)
+                && p.payload(frame) == b"sidekick-ringless-test"
+            {
+                let mut copy = frame.to_vec();
+                if info.csum_not_ready {
+                    fill_udp_checksum(&mut copy, &p);
+                }
+                let q = parse_frame(&copy, LinkType::Ethernet).unwrap();
+                seen.push((info.outgoing, info.kernel_ts_ns, udp_checksum_ok(&copy, &q)));
+            }
+        });
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    for (outgoing, ts, csum_ok) in seen {
+        assert!(outgoing, "sent by this host: PACKET_OUTGOING");
+        assert!(csum_ok, "checksum complete after filling");
+        // SCM_TIMESTAMPNS: the kernel's receive time, after the send started (ordering only:
+        // no bound on how late a loaded machine runs this test).
+        assert!(
+            ts >= sent_at,
+            "kernel time {ts} before the send at {sent_at}"
+        );
+    }
+}
+
+#[test]
 fn capture_rate_without_drops() {
     if !is_root() {
         eprintln!("skipping AF_PACKET rate test: needs root");

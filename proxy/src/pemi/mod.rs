@@ -26,6 +26,7 @@ pub mod flowlet;
 pub mod handshake;
 pub mod matching;
 pub mod rtt;
+pub mod trace;
 
 use std::time::Duration;
 
@@ -44,6 +45,10 @@ pub struct PemiConfig {
     pub max_flowlet_packets: usize,
     /// Retransmissions allowed as a fraction of forwarded protected packets (§4.6; 10 %).
     pub retx_budget: f64,
+    /// Price of an implied loss in the reply matching, as a fraction of the flowlet's mean packet
+    /// interval (our extension to §4.2.3, see `matching::match_flowlet_penalised`; 0 = the
+    /// paper's DP). 0.5: a loss must save more than half a packet interval of timing misfit.
+    pub loss_penalty_spacing: f64,
     /// Reply ratio above which the eliciting threshold is 1, else 2 (App. A; 60 %).
     pub eliciting_cutoff: f64,
     /// Bytes of buffered datagrams per flow (only unfinished flowlets are buffered, §4.3.2).
@@ -71,6 +76,7 @@ impl Default for PemiConfig {
             close_interval: Duration::from_micros(100),
             max_flowlet_packets: 100,
             retx_budget: 0.10,
+            loss_penalty_spacing: 0.5,
             eliciting_cutoff: 0.60,
             buffer_bytes: 1 << 20,
             ack_delay_slack: Duration::from_millis(25),
