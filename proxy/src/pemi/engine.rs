@@ -235,7 +235,14 @@ impl PemiEngine {
                     self.cfg.eliciting_cutoff,
                 )
             };
-            let v = evaluate(&sent, &replies, srtt, threshold, self.cfg.close_interval);
+            let v = evaluate(
+                &sent,
+                &replies,
+                srtt,
+                threshold,
+                self.cfg.close_interval,
+                self.cfg.loss_penalty_spacing,
+            );
             self.sent_evaluated += sent.len() as u64;
             self.replied_evaluated += v.replied as u64;
             for s in &v.rtt_samples {
