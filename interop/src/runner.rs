@@ -473,6 +473,10 @@ pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Valu
 ///   upload this counts quinn's retransmissions of packets the sidekick already repaired; for a
 ///   download, the server's loss declarations for packets the proxy repaired.
 /// - `bytes_per_link_<link>_<down|up>`: bytes each emulated link direction delivered.
+/// - `retx_amplification`: frames the box sent on in the data direction per frame it received
+///   (download: `lan0_down_offered / wan_down_delivered`; upload: `wan_up_offered /
+///   lan0_up_delivered`): 1.0 for a plain bridge, `1 + retransmissions / forwarded` with PEMI or
+///   Packrat (seed 000 §4.6 caps PEMI's share at 10 %).
 pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     let get = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
     if let Some(c) = m.get("cli0_tx_packets").copied() {
@@ -504,6 +508,18 @@ pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     if let Some(lost) = m.get("lost_packets").copied() {
         m.insert("spurious_retx".into(), (lost - missing).max(0.0));
     }
+    // Seed 000 §4.6 bounds what an in-network box may add: frames the client-side link was
+    // offered in the data direction per frame the wide-area link delivered to the box (1.0 for
+    // a plain bridge; PEMI's retransmissions and discovery replies add to it). Upload: the
+    // other way round (the client side offers, the wide-area side carries what left the box).
+    let (num, den) = if direction == "upload" {
+        ("wan_up_offered", "lan0_up_delivered")
+    } else {
+        ("lan0_down_offered", "wan_down_delivered")
+    };
+    if get(m, den) > 0.0 && m.contains_key(num) {
+        m.insert("retx_amplification".into(), get(m, num) / get(m, den));
+    }
 }
 
 fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementStats) {
@@ -525,6 +541,10 @@ fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementSta
         s.b_to_a.dropped_queue as f64,
     );
     m.insert(format!("{link}_late_p99_us"), s.late_p99_us);
+    m.insert(format!("{link}_down_offered"), s.a_to_b.offered as f64);
+    m.insert(format!("{link}_down_delivered"), s.a_to_b.delivered as f64);
+    m.insert(format!("{link}_up_offered"), s.b_to_a.offered as f64);
+    m.insert(format!("{link}_up_delivered"), s.b_to_a.delivered as f64);
     m.insert(
         format!("bytes_per_link_{link}_down"),
         s.a_to_b.delivered_bytes as f64,
@@ -730,6 +750,12 @@ mod tests {
         ]);
         derive_metrics(&mut d, "download");
         assert_eq!(d["spurious_retx"], 45.0);
+        assert!(!d.contains_key("retx_amplification"));
+        // Retransmission amplification: 1000 frames reached the box, 1050 went to the client.
+        d.insert("wan_down_delivered".into(), 1000.0);
+        d.insert("lan0_down_offered".into(), 1050.0);
+        derive_metrics(&mut d, "download");
+        assert!((d["retx_amplification"] - 1.05).abs() < 1e-9);
         // Without a proxy: nothing sent by it; without the proxy's metrics, its final log line.
         let mut e = BTreeMap::from([("lost_packets".to_string(), 5.0)]);
         e.insert("lan0_down_dropped_loss".into(), 9.0);
