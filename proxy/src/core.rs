@@ -119,6 +119,10 @@ pub struct ProxyCore<S: SessionLayer> {
     pemi: Option<PemiConfig>,
     next_pemi_timeout: Option<Instant>,
     retired_pemi: PemiStats,
+    /// The flow of each ICMP probe identifier (PEMI calibration, `pemi::probe`); u16 keys bound
+    /// it, and an identifier is reused only after 65 536 PEMI flows.
+    pemi_probe_flows: HashMap<u16, FlowKey>,
+    next_probe_id: u16,
     /// Shared Packrat caches of multicast flows (key: group as `client`, sender as `server`).
     groups: HashMap<FlowKey, MulticastCache<S::Id>>,
     /// The group each multicast-assisted session belongs to.
@@ -169,6 +173,8 @@ impl<S: SessionLayer> ProxyCore<S> {
             retired_packrat: PackratCounters::default(),
             pemi: None,
             next_pemi_timeout: None,
+            pemi_probe_flows: HashMap::new(),
+            next_probe_id: 0,
             retired_pemi: PemiStats::default(),
             groups: HashMap::new(),
             membership: HashMap::new(),
@@ -216,6 +222,10 @@ impl<S: SessionLayer> ProxyCore<S> {
             Err(e) => {
                 match e {
                     ParseError::NotIp(_) => self.counters.not_ip += 1,
+                    ParseError::NotUdp(1) if !self.pemi_probe_flows.is_empty() => {
+                        self.counters.not_udp += 1;
+                        self.on_icmp(now, frame);
+                    }
                     ParseError::NotUdp(_) => self.counters.not_udp += 1,
                     ParseError::Fragment => self.counters.fragments += 1,
                     _ => self.counters.malformed_frames += 1,
@@ -300,7 +310,13 @@ impl<S: SessionLayer> ProxyCore<S> {
                 && dir == Direction::FromClient
                 && crate::pemi::engine::starts_connection(payload)
             {
-                entry.value.pemi = Some(PemiEngine::new(pcfg, now));
+                let mut engine = PemiEngine::new(pcfg, now);
+                if pcfg.icmp_calibration {
+                    self.next_probe_id = self.next_probe_id.wrapping_add(1);
+                    engine.set_probe_id(self.next_probe_id);
+                    self.pemi_probe_flows.insert(self.next_probe_id, key);
+                }
+                entry.value.pemi = Some(engine);
             }
             let Some(engine) = entry.value.pemi.as_mut() else {
                 return Action::Forward;
@@ -323,6 +339,14 @@ impl<S: SessionLayer> ProxyCore<S> {
                     whole_frame: gso.is_none(),
                 };
                 engine.on_packet(now, dir, &pkt, &mut self.engine_out);
+            }
+            // §4.4.3: an ICMP echo to the receiver, shaped like this packet of the protected
+            // direction, once per end-to-end RTT.
+            if engine.dominant() == Some(dir)
+                && let Some((id, seq)) = engine.take_probe(now)
+                && let Some(probe) = crate::pemi::probe::echo_request(frame, &udp, id, seq)
+            {
+                self.engine_out.push(Action::Inject { dir, frame: probe });
             }
             if let Some(t) = engine.next_timeout() {
                 self.next_pemi_timeout = Some(self.next_pemi_timeout.map_or(t, |n| n.min(t)));
@@ -420,6 +444,24 @@ impl<S: SessionLayer> ProxyCore<S> {
     }
 
     /// Hand PEMI's side actions to the backend; a delay becomes the frame's verdict.
+    /// An ICMP frame while PEMI flows exist: an echo reply to one of their probes is an RTT
+    /// sample of the receiver side (the frame itself is forwarded like any other).
+    fn on_icmp(&mut self, now: Instant, frame: &[u8]) {
+        let Some(r) = crate::pemi::probe::echo_reply(frame, self.cfg.link) else {
+            return;
+        };
+        let Some(key) = self.pemi_probe_flows.get(&r.id).copied() else {
+            return;
+        };
+        // The reply comes from the probed receiver: one of the flow's two addresses.
+        if ![key.client.ip(), key.server.ip()].contains(&std::net::IpAddr::V4(r.src)) {
+            return;
+        }
+        if let Some(p) = self.table.get_mut(&key).and_then(|e| e.value.pemi.as_mut()) {
+            p.on_probe_reply(now, r.seq);
+        }
+    }
+
     fn pemi_actions(&mut self, out: &mut Vec<Action>) -> Action {
         let mut verdict = Action::Forward;
         for a in self.engine_out.drain(..) {

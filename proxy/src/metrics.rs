@@ -357,7 +357,7 @@ impl Counters {
     /// PEMI counters: activity, and each give-up with its reason (seed 000 §4.6).
     fn render_pemi(&self, s: &mut String) {
         let p = &self.pemi;
-        let families: [(&str, &str, u64); 8] = [
+        let families: [(&str, &str, u64); 11] = [
             (
                 "pemi_handshakes_total",
                 "Handshakes with both initial RTTs measured.",
@@ -393,6 +393,21 @@ impl Counters {
                 "pemi_replies_delayed_total",
                 "Replies delayed to enforce the window.",
                 p.replies_delayed,
+            ),
+            (
+                "pemi_spin_samples_total",
+                "Spin-bit RTT samples.",
+                p.spin_samples,
+            ),
+            (
+                "pemi_icmp_probes_total",
+                "ICMP echo probes sent to protected endpoints.",
+                p.icmp_probes,
+            ),
+            (
+                "pemi_icmp_samples_total",
+                "ICMP echo replies matched (RTT calibration samples).",
+                p.icmp_samples,
             ),
         ];
         for (name, help, v) in families {

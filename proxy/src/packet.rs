@@ -90,7 +90,18 @@ fn be16(b: &[u8], at: usize, what: &'static str) -> Result<u16, ParseError> {
 /// assert_eq!(p.src.port(), 4433);
 /// ```
 pub fn parse_frame(frame: &[u8], link: LinkType) -> Result<UdpPacket, ParseError> {
-    let l3 = match link {
+    let l3 = l3_offset(frame, link)?;
+    let first = *frame.get(l3).ok_or(ParseError::Truncated("ip"))?;
+    match first >> 4 {
+        4 => parse_ipv4(frame, l3),
+        6 => parse_ipv6(frame, l3),
+        _ => Err(ParseError::BadIp),
+    }
+}
+
+/// Where the IP header starts: after the Ethernet header and up to two VLAN tags, or at 0.
+pub(crate) fn l3_offset(frame: &[u8], link: LinkType) -> Result<usize, ParseError> {
+    Ok(match link {
         LinkType::RawIp => 0,
         LinkType::Ethernet => {
             let mut off = 12;
@@ -107,13 +118,7 @@ pub fn parse_frame(frame: &[u8], link: LinkType) -> Result<UdpPacket, ParseError
                 other => return Err(ParseError::NotIp(other)),
             }
         }
-    };
-    let first = *frame.get(l3).ok_or(ParseError::Truncated("ip"))?;
-    match first >> 4 {
-        4 => parse_ipv4(frame, l3),
-        6 => parse_ipv6(frame, l3),
-        _ => Err(ParseError::BadIp),
-    }
+    })
 }
 
 fn parse_ipv4(frame: &[u8], l3: usize) -> Result<UdpPacket, ParseError> {
@@ -385,7 +390,8 @@ pub fn udp_checksum_ok(frame: &[u8], pkt: &UdpPacket) -> bool {
     udp_checksum(frame, pkt) == pkt.checksum
 }
 
-fn ipv4_header_checksum(h: &[u8]) -> u16 {
+/// The ones'-complement checksum of an IPv4 header (or of an ICMP message).
+pub(crate) fn ipv4_header_checksum(h: &[u8]) -> u16 {
     !fold(sum16(h, 0))
 }
 

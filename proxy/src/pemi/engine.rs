@@ -21,6 +21,9 @@ const THRESHOLD_WARMUP: u64 = 10;
 /// bit may randomise it per packet (RFC 9000 §17.4).
 const SPIN_PLAUSIBLE: u32 = 4;
 
+/// Probes awaiting their echo reply (older ones are forgotten: their reply counts as lost).
+const MAX_OUTSTANDING_PROBES: usize = 8;
+
 /// The PEMI engine of one flow.
 #[derive(Debug)]
 pub struct PemiEngine {
@@ -42,6 +45,12 @@ pub struct PemiEngine {
     replied_evaluated: u64,
     forwarded: u64,
     retransmitted: u64,
+    /// ICMP calibration: the identifier the core gave this flow's probes, the next sequence
+    /// number, when the last probe left, and the probes awaiting a reply.
+    probe_id: Option<u16>,
+    probe_seq: u16,
+    probe_last: Option<Instant>,
+    probes: std::collections::VecDeque<(u16, Instant)>,
     /// Counters (summed by the core).
     pub stats: PemiStats,
 }
@@ -79,8 +88,53 @@ impl PemiEngine {
             replied_evaluated: 0,
             forwarded: 0,
             retransmitted: 0,
+            probe_id: None,
+            probe_seq: 0,
+            probe_last: None,
+            probes: std::collections::VecDeque::new(),
             stats: PemiStats::default(),
         }
+    }
+
+    /// Enable ICMP calibration with this identifier (unique among the core's PEMI flows).
+    pub fn set_probe_id(&mut self, id: u16) {
+        self.probe_id = Some(id);
+    }
+
+    /// The probe to send now, if one is due: `(identifier, sequence)`. Once the handshake is
+    /// tracked and the protected direction known, one probe per end-to-end smoothed RTT (§5).
+    /// The caller builds it from a packet of the protected direction
+    /// ([`super::probe::echo_request`]) and injects it towards the receiver.
+    pub fn take_probe(&mut self, now: Instant) -> Option<(u16, u16)> {
+        let id = self.probe_id.filter(|_| self.cfg.icmp_calibration)?;
+        let e2e = self.e2e()?;
+        self.receiver_rtt()?;
+        if !self.hs.done() || self.probe_last.is_some_and(|t| now < t + e2e) {
+            return None;
+        }
+        self.probe_last = Some(now);
+        self.probe_seq = self.probe_seq.wrapping_add(1);
+        if self.probes.len() >= MAX_OUTSTANDING_PROBES {
+            self.probes.pop_front();
+        }
+        self.probes.push_back((self.probe_seq, now));
+        self.stats.icmp_probes += 1;
+        Some((id, self.probe_seq))
+    }
+
+    /// An echo reply to probe `seq` arrived: a calibration sample of the receiver-side RTT.
+    pub fn on_probe_reply(&mut self, now: Instant, seq: u16) {
+        let Some(pos) = self.probes.iter().position(|&(s, _)| s == seq) else {
+            return;
+        };
+        let Some((_, sent)) = self.probes.remove(pos) else {
+            return;
+        };
+        let Some(side) = self.dominant else {
+            return;
+        };
+        self.stats.icmp_samples += 1;
+        self.on_calibration_sample(now, side, now.saturating_duration_since(sent));
     }
 
     /// The protected (dominant) direction, once decided (§4.1).
@@ -537,6 +591,37 @@ mod tests {
             feed(&mut e, t, d, &spin(i % 4 < 2), &mut out);
         }
         assert_eq!(e.stats.spin_samples, 2);
+    }
+
+    #[test]
+    fn icmp_probes_once_per_end_to_end_rtt() {
+        let (mut e, t) = flow(Direction::ToClient, 20);
+        // No identifier from the core: no probing.
+        assert_eq!(e.take_probe(t), None);
+        e.set_probe_id(9);
+        // End-to-end RTT ≈ 10 + 40 ms: one probe, then none until 50 ms have passed.
+        assert_eq!(e.take_probe(t), Some((9, 1)));
+        assert_eq!(e.take_probe(t + ms(30)), None);
+        assert_eq!(e.take_probe(t + ms(51)), Some((9, 2)));
+        // The reply to probe 2 after 11 ms is a sample of the client side; unknown ones are not.
+        e.on_probe_reply(t + ms(62), 7);
+        assert_eq!(e.stats.icmp_samples, 0);
+        e.on_probe_reply(t + ms(62), 2);
+        assert_eq!((e.stats.icmp_probes, e.stats.icmp_samples), (2, 1));
+        assert!(e.rtt_to(Direction::ToClient).unwrap() > ms(10));
+        // Answered once only.
+        e.on_probe_reply(t + ms(63), 2);
+        assert_eq!(e.stats.icmp_samples, 1);
+        // Turned off in the configuration: never.
+        let mut off = PemiEngine::new(
+            PemiConfig {
+                icmp_calibration: false,
+                ..PemiConfig::default()
+            },
+            t,
+        );
+        off.set_probe_id(1);
+        assert_eq!(off.take_probe(t), None);
     }
 
     #[test]

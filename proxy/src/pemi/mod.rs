@@ -25,6 +25,7 @@ pub mod engine;
 pub mod flowlet;
 pub mod handshake;
 pub mod matching;
+pub mod probe;
 pub mod rtt;
 pub mod trace;
 
@@ -63,6 +64,9 @@ pub struct PemiConfig {
     pub enforce_delay: bool,
     /// Largest reply delay applied by enforcement.
     pub max_reply_delay: Duration,
+    /// Calibrate the receiver-side RTT by an ICMP echo to the protected endpoint once per
+    /// end-to-end RTT (§4.4.3, §5; see [`probe`]).
+    pub icmp_calibration: bool,
     /// A loss estimate above this fraction of a flowlet (with at least 3 losses) is implausible
     /// and the flowlet is not retransmitted (§4.6).
     pub implausible_loss: f64,
@@ -84,6 +88,7 @@ impl Default for PemiConfig {
             enforce_delay: true,
             max_reply_delay: Duration::from_millis(200),
             implausible_loss: 0.5,
+            icmp_calibration: true,
         }
     }
 }
@@ -125,6 +130,10 @@ pub struct PemiStats {
     pub rtt_resets: u64,
     /// Spin-bit RTT samples (§4.4.3).
     pub spin_samples: u64,
+    /// ICMP echo probes sent to the protected endpoint (§4.4.3).
+    pub icmp_probes: u64,
+    /// ICMP echo replies matched to a probe (calibration samples).
+    pub icmp_samples: u64,
 }
 
 impl PemiStats {
@@ -150,7 +159,9 @@ impl PemiStats {
             not_buffered,
             replies_delayed,
             rtt_resets,
-            spin_samples
+            spin_samples,
+            icmp_probes,
+            icmp_samples
         );
     }
 }
