@@ -476,7 +476,7 @@ pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Valu
 /// - `retx_amplification`: frames the box sent on in the data direction per frame it received
 ///   (download: `lan0_down_offered / wan_down_delivered`; upload: `wan_up_offered /
 ///   lan0_up_delivered`): 1.0 for a plain bridge, `1 + retransmissions / forwarded` with PEMI or
-///   Packrat (seed 000 §4.6 caps PEMI's share at 10 %).
+///   Packrat (seed 000 §4.6 caps PEMI's share at 10 %); PEMI's ICMP probes are left out.
 pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     let get = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
     if let Some(c) = m.get("cli0_tx_packets").copied() {
@@ -517,8 +517,18 @@ pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     } else {
         ("lan0_down_offered", "wan_down_delivered")
     };
+    // PEMI's ICMP calibration probes (tiny, towards the receiver) are overhead, not
+    // retransmissions: they are reported as `proxy_pemi_icmp_probes_total`.
+    let probes = if direction == "upload" {
+        0.0
+    } else {
+        get(m, "proxy_pemi_icmp_probes_total")
+    };
     if get(m, den) > 0.0 && m.contains_key(num) {
-        m.insert("retx_amplification".into(), get(m, num) / get(m, den));
+        m.insert(
+            "retx_amplification".into(),
+            (get(m, num) - probes) / get(m, den),
+        );
     }
 }
 
@@ -754,6 +764,11 @@ mod tests {
         // Retransmission amplification: 1000 frames reached the box, 1050 went to the client.
         d.insert("wan_down_delivered".into(), 1000.0);
         d.insert("lan0_down_offered".into(), 1050.0);
+        derive_metrics(&mut d, "download");
+        assert!((d["retx_amplification"] - 1.05).abs() < 1e-9);
+        // PEMI's ICMP probes to the client are not retransmissions.
+        d.insert("lan0_down_offered".into(), 1070.0);
+        d.insert("proxy_pemi_icmp_probes_total".into(), 20.0);
         derive_metrics(&mut d, "download");
         assert!((d["retx_amplification"] - 1.05).abs() < 1e-9);
         // Without a proxy: nothing sent by it; without the proxy's metrics, its final log line.
