@@ -1,5 +1,6 @@
 //! Shared pieces of the sidekick example applications: low-latency media with NACKs and FEC,
-//! bulk transfer over QUIC. Each application is a binary usable alone and by the lab.
+//! bulk transfer and RTC frames over QUIC. Each application is a binary usable alone and by the
+//! lab.
 //!
 //! - [`transfer`]: bulk transfer over QUIC (quinn and quiche), binary `sidekick-transfer`.
 //! - [`media`]: Robin #1 low-latency media with NACKs and de-jitter delay, binary `sidekick-media`;

@@ -14,9 +14,10 @@
 //!    skipped). Each frame travels on its **own new server-initiated unidirectional stream**
 //!    (ids 3, 7, 11, …): a [`FrameHeader`] (20 bytes: magic `SKF1`, index `u32`, creation time
 //!    `u64` ns since the Unix epoch (`CLOCK_REALTIME`), payload length `u32`) and the payload,
-//!    then FIN. Frames leave in creation order (quinn `send_fairness(false)`, quiche
-//!    non-incremental streams of equal urgency, scheduled by stream id): the oldest frame first,
-//!    as a media sender wants it.
+//!    then FIN. The oldest frame goes first, retransmissions included, as a media sender wants
+//!    it: quinn gives frame `i` the stream priority `−i`; quiche sends non-incremental streams of
+//!    equal urgency in stream-id order. (With one priority for all, quinn re-queues a stream with
+//!    lost data behind the whole backlog: under loss a frame waited for seconds.)
 //! 3. After the last frame is handed to the transport, the server writes an [`EndOfFrames`]
 //!    (8 bytes: magic `SKE1`, frames sent `u32`) on stream 0 and finishes it.
 //! 4. The client closes the connection once it has the end marker and every frame it announces.
@@ -614,7 +615,12 @@ mod tests {
         }
 
         #[test]
-        fn frame_reader_any_split(len in 0usize..300, split in 0usize..400, idx in any::<u32>(), t in any::<u64>()) {
+        fn frame_reader_any_split(
+            len in 0usize..300,
+            split in 0usize..400,
+            idx in any::<u32>(),
+            t in any::<u64>(),
+        ) {
             let bytes = encode_frame(idx, t, &vec![7u8; len]);
             let split = split.min(bytes.len());
             let mut r = FrameReader::default();
@@ -625,10 +631,16 @@ mod tests {
         }
 
         #[test]
-        fn jitter_is_nonnegative(arrivals in proptest::collection::vec(0u64..10_000_000_000, 2..50)) {
+        fn jitter_is_nonnegative(
+            arrivals in proptest::collection::vec(0u64..10_000_000_000, 2..50),
+        ) {
             let mut log = FrameLog::default();
             for (i, a) in arrivals.iter().enumerate() {
-                let h = FrameHeader { index: i as u32, created_unix_ns: i as u64 * 33_333_333, payload_len: 1 };
+                let h = FrameHeader {
+                    index: i as u32,
+                    created_unix_ns: i as u64 * 33_333_333,
+                    payload_len: 1,
+                };
                 log.record(&h, *a);
             }
             let j = log.jitters_ms();

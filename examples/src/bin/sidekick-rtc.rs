@@ -46,10 +46,18 @@ struct ServerArgs {
     #[arg(long)]
     once: bool,
     /// Frames per second.
-    #[arg(long, default_value_t = DEFAULT_FPS, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_FPS,
+        value_parser = clap::value_parser!(u32).range(1..=1000)
+    )]
     fps: u32,
     /// Bit rate of the frame payloads, kbit/s (payload per frame = kbps · 1000 / 8 / fps bytes).
-    #[arg(long, default_value_t = DEFAULT_KBPS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(
+        long,
+        default_value_t = DEFAULT_KBPS,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000)
+    )]
     kbps: u32,
 }
 

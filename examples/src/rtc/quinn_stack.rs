@@ -20,8 +20,9 @@ use crate::transfer::quinn_stack::{
 };
 use crate::transfer::{TransportOptions, fill_pattern, udp_socket, unix_ns, unspecified_for};
 
-/// A server endpoint on `listen` (fresh self-signed certificate, ALPN `sidekick-rtc`). Streams are
-/// sent in the order they are written (`send_fairness(false)`): the oldest frame first.
+/// A server endpoint on `listen` (fresh self-signed certificate, ALPN `sidekick-rtc`). Streams of
+/// equal priority are sent in the order they are written (`send_fairness(false)`), without
+/// round-robin interleaving.
 pub fn server_endpoint(listen: SocketAddr) -> anyhow::Result<Endpoint> {
     let mut transport = transport_config(&TransportOptions::default())?;
     transport.send_fairness(false);
@@ -53,12 +54,17 @@ async fn serve_connection(conn: quinn::Connection, params: FrameParams) -> anyho
 
     // The timer loop creates frames on schedule; one writer hands them to quinn in order, so a
     // stream limit or a full send window delays frames without shifting the schedule.
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(MAX_BACKLOG_FRAMES);
+    let (tx, mut rx) = mpsc::channel::<(u32, Vec<u8>)>(MAX_BACKLOG_FRAMES);
     let writer = tokio::spawn({
         let conn = conn.clone();
         async move {
-            while let Some(frame) = rx.recv().await {
+            while let Some((index, frame)) = rx.recv().await {
                 let mut s = conn.open_uni().await.context("opening frame stream")?;
+                // The older the frame, the higher its priority: quinn re-queues a stream with
+                // lost data behind every pending stream of the same priority, so with one
+                // priority for all a frame hit by a loss would wait for the whole backlog.
+                s.set_priority(i32::try_from(index).map_or(i32::MIN, |i| -i))
+                    .context("frame priority")?;
                 s.write_all(&frame).await.context("sending frame")?;
                 s.finish().context("finishing frame stream")?;
             }
@@ -69,7 +75,7 @@ async fn serve_connection(conn: quinn::Connection, params: FrameParams) -> anyho
     for i in 0..frames {
         tokio::time::sleep_until(start + params.due(i)).await;
         let frame = encode_frame(i, unix_ns(SystemTime::now()), &payload);
-        if tx.try_send(frame).is_err() {
+        if tx.try_send((i, frame)).is_err() {
             // Full (backlog cap) or the writer stopped: its error says more.
             drop(tx);
             writer.await.context("frame writer")??;
