@@ -1,10 +1,13 @@
 //! Shared pieces of the sidekick example applications: low-latency media with NACKs and FEC,
-//! bulk transfer over QUIC. Each application is a binary usable alone and by the lab.
+//! bulk transfer and RTC frames over QUIC. Each application is a binary usable alone and by the
+//! lab.
 //!
 //! - [`transfer`]: bulk transfer over QUIC (quinn and quiche), binary `sidekick-transfer`.
 //! - [`media`]: Robin #1 low-latency media with NACKs and de-jitter delay, binary `sidekick-media`;
 //!   [`media_sidekick`]: its Robin sender on the SDK (`--sidekick`).
 //! - [`fec`]: Packrat media with FEC by repetition, stalls, binary `sidekick-media-fec`.
+//! - [`rtc`]: RTC frames over QUIC (PEMI, seed 000 §6.1.2): one stream per frame, frame delay
+//!   and jitter, quinn and quiche, binary `sidekick-rtc`.
 //! - [`wire`], [`nack`], [`stats`], [`media_io`]: shared wire format, NACK bookkeeping,
 //!   statistics and tokio adapters.
 
@@ -13,6 +16,7 @@ pub mod media;
 pub mod media_io;
 pub mod media_sidekick;
 pub mod nack;
+pub mod rtc;
 pub mod stats;
 pub mod transfer;
 pub mod wire;

@@ -11,6 +11,7 @@ pub fn app_binary(kind: &str) -> Option<&'static str> {
         "transfer" => Some("sidekick-transfer"),
         "media" => Some("sidekick-media"),
         "media-fec" => Some("sidekick-media-fec"),
+        "rtc" => Some("sidekick-rtc"),
         _ => None,
     }
 }
@@ -25,6 +26,8 @@ pub fn app_binary(kind: &str) -> Option<&'static str> {
 ///   / `client --duration D --json`.
 /// - `media-fec` (Packrat media, the server is the sender): `sidekick-media-fec server --once` /
 ///   `client --duration D --json` (the player).
+/// - `rtc` (PEMI RTC frames, the server is the sender): `sidekick-rtc server --stack S --once` /
+///   `client --stack S --duration D --json --timeout T`.
 pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
     let connect = format!("{}:{port}", Topology::server_addr());
@@ -38,6 +41,28 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--duration".into(),
                 format!("{}", app.duration_s),
                 "--json".into(),
+            ],
+        ),
+        "rtc" => (
+            vec![
+                "server".into(),
+                "--stack".into(),
+                app.stack.clone(),
+                "--listen".into(),
+                listen,
+                "--once".into(),
+            ],
+            vec![
+                "client".into(),
+                "--stack".into(),
+                app.stack.clone(),
+                "--connect".into(),
+                connect,
+                "--duration".into(),
+                format!("{}", app.duration_s),
+                "--json".into(),
+                "--timeout".into(),
+                format!("{}", app.timeout_s),
             ],
         ),
         _ => {
@@ -127,7 +152,39 @@ mod tests {
                 ]
             );
         }
+        app.kind = "rtc".into();
+        app.stack = "quinn".into();
+        app.duration_s = 20.0;
+        app.timeout_s = 90.0;
+        let (srv, cli) = app_args(&app, 4433);
+        assert_eq!(
+            srv,
+            [
+                "server",
+                "--stack",
+                "quinn",
+                "--listen",
+                "0.0.0.0:4433",
+                "--once"
+            ]
+        );
+        assert_eq!(
+            cli,
+            [
+                "client",
+                "--stack",
+                "quinn",
+                "--connect",
+                "10.0.1.1:4433",
+                "--duration",
+                "20",
+                "--json",
+                "--timeout",
+                "90"
+            ]
+        );
         assert_eq!(app_binary("media"), Some("sidekick-media"));
         assert_eq!(app_binary("media-fec"), Some("sidekick-media-fec"));
+        assert_eq!(app_binary("rtc"), Some("sidekick-rtc"));
     }
 }

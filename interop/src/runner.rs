@@ -735,6 +735,20 @@ mod tests {
         assert_eq!(m["sidekick_active"], 1.0);
         assert_eq!(m["sidekick_fallback"], 0.0);
         assert!(!m.contains_key("stack"));
+        // sidekick-rtc's line: every numeric key is a metric; a percentile without samples
+        // (null) is left out.
+        let mut r = BTreeMap::new();
+        let j: serde_json::Value = serde_json::from_str(
+            r#"{"stack":"quinn","frames_sent":600,"frames_received":600,"frame_delay_p50_ms":27.5,"frame_delay_p90_ms":31.0,"frame_delay_p99_ms":80.25,"frame_jitter_p50_ms":0.5,"frame_jitter_p90_ms":2.0,"frame_jitter_p99_ms":null,"goodput_mbps":2.99,"duration_s":20.05}"#,
+        )
+        .unwrap();
+        add_client_json(&mut r, &j);
+        assert_eq!(r["frame_jitter_p90_ms"], 2.0);
+        assert_eq!(r["frame_delay_p90_ms"], 31.0);
+        assert_eq!(r["goodput_mbps"], 2.99);
+        assert_eq!(r["frames_received"], 600.0);
+        assert!(!r.contains_key("frame_jitter_p99_ms"));
+        assert_eq!(r.len(), 9);
         m.insert("cli0_tx_packets".into(), 9000.0);
         m.insert("proxy_quacks_sent_total".into(), 400.0);
         m.insert("proxy_injected_total".into(), 2.0);

@@ -63,10 +63,10 @@ pub enum ScenarioError {
 /// The application of a scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppSpec {
-    /// `transfer` (bulk QUIC transfer with sidekick-transfer) or `media` / `media-fec` / `rtc`
-    /// (binaries of the examples crate, when they exist).
+    /// `transfer` (bulk QUIC transfer with sidekick-transfer), `media` / `media-fec` (Robin and
+    /// Packrat media) or `rtc` (PEMI RTC frames with sidekick-rtc).
     pub kind: String,
-    /// QUIC stack (`quinn` or `quiche`).
+    /// QUIC stack (`quinn` or `quiche`) of `transfer` and `rtc`.
     #[serde(default = "default_stack")]
     pub stack: String,
     /// `download` (server → client) or `upload`.
@@ -75,7 +75,7 @@ pub struct AppSpec {
     /// Bytes to transfer.
     #[serde(default)]
     pub bytes: u64,
-    /// Stream length in seconds for the media kinds (`media`, `media-fec`: their client's
+    /// Stream length in seconds for the media kinds (`media`, `media-fec`, `rtc`: their client's
     /// `--duration`); unused by `transfer`.
     #[serde(default = "default_duration")]
     pub duration_s: f64,

@@ -391,6 +391,16 @@ pub fn udp_socket(addr: std::net::SocketAddr) -> std::io::Result<std::net::UdpSo
     Ok(s.into())
 }
 
+/// The unspecified address (port 0) of `peer`'s family: where a client socket binds.
+pub(crate) fn unspecified_for(peer: std::net::SocketAddr) -> std::net::SocketAddr {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    if peer.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    }
+}
+
 /// Fill `buf` with a deterministic, non-constant payload pattern.
 pub fn fill_pattern(buf: &mut [u8]) {
     for (i, b) in buf.iter_mut().enumerate() {

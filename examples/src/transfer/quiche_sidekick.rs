@@ -44,12 +44,8 @@ impl SkConn {
         direction: Direction,
         params: &SidekickParams,
     ) -> anyhow::Result<Self> {
-        let bind: SocketAddr = if peer.is_ipv4() {
-            "0.0.0.0:0".parse()?
-        } else {
-            "[::]:0".parse()?
-        };
-        let socket = UdpSocket::bind(bind).context("binding sidekick socket")?;
+        let socket =
+            UdpSocket::bind(super::unspecified_for(peer)).context("binding sidekick socket")?;
         socket.set_nonblocking(true).context("nonblocking")?;
         Ok(Self {
             inner: SidekickQuiche::new(conn, SidekickClient::new(params.config(direction))),

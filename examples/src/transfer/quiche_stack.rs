@@ -21,12 +21,21 @@ const STREAM: u64 = 0;
 const MAX_DATAGRAM: usize = 1350;
 
 pub(super) fn config(opts: &TransportOptions) -> anyhow::Result<quiche::Config> {
-    let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).context("quiche config")?;
     let alpn: &[u8] = if opts.http3 {
         quiche::h3::APPLICATION_PROTOCOL[0]
     } else {
         ALPN
     };
+    config_with_alpn(opts, alpn)
+}
+
+/// The transport configuration both stacks' applications share (windows, datagram size, idle
+/// timeout, congestion controller) with the application protocol `alpn`.
+pub(crate) fn config_with_alpn(
+    opts: &TransportOptions,
+    alpn: &[u8],
+) -> anyhow::Result<quiche::Config> {
+    let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).context("quiche config")?;
     c.set_application_protos(&[alpn]).context("ALPN")?;
     c.set_max_idle_timeout(u64::try_from(opts.idle_timeout.as_millis()).unwrap_or(u64::MAX));
     c.set_max_recv_udp_payload_size(65_527);
@@ -136,7 +145,7 @@ impl Outbox {
 
 /// What the event loop ([`Io`]) drives: a plain `quiche::Connection` (servers, clients without
 /// the sidekick) or a client connection wrapped in the SDK's `SidekickQuiche`.
-pub(super) trait Driver {
+pub(crate) trait Driver {
     /// The connection (streams, state, statistics).
     fn conn(&mut self) -> &mut quiche::Connection;
     /// Next datagram to send.
@@ -182,9 +191,9 @@ const PACING_QUEUE: usize = 256;
 
 /// Socket plus buffers; sends what quiche releases at the paced times, receives with quiche's
 /// timeout.
-pub(super) struct Io {
-    pub(super) socket: UdpSocket,
-    pub(super) local: SocketAddr,
+pub(crate) struct Io {
+    pub(crate) socket: UdpSocket,
+    pub(crate) local: SocketAddr,
     out: Vec<u8>,
     inbuf: Vec<u8>,
     /// Datagrams waiting for their pacing time (bounded by [`PACING_QUEUE`]).
@@ -192,7 +201,7 @@ pub(super) struct Io {
 }
 
 impl Io {
-    pub(super) fn new(socket: UdpSocket) -> anyhow::Result<Self> {
+    pub(crate) fn new(socket: UdpSocket) -> anyhow::Result<Self> {
         let local = socket.local_addr().context("local address")?;
         Ok(Self {
             socket,
@@ -203,7 +212,7 @@ impl Io {
         })
     }
 
-    pub(super) fn flush<D: Driver + ?Sized>(&mut self, conn: &mut D) -> anyhow::Result<()> {
+    pub(crate) fn flush<D: Driver + ?Sized>(&mut self, conn: &mut D) -> anyhow::Result<()> {
         while self.paced.len() < PACING_QUEUE {
             match conn.send_datagram(&mut self.out) {
                 Ok((n, info)) => self
@@ -229,7 +238,7 @@ impl Io {
     }
 
     /// Send every held datagram now (before leaving the loop).
-    pub(super) fn drain(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn drain(&mut self) -> anyhow::Result<()> {
         while let Some((_, d, to)) = self.paced.pop_front() {
             self.socket
                 .send_to(&d, to)
@@ -267,7 +276,7 @@ impl Io {
 
     /// Wait for one datagram from `peer` (others are ignored) until quiche's timer; feed it to
     /// `conn`, or fire the timer.
-    pub(super) fn step<D: Driver + ?Sized>(
+    pub(crate) fn step<D: Driver + ?Sized>(
         &mut self,
         conn: &mut D,
         peer: SocketAddr,
@@ -333,15 +342,50 @@ pub fn serve(listen: SocketAddr, once: bool, opts: &TransportOptions) -> anyhow:
 
 /// [`serve`] on an already bound socket (lets tests bind port 0 first).
 pub fn serve_socket(socket: UdpSocket, once: bool, opts: &TransportOptions) -> anyhow::Result<()> {
+    let mut cfg = server_config(opts, None)?;
+    let mut io = Io::new(socket)?;
+    loop {
+        let (mut conn, from) = accept(&mut io, &mut cfg)?;
+        let served = if opts.http3 {
+            super::quiche_h3::serve_connection(&mut io, &mut conn, from)
+        } else {
+            serve_connection(&mut io, &mut conn, from)
+        };
+        match served {
+            Ok(()) => tracing::info!(%from, "connection done"),
+            Err(e) => tracing::warn!(%from, "connection failed: {e:#}"),
+        }
+        if once {
+            return Ok(());
+        }
+    }
+}
+
+/// Server configuration with a fresh self-signed certificate; ALPN `alpn`, or the transfer's
+/// (raw or HTTP/3 after `opts.http3`) when `None`.
+pub(crate) fn server_config(
+    opts: &TransportOptions,
+    alpn: Option<&[u8]>,
+) -> anyhow::Result<quiche::Config> {
     let cert = SelfSigned::generate()?;
     let pem = cert.write_pem_files(&std::env::temp_dir())?;
-    let mut cfg = config(opts)?;
+    let mut cfg = match alpn {
+        Some(a) => config_with_alpn(opts, a)?,
+        None => config(opts)?,
+    };
     cfg.load_cert_chain_from_pem_file(&pem.cert.to_string_lossy())
         .context("loading certificate")?;
     cfg.load_priv_key_from_pem_file(&pem.key.to_string_lossy())
         .context("loading key")?;
-    drop(pem);
-    let mut io = Io::new(socket)?;
+    Ok(cfg)
+}
+
+/// Wait for the Initial of a new connection on `io` (answering version negotiation, ignoring
+/// anything else) and accept it: the connection and its peer.
+pub(crate) fn accept(
+    io: &mut Io,
+    cfg: &mut quiche::Config,
+) -> anyhow::Result<(quiche::Connection, SocketAddr)> {
     loop {
         io.socket.set_read_timeout(None).context("socket timeout")?;
         let (n, from) = io.socket.recv_from(&mut io.inbuf).context("receiving")?;
@@ -360,24 +404,28 @@ pub fn serve_socket(socket: UdpSocket, once: bool, opts: &TransportOptions) -> a
         }
         let scid = random_cid()?;
         let scid = quiche::ConnectionId::from_ref(&scid);
-        let mut conn = quiche::accept(&scid, None, io.local, from, &mut cfg).context("accept")?;
+        let mut conn = quiche::accept(&scid, None, io.local, from, cfg).context("accept")?;
         let info = quiche::RecvInfo { from, to: io.local };
         if let Err(e) = conn.recv(&mut io.inbuf[..n], info) {
             tracing::debug!("first packet: {e}");
         }
-        let served = if opts.http3 {
-            super::quiche_h3::serve_connection(&mut io, &mut conn, from)
-        } else {
-            serve_connection(&mut io, &mut conn, from)
-        };
-        match served {
-            Ok(()) => tracing::info!(%from, "connection done"),
-            Err(e) => tracing::warn!(%from, "connection failed: {e:#}"),
-        }
-        if once {
-            return Ok(());
-        }
+        return Ok((conn, from));
     }
+}
+
+/// A client socket for `peer` (4 MiB buffers) and a connection to it started with `cfg`.
+pub(crate) fn connect_to(
+    peer: SocketAddr,
+    cfg: &mut quiche::Config,
+) -> anyhow::Result<(Io, quiche::Connection)> {
+    let socket =
+        super::udp_socket(super::unspecified_for(peer)).context("binding client socket")?;
+    let io = Io::new(socket)?;
+    let scid = random_cid()?;
+    let scid = quiche::ConnectionId::from_ref(&scid);
+    let conn =
+        quiche::connect(Some("localhost"), &scid, io.local, peer, cfg).context("quiche connect")?;
+    Ok((io, conn))
 }
 
 fn serve_connection(
@@ -489,17 +537,7 @@ pub fn run_client(
         // The packet-number lens reads the key log (SidekickQuiche installs the hook).
         cfg.log_keys();
     }
-    let bind: SocketAddr = if connect.is_ipv4() {
-        "0.0.0.0:0".parse()?
-    } else {
-        "[::]:0".parse()?
-    };
-    let socket = super::udp_socket(bind).context("binding client socket")?;
-    let mut io = Io::new(socket)?;
-    let scid = random_cid()?;
-    let scid = quiche::ConnectionId::from_ref(&scid);
-    let mut conn = quiche::connect(Some("localhost"), &scid, io.local, connect, &mut cfg)
-        .context("quiche connect")?;
+    let (mut io, mut conn) = connect_to(connect, &mut cfg)?;
     let run = |io: &mut Io, d: &mut dyn Driver| {
         if opts.http3 {
             super::quiche_h3::client_loop(io, d, connect, req, deadline, timeout)

@@ -26,7 +26,9 @@ use super::{
     TransferReport, TransportOptions, fill_pattern, unix_ns, upload_duration,
 };
 
-fn transport_config(opts: &TransportOptions) -> anyhow::Result<TransportConfig> {
+/// Transport configuration of both ends: GSO off unless asked for, large windows, idle timeout,
+/// congestion controller.
+pub(crate) fn transport_config(opts: &TransportOptions) -> anyhow::Result<TransportConfig> {
     let mut t = TransportConfig::default();
     t.enable_segmentation_offload(opts.gso);
     // Windows large enough for a 50 Mbit/s × 300 ms path.
@@ -66,6 +68,16 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// Build a quinn server endpoint bound to `listen` with a fresh self-signed certificate.
 pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::Result<Endpoint> {
+    server_endpoint_with(listen, alpn(opts), transport_config(opts)?)
+}
+
+/// A server endpoint on `listen` with a fresh self-signed certificate, ALPN `alpn` and transport
+/// configuration `transport`.
+pub(crate) fn server_endpoint_with(
+    listen: SocketAddr,
+    alpn: Vec<u8>,
+    transport: TransportConfig,
+) -> anyhow::Result<Endpoint> {
     let cert = SelfSigned::generate()?;
     let mut tls = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -76,10 +88,10 @@ pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::R
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_der.clone())),
         )
         .context("server certificate")?;
-    tls.alpn_protocols = vec![alpn(opts)];
+    tls.alpn_protocols = vec![alpn];
     let crypto = QuicServerConfig::try_from(tls).context("QUIC server TLS config")?;
     let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    cfg.transport_config(Arc::new(transport_config(opts)?));
+    cfg.transport_config(Arc::new(transport));
     let socket = super::udp_socket(listen).with_context(|| format!("binding {listen}"))?;
     Endpoint::new(
         quinn::EndpointConfig::default(),
@@ -93,14 +105,33 @@ pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::R
 /// Serve transfers on `endpoint` (HTTP/3 if `http3`): connections are handled concurrently; with
 /// `once`, return after the first connection ends.
 pub async fn serve(endpoint: Endpoint, once: bool, http3: bool) -> anyhow::Result<()> {
+    serve_with(endpoint, once, move |conn| async move {
+        if http3 {
+            super::quinn_h3::serve_connection(conn).await
+        } else {
+            serve_connection(conn).await
+        }
+    })
+    .await
+}
+
+/// Accept connections on `endpoint` and run `handler` on each once its handshake completed,
+/// concurrently; with `once`, return the first connection's result after it ended and the
+/// endpoint is idle.
+pub(crate) async fn serve_with<F, Fut>(
+    endpoint: Endpoint,
+    once: bool,
+    handler: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(quinn::Connection) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
     while let Some(incoming) = endpoint.accept().await {
+        let handler = handler.clone();
         let task = async move {
             let conn = incoming.await.context("handshake")?;
-            if http3 {
-                super::quinn_h3::serve_connection(conn).await
-            } else {
-                serve_connection(conn).await
-            }
+            handler(conn).await
         };
         if once {
             let r = task.await;
@@ -240,12 +271,9 @@ impl ServerCertVerifier for AcceptAnyCert {
     }
 }
 
-/// Run one transfer as a quinn client and return the report.
-pub async fn run_client(
-    connect: SocketAddr,
-    req: Request,
-    opts: &TransportOptions,
-) -> anyhow::Result<TransferReport> {
+/// Client TLS configuration (TLS 1.3, ring) with ALPN `alpn` that accepts any server
+/// certificate (the example servers' are self-signed).
+pub(crate) fn client_tls(alpn: Vec<u8>) -> anyhow::Result<rustls::ClientConfig> {
     let provider = provider();
     let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -253,7 +281,17 @@ pub async fn run_client(
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
         .with_no_client_auth();
-    tls.alpn_protocols = vec![alpn(opts)];
+    tls.alpn_protocols = vec![alpn];
+    Ok(tls)
+}
+
+/// Run one transfer as a quinn client and return the report.
+pub async fn run_client(
+    connect: SocketAddr,
+    req: Request,
+    opts: &TransportOptions,
+) -> anyhow::Result<TransferReport> {
+    let mut tls = client_tls(alpn(opts))?;
     // Sidekick: the SDK needs the TLS secrets (key log) to read packet numbers in both
     // directions; on uploads PACUBIC replaces the configured congestion controller (Robin #2).
     let mode = sk::Mode::for_direction(req.direction);
@@ -284,11 +322,7 @@ pub async fn run_client(
         }
     }
     cfg.transport_config(Arc::new(transport));
-    let bind: SocketAddr = if connect.is_ipv4() {
-        "0.0.0.0:0".parse()?
-    } else {
-        "[::]:0".parse()?
-    };
+    let bind = super::unspecified_for(connect);
     let socket = super::udp_socket(bind).context("binding client socket")?;
     let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
     let mut sk_run = None;

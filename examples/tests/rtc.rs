@@ -1,0 +1,200 @@
+//! `sidekick-rtc` end to end on loopback through the real binary: quinn ↔ quinn, quiche ↔ quiche
+//! and both cross pairs, 2-second runs at the default 30 fps / 3000 kbit/s. Only counts and the
+//! shape of the report are asserted: the machine may be loaded, so no delay or jitter bound.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sidekick-rtc");
+
+const KEYS: [&str; 11] = [
+    "stack",
+    "frames_sent",
+    "frames_received",
+    "frame_delay_p50_ms",
+    "frame_delay_p90_ms",
+    "frame_delay_p99_ms",
+    "frame_jitter_p50_ms",
+    "frame_jitter_p90_ms",
+    "frame_jitter_p99_ms",
+    "goodput_mbps",
+    "duration_s",
+];
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Server {
+    /// Wait (up to 20 s) for a `--once` server to exit after its connection; true if it exited
+    /// successfully.
+    fn exited_ok(&mut self) -> bool {
+        for _ in 0..200 {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+fn free_port() -> SocketAddr {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.local_addr().unwrap()
+}
+
+fn server(stack: &str) -> (Server, SocketAddr) {
+    let addr = free_port();
+    let child = Command::new(BIN)
+        .args(["server", "--stack", stack, "--listen", &addr.to_string()])
+        .arg("--once")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    (Server(child), addr)
+}
+
+fn client(stack: &str, addr: SocketAddr) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args(["client", "--stack", stack, "--connect", &addr.to_string()])
+        .args(["--duration", "2", "--json", "--timeout", "60"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one JSON line: {stdout}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
+fn check(v: &serde_json::Value, stack: &str) {
+    let obj = v.as_object().unwrap();
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut want = KEYS.to_vec();
+    want.sort_unstable();
+    assert_eq!(keys, want, "{v}");
+    assert_eq!(v["stack"], stack);
+    // 2 s at 30 fps: 60 frames, every one received.
+    assert_eq!(v["frames_sent"], 60, "{v}");
+    assert_eq!(v["frames_received"], v["frames_sent"], "{v}");
+    for k in &KEYS[3..] {
+        let x = v[*k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} is a number: {v}"));
+        assert!(x.is_finite() && x >= 0.0, "{k} = {x}");
+    }
+    assert!(v["duration_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["goodput_mbps"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+fn pair(client_stack: &str, server_stack: &str) {
+    let (mut srv, addr) = server(server_stack);
+    let v = client(client_stack, addr);
+    check(&v, client_stack);
+    assert!(srv.exited_ok(), "--once server did not exit cleanly");
+}
+
+#[test]
+fn quinn_to_quinn() {
+    pair("quinn", "quinn");
+}
+
+#[test]
+fn quiche_to_quiche() {
+    pair("quiche", "quiche");
+}
+
+#[test]
+fn quinn_client_quiche_server() {
+    pair("quinn", "quiche");
+}
+
+#[test]
+fn quiche_client_quinn_server() {
+    pair("quiche", "quinn");
+}
+
+/// A UDP relay in front of `server` that drops every `every`-th short-header datagram (first bit
+/// 0: 1-RTT packets, so the handshake is untouched) towards the client. Returns its address and
+/// the number dropped so far.
+fn lossy_relay(server: SocketAddr, every: u64) -> (SocketAddr, Arc<AtomicU64>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    let dropped = Arc::new(AtomicU64::new(0));
+    let counter = dropped.clone();
+    std::thread::spawn(move || {
+        let mut client = None;
+        let mut short = 0u64;
+        let mut buf = vec![0u8; 65_536];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let to = if from == server {
+                let Some(c) = client else { continue };
+                if buf[0] & 0x80 == 0 {
+                    short += 1;
+                    if short % every == 0 {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                }
+                c
+            } else {
+                client = Some(from);
+                server
+            };
+            let _ = sock.send_to(&buf[..n], to);
+        }
+    });
+    (addr, dropped)
+}
+
+#[test]
+fn lossy_path_every_frame_arrives() {
+    for (client_stack, server_stack) in [("quinn", "quiche"), ("quiche", "quinn")] {
+        let (mut srv, addr) = server(server_stack);
+        let (relay, dropped) = lossy_relay(addr, 12);
+        let v = client(client_stack, relay);
+        check(&v, client_stack);
+        assert!(
+            dropped.load(Ordering::Relaxed) > 0,
+            "the relay dropped nothing"
+        );
+        assert!(srv.exited_ok(), "--once server did not exit cleanly");
+    }
+}
+
+#[test]
+fn help_lists_the_flags() {
+    let out = Command::new(BIN)
+        .args(["server", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    for f in ["--stack", "--listen", "--once", "--fps", "--kbps"] {
+        assert!(s.contains(f), "{f}: {s}");
+    }
+    let out = Command::new(BIN)
+        .args(["client", "--help"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    for f in ["--connect", "--duration", "--json", "--timeout"] {
+        assert!(s.contains(f), "{f}: {s}");
+    }
+}
