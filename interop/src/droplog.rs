@@ -36,7 +36,8 @@ pub fn fnv1a64(data: &[u8]) -> u64 {
 ///
 /// ```
 /// let mut f = vec![0u8; 14 + 20 + 8];
-/// f[12] = 0x08; f[14] = 0x45; f[23] = 17; f.extend_from_slice(b"hi");
+/// f[12] = 0x08; f[14] = 0x45; f[17] = 30; f[23] = 17; // IPv4, total length 30, UDP
+/// f.extend_from_slice(b"hi");
 /// assert_eq!(sidekick_lab::droplog::udp_payload(&f), Some(&b"hi"[..]));
 /// ```
 pub fn udp_payload(frame: &[u8]) -> Option<&[u8]> {
