@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod report;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -59,16 +60,8 @@ fn run(proxy: bool, extra: &[&str]) -> (serde_json::Value, u64) {
         .args(extra)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "exactly one JSON line: {stdout}");
     let dropped = relay.stats.dropped.load(Ordering::Relaxed);
-    (serde_json::from_str(lines[0]).unwrap(), dropped)
+    (report::one_json_line(&out), dropped)
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! shape of the report are asserted: the machine may be loaded, so no delay or jitter bound.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod report;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -71,15 +73,7 @@ fn client(stack: &str, addr: SocketAddr) -> serde_json::Value {
         .args(["--duration", "2", "--json", "--timeout", "60"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "exactly one JSON line: {stdout}");
-    serde_json::from_str(lines[0]).unwrap()
+    report::one_json_line(&out)
 }
 
 fn check(v: &serde_json::Value, stack: &str) {

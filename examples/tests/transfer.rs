@@ -2,6 +2,8 @@
 //! directions, raw stream and HTTP/3, through the real `sidekick-transfer` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod report;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -56,15 +58,7 @@ fn client(stack: &str, addr: SocketAddr, dir: &str, bytes: u64, http3: bool) -> 
         .args(if http3 { &["--http3"][..] } else { &[][..] })
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "exactly one JSON line: {stdout}");
-    serde_json::from_str(lines[0]).unwrap()
+    report::one_json_line(&out)
 }
 
 fn check(v: &serde_json::Value, stack: &str, direction: &str) {

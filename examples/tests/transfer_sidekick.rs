@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod report;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -84,16 +85,8 @@ fn run_with(
         .unwrap();
     let stats = relay.stats.clone();
     drop(relay);
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "exactly one JSON line: {stdout}");
     Run {
-        report: serde_json::from_str(lines[0]).unwrap(),
+        report: report::one_json_line(&out),
         stats,
     }
 }
