@@ -16,6 +16,12 @@ cargo fmt --all --check
 stage "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+stage "go: the quic-go RTC server (examples/quic-go)"
+(cd examples/quic-go && test -z "$(gofmt -l .)" && go vet ./... && go test ./...)
+bash scripts/build-quicgo.sh
+# examples/tests/rtc.rs runs it against the quinn and quiche clients; here a missing binary fails.
+export SIDEKICK_REQUIRE_QUICGO=1
+
 stage "cargo test"
 cargo test --workspace --locked
 

@@ -519,6 +519,29 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The byte strings of examples/quic-go/wire_test.go: the quic-go server speaks this format.
+    #[test]
+    fn wire_vectors_match_the_go_server() {
+        fn unhex(s: &str) -> Vec<u8> {
+            let s: Vec<u8> = s.bytes().filter(|b| *b != b' ').collect();
+            s.chunks(2)
+                .map(|p| {
+                    u8::from_str_radix(std::str::from_utf8(p).unwrap_or("zz"), 16).unwrap_or(0)
+                })
+                .collect()
+        }
+        let req = RtcRequest {
+            duration_ms: 20_000,
+        };
+        assert_eq!(req.encode().to_vec(), unhex("534b52310000 4e20"));
+        assert_eq!(
+            encode_frame(7, 1000, &[1, 2, 3]),
+            unhex("534b4631 00000007 00000000000003e8 00000003 010203")
+        );
+        let end = EndOfFrames { frames_sent: 600 };
+        assert_eq!(end.encode().to_vec(), unhex("534b4531 00000258"));
+    }
+
     #[test]
     fn wire_roundtrips_and_errors() {
         let h = FrameHeader {

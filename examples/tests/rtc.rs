@@ -1,11 +1,15 @@
 //! `sidekick-rtc` end to end on loopback through the real binary: quinn ↔ quinn, quiche ↔ quiche
 //! and both cross pairs, 2-second runs at the default 30 fps / 3000 kbit/s. Only counts and the
 //! shape of the report are asserted: the machine may be loaded, so no delay or jitter bound.
+//! The quic-go server (examples/quic-go, built by scripts/test.sh) is tested against both
+//! clients when its binary is there; `SIDEKICK_REQUIRE_QUICGO=1` (set by scripts/test.sh) makes
+//! a missing binary a failure instead of a skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod report;
 
 use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,11 +59,38 @@ fn free_port() -> SocketAddr {
     s.local_addr().unwrap()
 }
 
+/// The quic-go server binary: `$SIDEKICK_SIDEKICK_RTC_QUICGO` (the lab's override), else beside
+/// `sidekick-rtc`.
+fn quicgo_bin() -> Option<PathBuf> {
+    let p = std::env::var_os("SIDEKICK_SIDEKICK_RTC_QUICGO").map_or_else(
+        || Path::new(BIN).with_file_name("sidekick-rtc-quicgo"),
+        PathBuf::from,
+    );
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("SIDEKICK_REQUIRE_QUICGO").is_none(),
+        "{} missing (scripts/test.sh builds it with go)",
+        p.display()
+    );
+    eprintln!("skipped: {} not built (needs go)", p.display());
+    None
+}
+
 fn server(stack: &str) -> (Server, SocketAddr) {
     let addr = free_port();
-    let child = Command::new(BIN)
-        .args(["server", "--stack", stack, "--listen", &addr.to_string()])
-        .arg("--once")
+    let mut cmd = if stack == "quic-go" {
+        let mut c = Command::new(quicgo_bin().unwrap());
+        c.arg("server");
+        c
+    } else {
+        let mut c = Command::new(BIN);
+        c.args(["server", "--stack", stack]);
+        c
+    };
+    let child = cmd
+        .args(["--listen", &addr.to_string(), "--once"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -124,6 +155,15 @@ fn quiche_client_quinn_server() {
     pair("quiche", "quinn");
 }
 
+#[test]
+fn quicgo_server_with_both_clients() {
+    if quicgo_bin().is_none() {
+        return;
+    }
+    pair("quinn", "quic-go");
+    pair("quiche", "quic-go");
+}
+
 /// A UDP relay in front of `server` that drops every `every`-th short-header datagram (first bit
 /// 0: 1-RTT packets, so the handshake is untouched) towards the client. Returns its address and
 /// the number dropped so far.
@@ -159,7 +199,11 @@ fn lossy_relay(server: SocketAddr, every: u64) -> (SocketAddr, Arc<AtomicU64>) {
 
 #[test]
 fn lossy_path_every_frame_arrives() {
-    for (client_stack, server_stack) in [("quinn", "quiche"), ("quiche", "quinn")] {
+    let mut pairs = vec![("quinn", "quiche"), ("quiche", "quinn")];
+    if quicgo_bin().is_some() {
+        pairs.push(("quinn", "quic-go"));
+    }
+    for (client_stack, server_stack) in pairs {
         let (mut srv, addr) = server(server_stack);
         let (relay, dropped) = lossy_relay(addr, 12);
         let v = client(client_stack, relay);

@@ -16,6 +16,22 @@ pub fn app_binary(kind: &str) -> Option<&'static str> {
     }
 }
 
+/// The stack name that selects the quic-go RTC server (examples/quic-go).
+pub const QUIC_GO: &str = "quic-go";
+
+/// The quic-go RTC server's binary (built by scripts/build-quicgo.sh beside the Rust ones).
+pub const RTC_QUICGO_BINARY: &str = "sidekick-rtc-quicgo";
+
+/// Binary names of an application's server and client. They are the same binary except for
+/// `rtc` on `quic-go`: the quic-go server (the sender PEMI assists) with the quinn client.
+pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
+    let client = app_binary(&app.kind)?;
+    if app.kind == "rtc" && app.stack == QUIC_GO {
+        return Some((RTC_QUICGO_BINARY, client));
+    }
+    Some((client, client))
+}
+
 /// The server's and the client's command lines (before `app.client_args` and the variant's
 /// `client_args`) for an application kind; the server listens on `port` of every address, the
 /// client connects to the server's lab address.
@@ -27,7 +43,8 @@ pub fn app_binary(kind: &str) -> Option<&'static str> {
 /// - `media-fec` (Packrat media, the server is the sender): `sidekick-media-fec server --once` /
 ///   `client --duration D --json` (the player).
 /// - `rtc` (PEMI RTC frames, the server is the sender): `sidekick-rtc server --stack S --once` /
-///   `client --stack S --duration D --json --timeout T`.
+///   `client --stack S --duration D --json --timeout T`; with `stack = "quic-go"` the server is
+///   `sidekick-rtc-quicgo server --once` and the client `sidekick-rtc client --stack quinn`.
 pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
     let connect = format!("{}:{port}", Topology::server_addr());
@@ -41,6 +58,21 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--duration".into(),
                 format!("{}", app.duration_s),
                 "--json".into(),
+            ],
+        ),
+        "rtc" if app.stack == QUIC_GO => (
+            vec!["server".into(), "--listen".into(), listen, "--once".into()],
+            vec![
+                "client".into(),
+                "--stack".into(),
+                "quinn".into(),
+                "--connect".into(),
+                connect,
+                "--duration".into(),
+                format!("{}", app.duration_s),
+                "--json".into(),
+                "--timeout".into(),
+                format!("{}", app.timeout_s),
             ],
         ),
         "rtc" => (
@@ -186,5 +218,14 @@ mod tests {
         assert_eq!(app_binary("media"), Some("sidekick-media"));
         assert_eq!(app_binary("media-fec"), Some("sidekick-media-fec"));
         assert_eq!(app_binary("rtc"), Some("sidekick-rtc"));
+        assert_eq!(app_binaries(&app), Some(("sidekick-rtc", "sidekick-rtc")));
+        app.stack = QUIC_GO.into();
+        assert_eq!(
+            app_binaries(&app),
+            Some(("sidekick-rtc-quicgo", "sidekick-rtc"))
+        );
+        let (srv, cli) = app_args(&app, 4433);
+        assert_eq!(srv, ["server", "--listen", "0.0.0.0:4433", "--once"]);
+        assert_eq!(&cli[..3], ["client", "--stack", "quinn"]);
     }
 }

@@ -2,7 +2,7 @@
 //! (A B A B …, so slow drift hits all variants alike), restarting the link elements before
 //! every trial, and collects per-trial metrics and per-variant median/IQR.
 
-use crate::apps::{app_args, app_binary};
+use crate::apps::{app_args, app_binaries};
 use crate::element::ElementStats;
 use crate::proxyproc::ProxyProcess;
 use crate::scenario::{Scenario, Variant};
@@ -118,7 +118,10 @@ pub fn run(
     mut on_trial: impl FnMut(&str, &Trial),
 ) -> Result<RunResult, LabError> {
     let trials = opts.trials.unwrap_or(scn.trials).max(1);
-    let app_bin = app_binary(&scn.app.kind).and_then(|b| find_bin(&opts.bin_dir, b));
+    // (server, client) binaries; a missing one skips every variant.
+    let app_names = app_binaries(&scn.app);
+    let app_bin = app_names
+        .and_then(|(s, c)| Some((find_bin(&opts.bin_dir, s)?, find_bin(&opts.bin_dir, c)?)));
     let mut results: Vec<VariantResult> = Vec::new();
     let mut runnable: Vec<(usize, Variant, Scenario, Option<PathBuf>)> = Vec::new();
     for v in &scn.variants {
@@ -128,8 +131,13 @@ pub fn run(
         let mut skipped = None;
         let mut proxy = None;
         if app_bin.is_none() {
+            let names = app_names.map_or_else(
+                || format!("(unknown kind `{}`)", scn.app.kind),
+                |(s, c)| format!("{s} / {c}"),
+            );
             skipped = Some(format!(
-                "application `{}` binary not found in {} (build the examples crate)",
+                "application `{}` binaries {names} not found in {} (build the examples crate; \
+                 scripts/build-quicgo.sh for quic-go)",
                 scn.app.kind,
                 opts.bin_dir.display()
             ));
@@ -193,13 +201,17 @@ pub fn run(
                 )));
             }
         }
-        let bin = app_bin.unwrap_or_default();
+        let (server_bin, client_bin) = app_bin.unwrap_or_default();
         'outer: for t in 0..trials {
             for (idx, v, vs, proxy) in &runnable {
                 if opts.stop.load(Ordering::Relaxed) {
                     break 'outer;
                 }
-                let trial = run_trial(&mut topo, vs, v, proxy.as_deref(), &bin, t, &opts.stop);
+                let bins = AppBins {
+                    server: &server_bin,
+                    client: &client_bin,
+                };
+                let trial = run_trial(&mut topo, vs, v, proxy.as_deref(), bins, t, &opts.stop);
                 if opts.progress {
                     let m = &trial.metrics;
                     let g = if let Some(g) = m.get("goodput_mbps") {
@@ -261,12 +273,19 @@ pub fn run(
     })
 }
 
+/// The application's server and client binaries of a trial.
+#[derive(Clone, Copy)]
+struct AppBins<'a> {
+    server: &'a Path,
+    client: &'a Path,
+}
+
 fn run_trial(
     topo: &mut Topology,
     scn: &Scenario,
     v: &Variant,
     proxy: Option<&Path>,
-    bin: &Path,
+    bin: AppBins<'_>,
     t: usize,
     stop: &AtomicBool,
 ) -> Trial {
@@ -288,7 +307,7 @@ fn trial_inner(
     scn: &Scenario,
     v: &Variant,
     proxy: Option<&Path>,
-    bin: &Path,
+    bin: AppBins<'_>,
     t: usize,
     stop: &AtomicBool,
     metrics: &mut BTreeMap<String, f64>,
@@ -313,13 +332,13 @@ fn trial_inner(
     };
     let port = 4433;
     let (server_args, mut args) = app_args(&scn.app, port);
-    let _server = spawn_in(&topo.ns_server(), bin, &server_args, Stdio::null())?;
+    let _server = spawn_in(&topo.ns_server(), bin.server, &server_args, Stdio::null())?;
     std::thread::sleep(Duration::from_millis(300));
     let before = topo.counters()?;
     args.extend(scn.app.client_args.iter().cloned());
     args.extend(v.client_args.iter().cloned());
     let started = Instant::now();
-    let mut client = spawn_in(&topo.ns_client(0), bin, &args, Stdio::piped())?;
+    let mut client = spawn_in(&topo.ns_client(0), bin.client, &args, Stdio::piped())?;
     // The client's stdout and stderr are drained while it runs (a full pipe would block it).
     let out_reader = client.0.stdout.take().map(read_all);
     let err_reader = client.0.stderr.take().map(read_all);
@@ -715,7 +734,10 @@ mod tests {
             "{c}"
         );
         assert!(c.contains("sidekick: no successful trial"), "{c}");
-        assert_eq!(app_binary("transfer"), Some("sidekick-transfer"));
+        assert_eq!(
+            crate::apps::app_binary("transfer"),
+            Some("sidekick-transfer")
+        );
         assert!(
             find_bin(Path::new("/nonexistent"), "sidekick-transfer").is_none()
                 || std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER").is_some()

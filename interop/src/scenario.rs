@@ -66,7 +66,8 @@ pub struct AppSpec {
     /// `transfer` (bulk QUIC transfer with sidekick-transfer), `media` / `media-fec` (Robin and
     /// Packrat media) or `rtc` (PEMI RTC frames with sidekick-rtc).
     pub kind: String,
-    /// QUIC stack (`quinn` or `quiche`) of `transfer` and `rtc`.
+    /// QUIC stack (`quinn` or `quiche`) of `transfer` and `rtc`; `rtc` also takes `quic-go`
+    /// (the quic-go server, examples/quic-go, measured by the quinn client).
     #[serde(default = "default_stack")]
     pub stack: String,
     /// `download` (server → client) or `upload`.
