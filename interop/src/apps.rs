@@ -44,7 +44,8 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 ///   `client --duration D --json` (the player).
 /// - `rtc` (PEMI RTC frames, the server is the sender): `sidekick-rtc server --stack S --once` /
 ///   `client --stack S --duration D --json --timeout T`; with `stack = "quic-go"` the server is
-///   `sidekick-rtc-quicgo server --once` and the client `sidekick-rtc client --stack quinn`.
+///   `sidekick-rtc-quicgo server --once` and the client `sidekick-rtc client --stack C` with
+///   `C = app.client_stack` (default quinn).
 pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
     let connect = format!("{}:{port}", Topology::server_addr());
@@ -65,7 +66,7 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
             vec![
                 "client".into(),
                 "--stack".into(),
-                "quinn".into(),
+                app.client_stack.clone(),
                 "--connect".into(),
                 connect,
                 "--duration".into(),
@@ -141,6 +142,7 @@ mod tests {
             timeout_s: 60.0,
             http3: false,
             client_args: Vec::new(),
+            client_stack: "quinn".into(),
         };
         let (srv, cli) = app_args(&app, 4433);
         assert_eq!(
@@ -227,5 +229,8 @@ mod tests {
         let (srv, cli) = app_args(&app, 4433);
         assert_eq!(srv, ["server", "--listen", "0.0.0.0:4433", "--once"]);
         assert_eq!(&cli[..3], ["client", "--stack", "quinn"]);
+        app.client_stack = "quiche".into();
+        let (_, cli) = app_args(&app, 4433);
+        assert_eq!(&cli[..3], ["client", "--stack", "quiche"]);
     }
 }

@@ -67,9 +67,13 @@ pub struct AppSpec {
     /// Packrat media) or `rtc` (PEMI RTC frames with sidekick-rtc).
     pub kind: String,
     /// QUIC stack (`quinn` or `quiche`) of `transfer` and `rtc`; `rtc` also takes `quic-go`
-    /// (the quic-go server, examples/quic-go, measured by the quinn client).
+    /// (the quic-go server, examples/quic-go, measured by the `client_stack` client).
     #[serde(default = "default_stack")]
     pub stack: String,
+    /// `rtc` on `quic-go` only: the stack of the measuring `sidekick-rtc` client (`quinn` or
+    /// `quiche`; its ACKs are the replies PEMI matches).
+    #[serde(default = "default_stack")]
+    pub client_stack: String,
     /// `download` (server → client) or `upload`.
     #[serde(default = "default_direction")]
     pub direction: String,
