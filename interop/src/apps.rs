@@ -45,9 +45,17 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 /// - `rtc` (PEMI RTC frames, the server is the sender): `sidekick-rtc server --stack S --once` /
 ///   `client --stack S --duration D --json --timeout T`; with `stack = "quic-go"` the server is
 ///   `sidekick-rtc-quicgo server --once` and the client `sidekick-rtc client --stack C` with
-///   `C = app.client_stack` (default quinn).
+///   `C = app.client_stack` (default quinn); on quinn and quiche `app.client_stack`, when set,
+///   overrides the client's stack too (the pairs interoperate).
 pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
+    let rtc_client_stack = app.client_stack.clone().unwrap_or_else(|| {
+        if app.stack == QUIC_GO {
+            "quinn".into()
+        } else {
+            app.stack.clone()
+        }
+    });
     let connect = format!("{}:{port}", Topology::server_addr());
     match app.kind.as_str() {
         "media" | "media-fec" => (
@@ -66,7 +74,7 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
             vec![
                 "client".into(),
                 "--stack".into(),
-                app.client_stack.clone(),
+                rtc_client_stack,
                 "--connect".into(),
                 connect,
                 "--duration".into(),
@@ -88,7 +96,7 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
             vec![
                 "client".into(),
                 "--stack".into(),
-                app.stack.clone(),
+                rtc_client_stack,
                 "--connect".into(),
                 connect,
                 "--duration".into(),
@@ -142,7 +150,7 @@ mod tests {
             timeout_s: 60.0,
             http3: false,
             client_args: Vec::new(),
-            client_stack: "quinn".into(),
+            client_stack: None,
         };
         let (srv, cli) = app_args(&app, 4433);
         assert_eq!(
@@ -229,8 +237,12 @@ mod tests {
         let (srv, cli) = app_args(&app, 4433);
         assert_eq!(srv, ["server", "--listen", "0.0.0.0:4433", "--once"]);
         assert_eq!(&cli[..3], ["client", "--stack", "quinn"]);
-        app.client_stack = "quiche".into();
+        app.client_stack = Some("quiche".into());
         let (_, cli) = app_args(&app, 4433);
+        assert_eq!(&cli[..3], ["client", "--stack", "quiche"]);
+        app.stack = "quinn".into();
+        let (srv, cli) = app_args(&app, 4433);
+        assert_eq!(&srv[..3], ["server", "--stack", "quinn"]);
         assert_eq!(&cli[..3], ["client", "--stack", "quiche"]);
     }
 }

@@ -70,10 +70,11 @@ pub struct AppSpec {
     /// (the quic-go server, examples/quic-go, measured by the `client_stack` client).
     #[serde(default = "default_stack")]
     pub stack: String,
-    /// `rtc` on `quic-go` only: the stack of the measuring `sidekick-rtc` client (`quinn` or
-    /// `quiche`; its ACKs are the replies PEMI matches).
-    #[serde(default = "default_stack")]
-    pub client_stack: String,
+    /// `rtc`: the stack of the measuring `sidekick-rtc` client (`quinn` or `quiche`; its ACKs
+    /// are the replies PEMI matches) when it differs from the server's; unset: `stack`, and
+    /// quinn for `quic-go`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_stack: Option<String>,
     /// `download` (server → client) or `upload`.
     #[serde(default = "default_direction")]
     pub direction: String,
