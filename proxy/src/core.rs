@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+mod multicast_groups;
 mod pemi;
 
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
@@ -19,7 +20,7 @@ use crate::packet::{
     parse_frame,
 };
 use crate::packrat::multicast::{self, MulticastCache};
-use crate::packrat::{PackratConfig, PackratCounters, PackratEngine};
+use crate::packrat::{PackratCounters, PackratEngine};
 use crate::pemi::{PemiConfig, PemiEngine, PemiStats};
 use crate::robin::{RobinCounters, RobinEngine};
 use crate::session::{EngineConfig, SessionEvent, SessionLayer};
@@ -413,38 +414,6 @@ impl<S: SessionLayer> ProxyCore<S> {
         Action::Forward
     }
 
-    /// A frame of a multicast stream some clients are subscribed to: one shared copy per group
-    /// (seed 002 §6.1). A multicast stream is not segmented (GSO super-frames are left alone).
-    /// Kept out of line so that the unicast hot path stays small.
-    #[inline(never)]
-    fn on_multicast_frame(&mut self, key: FlowKey, frame: &[u8], udp: &UdpPacket, meta: FrameMeta) {
-        if !udp.dst.ip().is_multicast() || meta.gso_size.is_some() {
-            return;
-        }
-        let Some(g) = self.groups.get_mut(&key) else {
-            return;
-        };
-        let f = checksummed(
-            &mut self.scratch,
-            &mut self.counters.checksums_filled,
-            frame,
-            udp,
-            meta.csum_not_ready,
-        );
-        g.cache_packet(udp.payload(frame), f);
-    }
-
-    /// A multicast client's Ethernet address (the source of its frames): where its
-    /// retransmissions go.
-    #[inline(never)]
-    fn learn_member_mac(&mut self, sid: S::Id, mac: [u8; 6]) {
-        if let Some(gk) = self.membership.get(&sid)
-            && let Some(g) = self.groups.get_mut(gk)
-        {
-            g.set_mac(sid, mac);
-        }
-    }
-
     /// Turn engine actions into backend actions (framing messages through the session).
     fn dispatch(
         &mut self,
@@ -575,67 +544,6 @@ impl<S: SessionLayer> ProxyCore<S> {
             Err(e) => {
                 tracing::info!(error = %e, "session refused by the flow table");
                 self.counters.sessions_refused += 1;
-            }
-        }
-    }
-
-    /// Subscribes session `id` (whose base flow is `flow`) to the shared cache of the multicast
-    /// stream `group` from the same server (seed 002 §6.1), creating it within the caps.
-    fn join_group(
-        &mut self,
-        id: S::Id,
-        flow: FlowKey,
-        group: SocketAddr,
-        mut cfg: PackratConfig,
-        epoch: u32,
-    ) {
-        if self.cfg.link != LinkType::Ethernet {
-            // Retransmissions to one client are addressed by its MAC.
-            self.counters.multicast_refused += 1;
-            return;
-        }
-        let key = FlowKey {
-            client: group,
-            server: flow.server,
-        };
-        if !self.groups.contains_key(&key) && self.groups.len() >= self.cfg.max_multicast_groups {
-            self.counters.multicast_refused += 1;
-            return;
-        }
-        cfg.cache_bytes = cfg.cache_bytes.min(self.cfg.max_flow_memory);
-        let max_members = self.cfg.max_group_members;
-        let g = self
-            .groups
-            .entry(key)
-            .or_insert_with(|| MulticastCache::new(cfg, max_members));
-        match g.join(id, epoch) {
-            Ok(()) => {
-                self.membership.insert(id, key);
-            }
-            Err(e) => {
-                tracing::info!(error = %e, "multicast join refused");
-                self.counters.multicast_refused += 1;
-            }
-        }
-    }
-
-    /// Unsubscribes session `id` from its multicast group (the group goes with its last client).
-    fn leave_group(&mut self, id: S::Id) {
-        let Some(key) = self.membership.remove(&id) else {
-            return;
-        };
-        if let Some(g) = self.groups.get_mut(&key) {
-            if let Some(c) = g.leave(id) {
-                self.retired_multicast.add(&c);
-            }
-            if g.members() == 0 {
-                let shared = g.counters();
-                // The shared cache's own counts (cached, evicted) retire with the group.
-                self.retired_multicast.cached += shared.cached;
-                self.retired_multicast.not_cached += shared.not_cached;
-                self.retired_multicast.evicted_optimistic += shared.evicted_optimistic;
-                self.counters.multicast_no_mac += g.no_mac;
-                self.groups.remove(&key);
             }
         }
     }
