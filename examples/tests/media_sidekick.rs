@@ -6,25 +6,18 @@
 //! datagram in 10 (seed 002 Table 3, cellular), the player's eACKs let the proxy retransmit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod apps;
 mod common;
-mod report;
+
+use apps::Server;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidekick-media");
 const FEC_BIN: &str = env!("CARGO_BIN_EXE_sidekick-media-fec");
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn server() -> (Server, SocketAddr) {
     let addr = std::net::UdpSocket::bind("127.0.0.1:0")
@@ -61,7 +54,7 @@ fn run(proxy: bool, extra: &[&str]) -> (serde_json::Value, u64) {
         .output()
         .unwrap();
     let dropped = relay.stats.dropped.load(Ordering::Relaxed);
-    (report::one_json_line(&out), dropped)
+    (apps::one_json_line(&out), dropped)
 }
 
 #[test]

@@ -6,11 +6,13 @@
 //! a missing binary a failure instead of a skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod report;
+mod apps;
+
+use apps::{Server, free_port};
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -30,34 +32,6 @@ const KEYS: [&str; 11] = [
     "goodput_mbps",
     "duration_s",
 ];
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Server {
-    /// Wait (up to 20 s) for a `--once` server to exit after its connection; true if it exited
-    /// successfully.
-    fn exited_ok(&mut self) -> bool {
-        for _ in 0..200 {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
-    }
-}
-
-fn free_port() -> SocketAddr {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap()
-}
 
 /// The quic-go server binary: `$SIDEKICK_SIDEKICK_RTC_QUICGO` (the lab's override), else beside
 /// `sidekick-rtc`.
@@ -104,7 +78,7 @@ fn client(stack: &str, addr: SocketAddr) -> serde_json::Value {
         .args(["--duration", "2", "--json", "--timeout", "60"])
         .output()
         .unwrap();
-    report::one_json_line(&out)
+    apps::one_json_line(&out)
 }
 
 fn check(v: &serde_json::Value, stack: &str) {

@@ -2,28 +2,16 @@
 //! directions, raw stream and HTTP/3, through the real `sidekick-transfer` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod report;
+mod apps;
 
-use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use apps::{Server, free_port};
+
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidekick-transfer");
 const BYTES: u64 = 4_000_000;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> SocketAddr {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap()
-}
 
 fn server(stack: &str, http3: bool) -> (Server, SocketAddr) {
     let addr = free_port();
@@ -58,7 +46,7 @@ fn client(stack: &str, addr: SocketAddr, dir: &str, bytes: u64, http3: bool) -> 
         .args(if http3 { &["--http3"][..] } else { &[][..] })
         .output()
         .unwrap();
-    report::one_json_line(&out)
+    apps::one_json_line(&out)
 }
 
 fn check(v: &serde_json::Value, stack: &str, direction: &str) {

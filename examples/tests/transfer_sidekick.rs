@@ -7,26 +7,19 @@
 //! the far segment has 15 ms one way and 20 Mbit/s towards the client.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod apps;
 mod common;
-mod report;
+
+use apps::Server;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sidekick-transfer");
 const BYTES: u64 = 2_000_000;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn server(stack: &str, http3: bool) -> (Server, SocketAddr) {
     let addr = std::net::UdpSocket::bind("127.0.0.1:0")
@@ -86,7 +79,7 @@ fn run_with(
     let stats = relay.stats.clone();
     drop(relay);
     Run {
-        report: report::one_json_line(&out),
+        report: apps::one_json_line(&out),
         stats,
     }
 }

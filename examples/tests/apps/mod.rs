@@ -1,5 +1,41 @@
-//! The one JSON report line an application prints with `--json`.
+//! The application binaries under test, as the integration tests drive them: a guard that kills
+//! a server process, a free loopback port, and the one JSON report line a client prints with
+//! `--json`.
 #![allow(dead_code, clippy::unwrap_used)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::Child;
+use std::time::Duration;
+
+/// A server process, killed when the test is done with it (also on a failed assertion).
+pub struct Server(pub Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Server {
+    /// Wait (up to 20 s) for a `--once` server to exit after its connection; true if it exited
+    /// successfully.
+    pub fn exited_ok(&mut self) -> bool {
+        for _ in 0..200 {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+/// A loopback UDP address nobody listens on right now.
+pub fn free_port() -> SocketAddr {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.local_addr().unwrap()
+}
 
 /// Asserts that the process succeeded and printed exactly one line, and parses it.
 pub fn one_json_line(out: &std::process::Output) -> serde_json::Value {
