@@ -273,6 +273,20 @@ pub fn run(
     })
 }
 
+/// What a failed client said: its last `Error:` report (anyhow's form) up to a backtrace, on one
+/// line, else its last stderr line; at most 600 characters.
+fn client_error(stderr: &str) -> String {
+    let report = match stderr.rfind("Error: ") {
+        Some(i) => {
+            let tail = &stderr[i..];
+            let end = tail.find("Stack backtrace:").unwrap_or(tail.len());
+            tail[..end].split_whitespace().collect::<Vec<_>>().join(" ")
+        }
+        None => stderr.trim().lines().last().unwrap_or("").to_string(),
+    };
+    report.chars().take(600).collect()
+}
+
 /// The application's server and client binaries of a trial.
 #[derive(Clone, Copy)]
 struct AppBins<'a> {
@@ -399,7 +413,7 @@ fn trial_inner(
     if !status.success() {
         return Err(LabError::Config(format!(
             "client exited with {status}: {}",
-            err.trim().lines().last().unwrap_or("")
+            client_error(&err)
         )));
     }
     let line = out
@@ -683,6 +697,17 @@ pub fn format_comparison(r: &RunResult, metric: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_error_keeps_the_report_not_the_backtrace() {
+        let stderr = "2026 WARN x\nError: receiving frames\n\nCaused by:\n    timed out\n\nStack backtrace:\n   0: foo\n   7: _start\n";
+        assert_eq!(
+            client_error(stderr),
+            "Error: receiving frames Caused by: timed out"
+        );
+        assert_eq!(client_error("one\ntwo\n"), "two");
+        assert_eq!(client_error(""), "");
+    }
 
     #[test]
     fn table_and_bins() {
