@@ -208,7 +208,11 @@ fn serve_connection(
                 });
             }
         }
-        if let Some(e) = &mut end {
+        // Only until the marker and its FIN are in: the client may stop stream 0 once it has
+        // read the marker (quinn does when it drops the stream), and a further (empty)
+        // stream_send would then fail with StreamStopped while a lost frame still needs
+        // retransmitting.
+        if let Some(e) = end.as_mut().filter(|e| e.off < e.data.len()) {
             e.pump(d.conn)?;
         }
     }
