@@ -23,7 +23,8 @@ pub const QUIC_GO: &str = "quic-go";
 pub const RTC_QUICGO_BINARY: &str = "sidekick-rtc-quicgo";
 
 /// Binary names of an application's server and client. They are the same binary except for
-/// `rtc` on `quic-go`: the quic-go server (the sender PEMI assists) with the quinn client.
+/// `rtc` on `quic-go`: the quic-go server (the sender PEMI assists) with `sidekick-rtc` as the
+/// client.
 pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
     let client = app_binary(&app.kind)?;
     if app.kind == "rtc" && app.stack == QUIC_GO {
@@ -49,13 +50,6 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 ///   overrides the client's stack too (the pairs interoperate).
 pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
-    let rtc_client_stack = app.client_stack.clone().unwrap_or_else(|| {
-        if app.stack == QUIC_GO {
-            "quinn".into()
-        } else {
-            app.stack.clone()
-        }
-    });
     let connect = format!("{}:{port}", Topology::server_addr());
     match app.kind.as_str() {
         "media" | "media-fec" => (
@@ -69,12 +63,32 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--json".into(),
             ],
         ),
-        "rtc" if app.stack == QUIC_GO => (
-            vec!["server".into(), "--listen".into(), listen, "--once".into()],
-            vec![
+        "rtc" => {
+            // The quic-go server binary has no --stack (it is the stack); the client's stack is
+            // `client_stack`, else the server's (quinn for quic-go).
+            let srv: Vec<String> = if app.stack == QUIC_GO {
+                vec!["server".into(), "--listen".into(), listen, "--once".into()]
+            } else {
+                vec![
+                    "server".into(),
+                    "--stack".into(),
+                    app.stack.clone(),
+                    "--listen".into(),
+                    listen,
+                    "--once".into(),
+                ]
+            };
+            let client_stack = app.client_stack.clone().unwrap_or_else(|| {
+                if app.stack == QUIC_GO {
+                    "quinn".into()
+                } else {
+                    app.stack.clone()
+                }
+            });
+            let cli = vec![
                 "client".into(),
                 "--stack".into(),
-                rtc_client_stack,
+                client_stack,
                 "--connect".into(),
                 connect,
                 "--duration".into(),
@@ -82,30 +96,9 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--json".into(),
                 "--timeout".into(),
                 format!("{}", app.timeout_s),
-            ],
-        ),
-        "rtc" => (
-            vec![
-                "server".into(),
-                "--stack".into(),
-                app.stack.clone(),
-                "--listen".into(),
-                listen,
-                "--once".into(),
-            ],
-            vec![
-                "client".into(),
-                "--stack".into(),
-                rtc_client_stack,
-                "--connect".into(),
-                connect,
-                "--duration".into(),
-                format!("{}", app.duration_s),
-                "--json".into(),
-                "--timeout".into(),
-                format!("{}", app.timeout_s),
-            ],
-        ),
+            ];
+            (srv, cli)
+        }
         _ => {
             let mut srv: Vec<String> = vec![
                 "server".into(),
