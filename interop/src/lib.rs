@@ -16,6 +16,7 @@
 //!
 //! The applications a trial runs (`sidekick-transfer`, the proxy) are separate binaries.
 
+mod appproc;
 pub mod apps;
 pub mod csum;
 pub mod droplog;

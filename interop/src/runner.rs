@@ -2,6 +2,7 @@
 //! (A B A B …, so slow drift hits all variants alike), restarting the link elements before
 //! every trial, and collects per-trial metrics and per-variant median/IQR.
 
+use crate::appproc::{AppBins, client_error, find_bin, join_reader, read_all, spawn_in};
 use crate::apps::{app_args, app_binaries};
 use crate::element::ElementStats;
 use crate::proxyproc::ProxyProcess;
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -74,41 +75,6 @@ pub struct RunResult {
     pub link_checks: Vec<crate::probe::Check>,
     /// Per-variant results, in scenario order.
     pub variants: Vec<VariantResult>,
-}
-
-fn find_bin(dir: &Path, name: &str) -> Option<PathBuf> {
-    let env = format!("SIDEKICK_{}", name.to_ascii_uppercase().replace('-', "_"));
-    if let Some(p) = std::env::var_os(env)
-        .map(PathBuf::from)
-        .filter(|p| p.exists())
-    {
-        return Some(p);
-    }
-    Some(dir.join(name)).filter(|p| p.exists())
-}
-
-struct KillOnDrop(Child);
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_in(ns: &str, bin: &Path, args: &[String], stdout: Stdio) -> Result<KillOnDrop, LabError> {
-    Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(bin)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map(KillOnDrop)
-        .map_err(|e| LabError::Io {
-            context: format!("starting {}", bin.display()),
-            source: e,
-        })
 }
 
 /// Runs `scn`, calling `on_trial(variant, trial)` after each trial.
@@ -273,27 +239,6 @@ pub fn run(
     })
 }
 
-/// What a failed client said: its last `Error:` report (anyhow's form) up to a backtrace, on one
-/// line, else its last stderr line; at most 600 characters.
-fn client_error(stderr: &str) -> String {
-    let report = match stderr.rfind("Error: ") {
-        Some(i) => {
-            let tail = &stderr[i..];
-            let end = tail.find("Stack backtrace:").unwrap_or(tail.len());
-            tail[..end].split_whitespace().collect::<Vec<_>>().join(" ")
-        }
-        None => stderr.trim().lines().last().unwrap_or("").to_string(),
-    };
-    report.chars().take(600).collect()
-}
-
-/// The application's server and client binaries of a trial.
-#[derive(Clone, Copy)]
-struct AppBins<'a> {
-    server: &'a Path,
-    client: &'a Path,
-}
-
 fn run_trial(
     topo: &mut Topology,
     scn: &Scenario,
@@ -426,18 +371,6 @@ fn trial_inner(
     add_client_json(metrics, &j);
     derive_metrics(metrics, &scn.app.direction);
     Ok(())
-}
-
-fn read_all<R: std::io::Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        s
-    })
-}
-
-fn join_reader(h: std::thread::JoinHandle<String>) -> String {
-    h.join().unwrap_or_default()
 }
 
 /// Transmitted bytes of `eth0` in namespace `ns`.
@@ -699,17 +632,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn client_error_keeps_the_report_not_the_backtrace() {
-        let stderr = "2026 WARN x\nError: receiving frames\n\nCaused by:\n    timed out\n\nStack backtrace:\n   0: foo\n   7: _start\n";
-        assert_eq!(
-            client_error(stderr),
-            "Error: receiving frames Caused by: timed out"
-        );
-        assert_eq!(client_error("one\ntwo\n"), "two");
-        assert_eq!(client_error(""), "");
-    }
-
-    #[test]
     fn table_and_bins() {
         let mut summary = BTreeMap::new();
         summary.insert(
@@ -762,10 +684,6 @@ mod tests {
         assert_eq!(
             crate::apps::app_binary("transfer"),
             Some("sidekick-transfer")
-        );
-        assert!(
-            find_bin(Path::new("/nonexistent"), "sidekick-transfer").is_none()
-                || std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER").is_some()
         );
     }
 
