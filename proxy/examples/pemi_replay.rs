@@ -9,16 +9,21 @@
 //! counters and, with drop logs, how many retransmissions repaired a real loss (precision) and
 //! how many real losses were repaired (recall). The retransmission budget is lifted (set to 100 %)
 //! so that every inferred loss is counted; `--budget 0.1` restores the paper's 10 %. `--penalty F`
-//! sets `PemiConfig::loss_penalty_spacing` (0 = the paper's plain DP).
+//! sets `PemiConfig::loss_penalty_spacing` (0 = the paper's plain DP); `--no-gap` turns the
+//! reply-length gap signal off (timing-only inference, the paper's), `--timing` lets the
+//! timing inference retransmit while the gap signal measures the flow too (off by default),
+//! `--calibrate-us N` hands the engine a receiver-side calibration sample of N µs every 50 ms
+//! (what the live proxy's ICMP probes measure; a trace does not record them).
 
 use anyhow::Context as _;
 use sidekick_proxy::pemi::PemiConfig;
-use sidekick_proxy::pemi::trace::{parse_drops, parse_trace, replay, score};
+use sidekick_proxy::pemi::trace::{parse_drops, parse_trace, replay_calibrated, score};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let mut trace = None;
     let mut drops = std::collections::HashSet::new();
+    let mut calibration = None;
     let mut cfg = PemiConfig {
         retx_budget: 1.0,
         enforce_delay: false,
@@ -28,6 +33,16 @@ fn main() -> anyhow::Result<()> {
         if a == "--penalty" {
             let v = args.next().context("--penalty needs a value")?;
             cfg.loss_penalty_spacing = v.parse().context("--penalty")?;
+        } else if a == "--calibrate-us" {
+            let v: u64 = args
+                .next()
+                .context("--calibrate-us needs a value")?
+                .parse()?;
+            calibration = Some(std::time::Duration::from_micros(v));
+        } else if a == "--no-gap" {
+            cfg.gap_signal = false;
+        } else if a == "--timing" {
+            cfg.timing_retx = true;
         } else if a == "--budget" {
             let v = args.next().context("--budget needs a value")?;
             cfg.retx_budget = v.parse().context("--budget")?;
@@ -38,10 +53,11 @@ fn main() -> anyhow::Result<()> {
             drops.extend(parse_drops(&text));
         }
     }
-    let path = trace.context("usage: pemi_replay TRACE [DROPS...] [--budget F] [--penalty F]")?;
+    let path = trace
+        .context("usage: pemi_replay TRACE [DROPS...] [--budget F] [--penalty F] [--no-gap] [--timing] [--calibrate-us N]")?;
     let text = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
     let records = parse_trace(&text).with_context(|| format!("parse {path}"))?;
-    let r = replay(&records, cfg);
+    let r = replay_calibrated(&records, cfg, calibration);
     let s = score(&records, &r, &drops);
     println!("records {}  protected {}", records.len(), s.protected);
     println!("{:#?}", r.stats);

@@ -223,6 +223,7 @@ impl Config {
     pub fn pemi_config(&self) -> Option<crate::pemi::PemiConfig> {
         self.pemi.then(|| crate::pemi::PemiConfig {
             enforce_delay: self.mode == Mode::Bridge,
+            hold_on_gap: self.mode == Mode::Bridge,
             ..crate::pemi::PemiConfig::default()
         })
     }
@@ -277,7 +278,9 @@ mod tests {
         assert!(Config::default().pemi_config().is_none());
         let c = Config::from_toml("pemi = true").unwrap();
         assert!(!c.pemi_config().unwrap().enforce_delay);
+        assert!(!c.pemi_config().unwrap().hold_on_gap);
         let c = Config::from_toml("pemi = true\nmode = \"bridge\"").unwrap();
         assert!(c.pemi_config().unwrap().enforce_delay);
+        assert!(c.pemi_config().unwrap().hold_on_gap);
     }
 }

@@ -357,7 +357,7 @@ impl Counters {
     /// PEMI counters: activity, and each give-up with its reason (seed 000 §4.6).
     fn render_pemi(&self, s: &mut String) {
         let p = &self.pemi;
-        let families: [(&str, &str, u64); 11] = [
+        let families: [(&str, &str, u64); 14] = [
             (
                 "pemi_handshakes_total",
                 "Handshakes with both initial RTTs measured.",
@@ -393,6 +393,21 @@ impl Counters {
                 "pemi_replies_delayed_total",
                 "Replies delayed to enforce the window.",
                 p.replies_delayed,
+            ),
+            (
+                "pemi_gap_signals_total",
+                "Prompt replies one ACK range longer than the previous one.",
+                p.gap_signals,
+            ),
+            (
+                "pemi_gap_retransmissions_total",
+                "Retransmissions named by the reply-length gap signal.",
+                p.gap_retransmissions,
+            ),
+            (
+                "pemi_replies_held_total",
+                "Replies held while a repaired gap was open.",
+                p.replies_held,
             ),
             (
                 "pemi_spin_samples_total",

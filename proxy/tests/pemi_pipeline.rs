@@ -57,6 +57,13 @@ struct Sim {
     injected_csum_ok: bool,
     /// ICMP echo probes the proxy injected towards the client (RTT calibration).
     probes: u64,
+    /// The client's ACKs grow by one ACK range (2 bytes) per missing packet below the largest
+    /// received, as real QUIC ACK frames do; off: every reply is 50 bytes.
+    ack_ranges: bool,
+    /// Server packets the client has received (for `ack_ranges`).
+    received: BTreeSet<u32>,
+    /// Replies that showed a hole and were forwarded without a Delay verdict.
+    grown_unheld: u64,
 }
 
 impl Sim {
@@ -83,6 +90,9 @@ impl Sim {
             csum_partial: false,
             injected_csum_ok: true,
             probes: 0,
+            ack_ranges: false,
+            received: BTreeSet::new(),
+            grown_unheld: 0,
         }
     }
 
@@ -105,7 +115,20 @@ impl Sim {
     /// eliciting threshold 1).
     fn reply(&mut self, t_proxy: Duration, id: u32) {
         let rtt = (self.rtt_client)(t_proxy);
-        self.up(t_proxy + rtt, &short(0x8000_0000 | id, 50));
+        self.received.insert(id);
+        let len = if self.ack_ranges {
+            50 + 2 * self.holes()
+        } else {
+            50
+        };
+        self.up(t_proxy + rtt, &short(0x8000_0000 | id, len));
+    }
+
+    /// Missing server packets below the largest received.
+    fn holes(&self) -> usize {
+        self.received
+            .last()
+            .map_or(0, |&l| l as usize + 1 - self.received.len())
     }
 
     fn handle_actions(&mut self, now: Duration) {
@@ -156,6 +179,12 @@ impl Sim {
             let verdict = self.core.on_frame(now, dir, &f, meta, &mut self.out);
             if matches!(verdict, Action::Delay { .. }) {
                 self.delayed += 1;
+            } else if dir == Direction::FromClient
+                && let Ok(p) = parse_frame(&f, LinkType::Ethernet)
+                && p.payload(&f).first().is_some_and(|b| b & 0x80 == 0)
+                && p.payload(&f).len() > 50
+            {
+                self.grown_unheld += 1;
             }
             self.handle_actions(t);
             if dir == Direction::ToClient && f.len() > 14 + 20 + 8 + 4 {
@@ -181,6 +210,15 @@ impl Sim {
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// The paper's timing-only inference (§4.2–4.3): the gap signal off, as with a receiver whose
+/// ACK lengths say nothing (this simulator's 50-byte replies without `ack_ranges`).
+fn timing_only() -> PemiConfig {
+    PemiConfig {
+        gap_signal: false,
+        ..PemiConfig::default()
+    }
 }
 
 /// Handshake: client Initial at 0, server Initial+Handshake after RTT_SERVER, client Handshake
@@ -214,7 +252,7 @@ fn retransmits_exactly_the_dropped_datagrams() {
     for d in &drop {
         assert_ne!(d % 10, 9);
     }
-    let mut sim = Sim::new(PemiConfig::default(), drop.clone());
+    let mut sim = Sim::new(timing_only(), drop.clone());
     let sent = download(&mut sim, 60, 10, ms(30));
     sim.run();
     let s = sim.stats();
@@ -240,7 +278,7 @@ fn retransmits_exactly_the_dropped_datagrams() {
     assert_eq!(s.rtt_resets, 0, "{s:?}");
 
     // The same with checksum-partial frames: the buffered copies get their checksum filled in.
-    let mut sim = Sim::new(PemiConfig::default(), drop.clone());
+    let mut sim = Sim::new(timing_only(), drop.clone());
     sim.csum_partial = true;
     download(&mut sim, 60, 10, ms(30));
     sim.run();
@@ -253,7 +291,7 @@ fn retransmits_exactly_the_dropped_datagrams() {
 fn retransmissions_capped_at_ten_percent() {
     // 30 % loss after the warm-up: three losses per burst, but only 10 % may be retransmitted.
     let drop: BTreeSet<u32> = (50..600).filter(|i| matches!(i % 10, 2 | 5 | 7)).collect();
-    let mut sim = Sim::new(PemiConfig::default(), drop.clone());
+    let mut sim = Sim::new(timing_only(), drop.clone());
     download(&mut sim, 60, 10, ms(30));
     sim.run();
     let s = sim.stats();
@@ -314,7 +352,7 @@ fn bridge_mode_delays_replies_when_the_window_shrinks() {
     // first stops retransmitting and then delays replies (bridge verdicts, §4.5.2).
     let drop: BTreeSet<u32> = (100..3000).filter(|i| i % 20 == 3).collect();
     let dropped = drop.len() as u64;
-    let mut sim = Sim::new(PemiConfig::default(), drop);
+    let mut sim = Sim::new(timing_only(), drop);
     sim.rtt_client = |t| {
         let ms = t.as_millis() as u64;
         RTT_CLIENT + Duration::from_millis(ms.saturating_sub(60).min(900) / 30)
@@ -341,7 +379,7 @@ fn bridge_mode_delays_replies_when_the_window_shrinks() {
     let drop: BTreeSet<u32> = (100..3000).filter(|i| i % 20 == 3).collect();
     let cfg = PemiConfig {
         enforce_delay: false,
-        ..PemiConfig::default()
+        ..timing_only()
     };
     let mut sniff = Sim::new(cfg, drop);
     sniff.rtt_client = sim.rtt_client;
@@ -349,4 +387,46 @@ fn bridge_mode_delays_replies_when_the_window_shrinks() {
     sniff.run();
     assert_eq!(sniff.delayed, 0);
     assert!(sniff.stats().giveup_rate_limited > 0);
+}
+
+#[test]
+fn gap_signal_repairs_each_drop_at_once_and_hides_it() {
+    // A receiver whose ACKs carry their ranges (2 bytes per hole), per-packet replies: every
+    // drop — a burst's last packet included — is named by the first grown reply, retransmitted
+    // once, and every reply that shows a hole is held until the repair's reply has passed.
+    let drop: BTreeSet<u32> = [53, 61, 87, 99, 118, 144, 170, 203, 256, 311, 402, 455, 538]
+        .into_iter()
+        .collect();
+    let mut sim = Sim::new(PemiConfig::default(), drop.clone());
+    sim.ack_ranges = true;
+    download(&mut sim, 60, 10, ms(30));
+    sim.run();
+    let s = sim.stats();
+    eprintln!("{s:?} delayed verdicts {}", sim.delayed);
+    let got: BTreeSet<u32> = sim.injected.iter().copied().collect();
+    assert_eq!(got, drop, "stats {s:?}");
+    assert_eq!(sim.injected.len(), drop.len(), "each retransmitted once");
+    assert_eq!(s.gap_retransmissions, drop.len() as u64, "{s:?}");
+    assert_eq!(s.retransmissions, drop.len() as u64, "{s:?}");
+    assert_eq!(sim.holes(), 0);
+    // Every reply that showed a hole was held; no enforcement delays on this light flow.
+    assert_eq!(sim.grown_unheld, 0, "{s:?}");
+    assert_eq!(s.replies_delayed, 0, "{s:?}");
+    assert_eq!(sim.delayed, s.replies_held);
+    assert!(s.replies_held >= drop.len() as u64, "{s:?}");
+
+    // Sniff settings: the same repairs, nothing held.
+    let cfg = PemiConfig {
+        enforce_delay: false,
+        hold_on_gap: false,
+        ..PemiConfig::default()
+    };
+    let mut sniff = Sim::new(cfg, drop.clone());
+    sniff.ack_ranges = true;
+    download(&mut sniff, 60, 10, ms(30));
+    sniff.run();
+    let got: BTreeSet<u32> = sniff.injected.iter().copied().collect();
+    assert_eq!(got, drop);
+    assert_eq!(sniff.delayed, 0);
+    assert_eq!(sniff.stats().replies_held, 0);
 }

@@ -134,6 +134,16 @@ impl CopaWindow {
         }
     }
 
+    /// Keep the window within `max` packets: what an application-limited sender actually uses
+    /// (see [`Enforcer::last_rate`]). Why (our addition; Copa and BBR do not grow the window of
+    /// an application-limited sender either): a light flow never fills the window, so slow start
+    /// would grow it without bound, and the first small standing-RTT excess (a mismatched reply
+    /// is enough) would then bring it down with doubling velocity all the way to the minimum —
+    /// below the rate the flow was sending at, which the enforcement then punishes.
+    pub fn cap(&mut self, max: f64) {
+        self.cwnd = self.cwnd.min(max.max(INIT_CWND));
+    }
+
     /// The target sending rate in packets per second: `CWND / RTT_min` (eq. 2).
     pub fn target_rate(&self, min_rtt: Duration) -> f64 {
         self.cwnd / min_rtt.as_secs_f64().max(1e-6)
@@ -165,6 +175,8 @@ pub struct Enforcer {
     /// Forwarding rate when delaying started or was last doubled.
     rate_at_escalation: f64,
     escalated_at: Option<Instant>,
+    /// Total rate (packets/s) of the last closed period.
+    last_rate: Option<f64>,
     allow_delay: bool,
     max_delay: Duration,
 }
@@ -179,6 +191,7 @@ impl Enforcer {
             retransmitted: 0,
             rate_at_escalation: 0.0,
             escalated_at: None,
+            last_rate: None,
             allow_delay,
             max_delay,
         }
@@ -187,6 +200,11 @@ impl Enforcer {
     /// The current level.
     pub fn level(&self) -> Level {
         self.level
+    }
+
+    /// Packets per second the flow sent (forwarded + retransmitted) in the last closed period.
+    pub fn last_rate(&self) -> Option<f64> {
+        self.last_rate
     }
 
     /// Retransmissions are allowed.
@@ -230,6 +248,7 @@ impl Enforcer {
         let secs = period.as_secs_f64();
         let fwd_rate = self.forwarded as f64 / secs;
         let total = (self.forwarded + self.retransmitted) as f64 / secs;
+        self.last_rate = Some(total);
         self.period_start = Some(now);
         self.forwarded = 0;
         self.retransmitted = 0;

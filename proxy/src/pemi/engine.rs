@@ -8,6 +8,7 @@ use crate::engine::{Action, Direction, FlowEngine, Packet};
 
 use super::copa::{CopaWindow, Enforcer};
 use super::flowlet::{Flowlet, Flowlets, ReplyOutcome, SentOutcome};
+use super::gap::{GapConfig, GapTracker};
 use super::handshake::{HandshakeTracker, PacketKind, coalesced};
 use super::matching::{eliciting_threshold, evaluate};
 use super::rtt::{RttEstimator, SpinTracker};
@@ -39,6 +40,12 @@ pub struct PemiEngine {
     b_min: Option<usize>,
     volume_since: Option<Instant>,
     flowlets: Flowlets,
+    /// Smallest calibration sample (ICMP echo, spin bit) per side: the gap signal's floor.
+    calib_min: [Option<Duration>; 2],
+    /// Recent packets and reply lengths for the gap signal ([`super::gap`]).
+    gap: GapTracker,
+    /// Number of the next protected packet recorded (originals and PEMI's copies).
+    next_seq: u64,
     copa: CopaWindow,
     enforcer: Enforcer,
     sent_evaluated: u64,
@@ -82,6 +89,9 @@ impl PemiEngine {
                 cfg.max_flowlet_packets,
                 cfg.buffer_bytes,
             ),
+            calib_min: [None; 2],
+            gap: GapTracker::new(GapConfig::default(), cfg.hold_on_gap),
+            next_seq: 0,
             copa: CopaWindow::new(cfg.copa_delta),
             enforcer: Enforcer::new(cfg.enforce_delay, cfg.max_reply_delay),
             sent_evaluated: 0,
@@ -184,6 +194,13 @@ impl PemiEngine {
         self.estimator(self.dominant?).map(RttEstimator::srtt)
     }
 
+    /// A lower bound of the RTT to the receiver: the smallest calibration sample, else the
+    /// estimator's windowed minimum.
+    fn receiver_rtt_floor(&self) -> Option<Duration> {
+        let side = self.dominant?;
+        self.calib_min[vidx(side)].or_else(|| self.estimator(side).map(RttEstimator::min))
+    }
+
     fn ns(&self, t: Instant) -> u64 {
         u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
     }
@@ -193,6 +210,8 @@ impl PemiEngine {
     /// not part of this sans-IO engine). App. A: when the sample deviates from the smoothed RTT
     /// by more than Δ_margin, the estimate is reset to it and replied flowlets are cleared.
     pub fn on_calibration_sample(&mut self, now: Instant, side: Direction, rtt: Duration) {
+        let m = &mut self.calib_min[vidx(side)];
+        *m = Some(m.map_or(rtt, |m| m.min(rtt)));
         let margin = self.flowlets.margin();
         let protected_side = self.dominant == Some(side);
         let slot = self.estimator_mut(side);
@@ -211,6 +230,7 @@ impl PemiEngine {
         }
         if protected_side && let Some(e) = self.estimator(side).copied() {
             self.copa.on_rtt(now, rtt, e.srtt(), e.min());
+            self.cap_window(e.srtt());
         }
     }
 
@@ -305,11 +325,20 @@ impl PemiEngine {
                     e.sample(d, now);
                     let (srtt, min) = (e.srtt(), e.min());
                     self.copa.on_rtt(now, d, srtt, min);
+                    self.cap_window(srtt);
                     self.stats.rtt_samples += 1;
                 }
             }
-            let lost: Vec<usize> = v.lost.into_iter().filter(|&i| !f.sent[i].is_retx).collect();
+            let lost: Vec<usize> = v
+                .lost
+                .into_iter()
+                .filter(|&i| !f.sent[i].is_retx && !f.sent[i].repaired)
+                .filter(|&i| !self.gap.was_retransmitted(f.sent[i].seq))
+                .collect();
             self.stats.inferred_lost += lost.len() as u64;
+            if !self.cfg.timing_retx && self.cfg.gap_signal && self.gap.measuring() {
+                continue;
+            }
             // §4.6: an implausible loss estimate (likely a wrong RTT or a very low ACK frequency).
             if lost.len() >= 3 && lost.len() as f64 > self.cfg.implausible_loss * sent.len() as f64
             {
@@ -321,27 +350,85 @@ impl PemiEngine {
                     self.stats.not_buffered += 1;
                     continue;
                 };
-                // §4.6: retransmissions ≤ 10 % of forwarded protected packets.
-                if (self.retransmitted + 1) as f64 > self.cfg.retx_budget * self.forwarded as f64 {
-                    self.stats.giveup_budget += 1;
-                    continue;
+                if self.retransmit(now, dir, frame.clone(), out) {
+                    self.gap.mark_retransmitted(f.sent[i].seq);
                 }
-                // §4.5.2: over the target rate, fast retransmissions stop first.
-                if !self.enforcer.may_retransmit() {
-                    self.stats.giveup_rate_limited += 1;
-                    continue;
-                }
-                out.push(Action::Inject {
-                    dir,
-                    frame: frame.clone(),
-                });
-                self.retransmitted += 1;
-                self.stats.retransmissions += 1;
-                self.enforcer.on_sent(now, true);
-                // Recorded (the receiver may reply to it) but never retransmitted again.
-                self.flowlets.on_sent(now, f.sent[i].len, None, true);
             }
         }
+    }
+
+    /// Inject PEMI's one copy of a protected packet unless the budget (§4.6) or the rate
+    /// enforcement (§4.5.2) forbids it; the copy is recorded (the receiver may answer it) but
+    /// never retransmitted again. Returns whether it was sent.
+    fn retransmit(
+        &mut self,
+        now: Instant,
+        dir: Direction,
+        frame: Vec<u8>,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        // §4.6: retransmissions ≤ 10 % of forwarded protected packets.
+        if (self.retransmitted + 1) as f64 > self.cfg.retx_budget * self.forwarded as f64 {
+            self.stats.giveup_budget += 1;
+            return false;
+        }
+        // §4.5.2: over the target rate, fast retransmissions stop first.
+        if !self.enforcer.may_retransmit() {
+            self.stats.giveup_rate_limited += 1;
+            return false;
+        }
+        let len = frame.len();
+        out.push(Action::Inject { dir, frame });
+        self.retransmitted += 1;
+        self.stats.retransmissions += 1;
+        self.enforcer.on_sent(now, true);
+        let seq = self.take_seq();
+        self.flowlets.on_sent(now, seq, len, None, true);
+        if let Some(floor) = self.receiver_rtt_floor() {
+            self.gap.on_sent(now, seq, None, true, floor);
+        }
+        true
+    }
+
+    /// The Copa window never exceeds twice what the flow sends per smoothed RTT
+    /// ([`CopaWindow::cap`]).
+    fn cap_window(&mut self, srtt: Duration) {
+        if let Some(rate) = self.enforcer.last_rate() {
+            self.copa.cap(2.0 * rate * srtt.as_secs_f64());
+        }
+    }
+
+    fn take_seq(&mut self) -> u64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+
+    /// A reply's length against the gap signal: retransmit the packet it names at once, and
+    /// say until when to hold the reply (none when the gap signal is off or nothing is open).
+    fn on_reply_len(
+        &mut self,
+        now: Instant,
+        dir: Direction,
+        len: usize,
+        out: &mut Vec<Action>,
+    ) -> Option<Instant> {
+        let floor = self.receiver_rtt_floor().filter(|_| self.cfg.gap_signal)?;
+        let r = self.gap.on_reply(now, len, floor);
+        let mut hold = r.hold_until;
+        self.stats.gap_signals += u64::from(r.unnamed || r.lost.is_some());
+        if let Some(lost) = r.lost {
+            self.stats.inferred_lost += 1;
+            if self.retransmit(now, dir, lost.frame, out) {
+                self.stats.gap_retransmissions += 1;
+                self.flowlets.mark_repaired(lost.seq);
+            } else {
+                // Nothing repairs the gap: let the sender see it.
+                self.gap.cancel_hold();
+                hold = None;
+            }
+        }
+        hold
     }
 
     fn housekeeping(&mut self, now: Instant, out: &mut Vec<Action>) {
@@ -383,10 +470,18 @@ impl FlowEngine for PemiEngine {
             self.forwarded += 1;
             self.enforcer.on_sent(now, false);
             let frame = pkt.whole_frame.then_some(pkt.frame);
-            if self.flowlets.on_sent(now, payload.len(), frame, false) == SentOutcome::TooLong {
+            let seq = self.take_seq();
+            if self.cfg.gap_signal
+                && let Some(floor) = self.receiver_rtt_floor()
+            {
+                self.gap.on_sent(now, seq, frame, false, floor);
+            }
+            if self.flowlets.on_sent(now, seq, payload.len(), frame, false) == SentOutcome::TooLong
+            {
                 self.stats.giveup_flowlet_too_long += 1;
             }
         } else {
+            let hold = self.on_reply_len(now, dominant, payload.len(), out);
             match self.flowlets.on_reply(now, rtt) {
                 ReplyOutcome::Excluded => self.stats.replies_excluded += 1,
                 ReplyOutcome::Assigned(done) => {
@@ -394,11 +489,19 @@ impl FlowEngine for PemiEngine {
                     self.process(now, done, out);
                 }
             }
-            if self.cfg.enforce_delay
-                && let Some(d) = self.enforcer.reply_delay()
-            {
+            let enforced = self
+                .enforcer
+                .reply_delay()
+                .filter(|_| self.cfg.enforce_delay)
+                .map(|d| now + d);
+            if enforced.is_some() {
                 self.stats.replies_delayed += 1;
-                out.push(Action::Delay { until: now + d });
+            }
+            if hold.is_some() {
+                self.stats.replies_held += 1;
+            }
+            if let Some(until) = enforced.max(hold) {
+                out.push(Action::Delay { until });
             }
         }
         self.housekeeping(now, out);
@@ -414,7 +517,7 @@ impl FlowEngine for PemiEngine {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.flowlets.memory_bytes()
+        self.flowlets.memory_bytes() + self.gap.memory_bytes()
     }
 }
 
@@ -513,6 +616,55 @@ mod tests {
             e.stats
         );
         (e, t0 + ms(60 + 30 * bursts))
+    }
+
+    #[test]
+    fn gap_signal_retransmits_at_once_and_holds_replies() {
+        let (mut e, t) = flow(Direction::ToClient, 4);
+        let mut out = Vec::new();
+        let pkt = |i: u8| [0x41, i].repeat(600);
+        let at = |i: u64| t + ms(i);
+        // Packets 1 ms apart, answered 10 ms later with 50-byte ACKs; packet 5 is lost after
+        // the proxy, so the reply to 6 carries one more ACK range (52 bytes) until the repair's
+        // ACK arrives.
+        let mut evs: Vec<(Instant, Direction, Vec<u8>)> = Vec::new();
+        for i in 0..10u8 {
+            evs.push((at(u64::from(i)), Direction::ToClient, pkt(i)));
+            if i != 5 {
+                let len = if i > 5 { 52 } else { 50 };
+                evs.push((
+                    at(u64::from(i) + 10),
+                    Direction::FromClient,
+                    vec![0x41; len],
+                ));
+            }
+        }
+        evs.sort_by_key(|e| e.0);
+        let mut held = Vec::new();
+        for (now, dir, p) in evs {
+            feed(&mut e, now, dir, &p, &mut out);
+            for a in out.drain(..) {
+                match a {
+                    Action::Inject { frame, .. } => {
+                        let udp = parse_frame(&frame, LinkType::RawIp).unwrap();
+                        // At once, on the first grown reply, and the lost packet itself.
+                        assert_eq!(now, at(16));
+                        assert_eq!(udp.payload(&frame), &pkt(5)[..]);
+                    }
+                    Action::Delay { until } => held.push((now, until)),
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+        assert_eq!(e.stats.gap_retransmissions, 1, "{:?}", e.stats);
+        assert_eq!(e.stats.retransmissions, 1, "{:?}", e.stats);
+        // Every grown reply so far is held, for at most 1.5 RTTs + 1 ms after the signal.
+        assert_eq!(held.len(), 4, "{held:?}");
+        assert!(held.iter().all(|&(_, u)| u <= at(16) + ms(16)));
+        // The repair's ACK (back to 50 bytes) goes at once.
+        feed(&mut e, at(20), Direction::FromClient, &[0x41; 50], &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(e.stats.replies_held, 4);
     }
 
     #[test]

@@ -9,6 +9,8 @@ pub const MAX_FLOWLETS: usize = 256;
 /// One protected packet recorded in a flowlet.
 #[derive(Debug, Clone)]
 pub struct SentPkt {
+    /// The engine's number for the packet (increasing; shared with the gap signal, [`super::gap`]).
+    pub seq: u64,
     /// Arrival time at the proxy.
     pub at: Instant,
     /// UDP payload length.
@@ -17,6 +19,8 @@ pub struct SentPkt {
     pub frame: Option<Vec<u8>>,
     /// This entry is PEMI's own retransmission: never retransmitted again (§4.3.2).
     pub is_retx: bool,
+    /// PEMI has retransmitted this packet already (by the gap signal): not again (§4.3.2).
+    pub repaired: bool,
 }
 
 /// A burst of protected packets and the replies assigned to it.
@@ -156,6 +160,7 @@ impl Flowlets {
     pub fn on_sent(
         &mut self,
         now: Instant,
+        seq: u64,
         len: usize,
         frame: Option<&[u8]>,
         is_retx: bool,
@@ -192,10 +197,12 @@ impl Flowlets {
         };
         if f.too_long {
             f.sent.push(SentPkt {
+                seq,
                 at: now,
                 len,
                 frame: None,
                 is_retx,
+                repaired: false,
             });
             return SentOutcome::Abandoned;
         }
@@ -205,10 +212,12 @@ impl Flowlets {
             self.buffered += fr.len();
         }
         f.sent.push(SentPkt {
+            seq,
             at: now,
             len,
             frame: frame.map(<[u8]>::to_vec),
             is_retx,
+            repaired: false,
         });
         if f.sent.len() > self.max_packets {
             // §4.6: flowlets over N packets are not protected; release their buffers.
@@ -290,6 +299,23 @@ impl Flowlets {
         Some(f.end()? + (rtt + self.margin() + slack).max(self.timeout()))
     }
 
+    /// Packet `seq` was retransmitted outside the flowlet inference: mark it so that it is not
+    /// retransmitted again, and release its buffer. Recent packets are searched from the back.
+    pub fn mark_repaired(&mut self, seq: u64) {
+        for f in self.list.iter_mut().rev() {
+            if f.sent.first().is_some_and(|p| p.seq > seq) {
+                continue;
+            }
+            if let Some(p) = f.sent.iter_mut().rev().find(|p| p.seq == seq) {
+                p.repaired = true;
+                if let Some(fr) = p.frame.take() {
+                    self.buffered -= fr.len();
+                }
+            }
+            return;
+        }
+    }
+
     /// Drop every flowlet (dominant-direction change).
     pub fn clear(&mut self) {
         self.list.clear();
@@ -318,6 +344,7 @@ mod tests {
             for i in 0..k {
                 f.on_sent(
                     t0 + ms(30 * b) + Duration::from_micros(200 * i),
+                    b * k + i,
                     1200,
                     Some(&[0u8; 100]),
                     false,
@@ -335,6 +362,10 @@ mod tests {
         assert_eq!(f.len(), 4);
         assert!(f.timeout() > Duration::from_micros(400) && f.timeout() < ms(30));
         assert_eq!(f.buffered_bytes(), 4000);
+        // A packet repaired elsewhere is marked and its buffer released.
+        f.mark_repaired(21);
+        assert_eq!(f.buffered_bytes(), 3900);
+        assert!(f.list[2].sent[1].repaired && !f.list[2].sent[0].repaired);
     }
 
     #[test]
@@ -374,6 +405,7 @@ mod tests {
         for i in 0..7 {
             let o = f.on_sent(
                 t0 + Duration::from_micros(100 * i),
+                i,
                 100,
                 Some(&[0; 10]),
                 false,
@@ -396,6 +428,7 @@ mod tests {
         for i in 0..5 {
             if let SentOutcome::Recorded { buffered: true } = f.on_sent(
                 t0 + Duration::from_micros(10 * i),
+                i,
                 100,
                 Some(&[0; 100]),
                 false,

@@ -23,6 +23,7 @@
 pub mod copa;
 pub mod engine;
 pub mod flowlet;
+pub mod gap;
 pub mod handshake;
 pub mod matching;
 pub mod probe;
@@ -64,6 +65,19 @@ pub struct PemiConfig {
     pub enforce_delay: bool,
     /// Largest reply delay applied by enforcement.
     pub max_reply_delay: Duration,
+    /// Infer losses from the receiver's ACK lengths as well (our extension to §4.3, see
+    /// [`gap`]): a prompt reply one ACK range longer than the previous one names the packet
+    /// before the one it answers, and PEMI retransmits it at once.
+    pub gap_signal: bool,
+    /// Retransmit what the timing-only flowlet inference (§4.3) names even while the gap signal
+    /// is measuring the flow (see [`gap::GapTracker::measuring`]). Off by default: on recorded
+    /// quinn flows the timing inference's extra retransmissions were mostly spurious; the
+    /// flowlet matching still gives RTT samples, and its retransmissions resume on flows where
+    /// the gap signal sees no prompt replies.
+    pub timing_retx: bool,
+    /// Hold the replies that reveal a gap the gap signal is repairing until the repair's ACK
+    /// has passed them (bounded by 1.5 receiver RTTs + 1 ms; see [`gap`]). Bridge mode only.
+    pub hold_on_gap: bool,
     /// Calibrate the receiver-side RTT by an ICMP echo to the protected endpoint once per
     /// end-to-end RTT (§4.4.3, §5; see [`probe`]).
     pub icmp_calibration: bool,
@@ -87,6 +101,9 @@ impl Default for PemiConfig {
             copa_delta: 0.5,
             enforce_delay: true,
             max_reply_delay: Duration::from_millis(200),
+            gap_signal: true,
+            timing_retx: false,
+            hold_on_gap: true,
             implausible_loss: 0.5,
             icmp_calibration: true,
         }
@@ -126,6 +143,12 @@ pub struct PemiStats {
     pub not_buffered: u64,
     /// Reply packets delayed to enforce the window (§4.5.2).
     pub replies_delayed: u64,
+    /// Prompt replies one ACK range longer than the previous one (new gaps, see [`gap`]).
+    pub gap_signals: u64,
+    /// Retransmissions named by the gap signal (counted in `retransmissions` too).
+    pub gap_retransmissions: u64,
+    /// Reply packets held while a gap the gap signal repairs was open.
+    pub replies_held: u64,
     /// Flowlet resets after a large RTT deviation (App. A).
     pub rtt_resets: u64,
     /// Spin-bit RTT samples (§4.4.3).
@@ -158,6 +181,9 @@ impl PemiStats {
             giveup_rate_limited,
             not_buffered,
             replies_delayed,
+            gap_signals,
+            gap_retransmissions,
+            replies_held,
             rtt_resets,
             spin_samples,
             icmp_probes,

@@ -203,7 +203,19 @@ pub struct Replay {
 /// is the record's head, then the record's index (8 bytes), then zeros up to the recorded length,
 /// so an injected retransmission names the packet it repeats.
 pub fn replay(records: &[TraceRecord], cfg: PemiConfig) -> Replay {
+    replay_calibrated(records, cfg, None)
+}
+
+/// [`replay`] with a receiver-side calibration sample of `calibration` handed to the engine
+/// when the first protected packet is seen and every 50 ms after — what the live proxy's ICMP
+/// echo probes (§4.4.3) would have measured; a trace records only the flow's own datagrams.
+pub fn replay_calibrated(
+    records: &[TraceRecord],
+    cfg: PemiConfig,
+    calibration: Option<Duration>,
+) -> Replay {
     let mut out = Replay::default();
+    let mut last_calibration: Option<Instant> = None;
     let Some(first) = records
         .iter()
         .position(|r| r.dir == Direction::FromClient && super::engine::starts_connection(&r.head))
@@ -258,6 +270,12 @@ pub fn replay(records: &[TraceRecord], cfg: PemiConfig) -> Replay {
         engine.on_packet(now, r.dir, &pkt, &mut actions);
         if engine.stats.protected > before {
             out.protected.push(ix);
+            if let (Some(rtt), Some(side)) = (calibration, engine.dominant())
+                && last_calibration.is_none_or(|t| now >= t + Duration::from_millis(50))
+            {
+                engine.on_calibration_sample(now, side, rtt);
+                last_calibration = Some(now);
+            }
         }
         handle(&mut actions, &mut out);
     }
