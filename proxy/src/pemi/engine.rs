@@ -40,8 +40,10 @@ pub struct PemiEngine {
     b_min: Option<usize>,
     volume_since: Option<Instant>,
     flowlets: Flowlets,
-    /// Smallest calibration sample (ICMP echo, spin bit) per side: the gap signal's floor.
-    calib_min: [Option<Duration>; 2],
+    /// Smallest ICMP echo sample per side: the gap signal's floor.
+    echo_min: [Option<Duration>; 2],
+    /// Smallest spin-bit sample per side: the floor while no echo has come back.
+    spin_min: [Option<Duration>; 2],
     /// Recent packets and reply lengths for the gap signal ([`super::gap`]).
     gap: GapTracker,
     /// Number of the next protected packet recorded (originals and PEMI's copies).
@@ -89,7 +91,8 @@ impl PemiEngine {
                 cfg.max_flowlet_packets,
                 cfg.buffer_bytes,
             ),
-            calib_min: [None; 2],
+            echo_min: [None; 2],
+            spin_min: [None; 2],
             gap: GapTracker::new(GapConfig::default(), cfg.hold_on_gap),
             next_seq: 0,
             copa: CopaWindow::new(cfg.copa_delta),
@@ -144,7 +147,16 @@ impl PemiEngine {
             return;
         };
         self.stats.icmp_samples += 1;
-        self.on_calibration_sample(now, side, now.saturating_duration_since(sent));
+        self.on_echo_sample(now, side, now.saturating_duration_since(sent));
+    }
+
+    /// An ICMP echo RTT to one side (§4.4.3): a calibration sample, and the gap signal's floor
+    /// (the smallest such sample; a kernel answers an echo at once, so it bounds the path RTT
+    /// from below, which spin-bit samples — taken at packet granularity — do not).
+    pub fn on_echo_sample(&mut self, now: Instant, side: Direction, rtt: Duration) {
+        let m = &mut self.echo_min[vidx(side)];
+        *m = Some(m.map_or(rtt, |m| m.min(rtt)));
+        self.on_calibration_sample(now, side, rtt);
     }
 
     /// The protected (dominant) direction, once decided (§4.1).
@@ -194,11 +206,15 @@ impl PemiEngine {
         self.estimator(self.dominant?).map(RttEstimator::srtt)
     }
 
-    /// A lower bound of the RTT to the receiver: the smallest calibration sample, else the
-    /// estimator's windowed minimum.
+    /// A lower bound of the RTT to the receiver: the smallest ICMP echo sample, else the
+    /// smallest spin-bit sample, else the estimator's windowed minimum (which mismatched replies
+    /// can pull below the path RTT).
     fn receiver_rtt_floor(&self) -> Option<Duration> {
         let side = self.dominant?;
-        self.calib_min[vidx(side)].or_else(|| self.estimator(side).map(RttEstimator::min))
+        let i = vidx(side);
+        self.echo_min[i]
+            .or(self.spin_min[i])
+            .or_else(|| self.estimator(side).map(RttEstimator::min))
     }
 
     fn ns(&self, t: Instant) -> u64 {
@@ -210,8 +226,6 @@ impl PemiEngine {
     /// not part of this sans-IO engine). App. A: when the sample deviates from the smoothed RTT
     /// by more than Δ_margin, the estimate is reset to it and replied flowlets are cleared.
     pub fn on_calibration_sample(&mut self, now: Instant, side: Direction, rtt: Duration) {
-        let m = &mut self.calib_min[vidx(side)];
-        *m = Some(m.map_or(rtt, |m| m.min(rtt)));
         let margin = self.flowlets.margin();
         let protected_side = self.dominant == Some(side);
         let slot = self.estimator_mut(side);
@@ -438,6 +452,11 @@ impl PemiEngine {
                 .finish_overdue(now, rtt, self.cfg.ack_delay_slack);
             self.process(now, done, out);
         }
+        if let Some(e2e) = self.e2e() {
+            // A flight's lost last packet is revealed by the next flight, up to an end-to-end
+            // RTT later.
+            self.gap.set_retention(e2e * 2);
+        }
         if let (Some(e2e), Some(side)) = (self.e2e(), self.dominant)
             && let Some(est) = self.estimator(side)
         {
@@ -459,6 +478,8 @@ impl FlowEngine for PemiEngine {
             && s.rtt <= cur * SPIN_PLAUSIBLE
         {
             self.stats.spin_samples += 1;
+            let m = &mut self.spin_min[vidx(s.side)];
+            *m = Some(m.map_or(s.rtt, |m| m.min(s.rtt)));
             self.on_calibration_sample(now, s.side, s.rtt);
         }
         self.count_volume(now, dir, payload.len());

@@ -99,9 +99,9 @@ pub struct GapReply {
     pub hold_until: Option<Instant>,
 }
 
-/// An open gap whose revealing replies are held.
+/// A gap being repaired (its revealing replies are held when holding is on).
 #[derive(Debug, Clone, Copy)]
-struct Hold {
+struct Repair {
     until: Instant,
     /// Reply length before the gap opened: a reply this short again means it closed.
     base: usize,
@@ -113,11 +113,16 @@ pub struct GapTracker {
     cfg: GapConfig,
     ring: VecDeque<Recent>,
     bytes: usize,
+    /// Lengths of the last two prompt replies (latest first).
     base_len: Option<usize>,
+    prev_len: Option<usize>,
     /// Learned proxy → receiver → proxy lag of prompt replies (ACK delay ≈ 0).
     lag: Option<Duration>,
-    hold: Option<Hold>,
+    hold: Option<Repair>,
     holding: bool,
+    /// Packets are kept at least this long (the engine sets it from the end-to-end RTT: a
+    /// flight's last packet is only found missing when the next flight arrives).
+    retention: Duration,
     /// Prompt replies seen since the lag was (re)learned.
     prompt_replies: u64,
     /// The floor the lag was learned against.
@@ -134,9 +139,11 @@ impl GapTracker {
             ring: VecDeque::new(),
             bytes: 0,
             base_len: None,
+            prev_len: None,
             lag: None,
             hold: None,
             holding,
+            retention: Duration::ZERO,
             prompt_replies: 0,
             lag_floor: Duration::ZERO,
             unprompt_run: 0,
@@ -188,6 +195,11 @@ impl GapTracker {
             .is_ok_and(|i| self.ring[i].retransmitted)
     }
 
+    /// Keep packets at least `d` (beyond the 4 lags + 10 ms a prompt reply needs).
+    pub fn set_retention(&mut self, d: Duration) {
+        self.retention = d;
+    }
+
     /// Stop holding replies (the named packet could not be retransmitted).
     pub fn cancel_hold(&mut self) {
         self.hold = None;
@@ -235,7 +247,7 @@ impl GapTracker {
             // Closed (or given up on): this reply goes at once, overtaking the held ones.
             self.hold = None;
         }
-        out.hold_until = self.hold.map(|h| h.until);
+        out.hold_until = self.hold.filter(|_| self.holding).map(|h| h.until);
         if len > self.cfg.max_ack_len {
             return out;
         }
@@ -253,10 +265,18 @@ impl GapTracker {
         self.lag = Some(self.lag.map_or(sample, |l| (l * 7 + sample) / 8));
         self.ring[ix].replied = true;
         self.prompt_replies += 1;
-        let base = self.base_len.replace(len);
-        let Some(base) = base else {
+        let (latest, before) = (self.base_len.replace(len), self.prev_len);
+        self.prev_len = latest;
+        let Some(mut base) = latest else {
             return out;
         };
+        // A one-byte bump of the previous reply is its ACK Delay varint taking two bytes (a
+        // receiver that was slow to answer), not a range: measure against the one before it.
+        if let Some(b) = before
+            && base == b + 1
+        {
+            base = b;
+        }
         if len < base + self.cfg.min_growth || len > base + self.cfg.max_growth {
             return out;
         }
@@ -275,12 +295,12 @@ impl GapTracker {
             Some((seq, frame)) => {
                 self.bytes -= frame.len();
                 out.lost = Some(GapLoss { seq, frame });
+                // The repair reaches the receiver after half a lag and its ACK comes back after
+                // a whole one; a little more covers the receiver's processing.
+                let until = now + lag * 3 / 2 + Duration::from_millis(1);
+                let base = self.hold.map_or(base, |h| h.base.min(base));
+                self.hold = Some(Repair { until, base });
                 if self.holding {
-                    // The repair reaches the receiver after half a lag and its ACK comes back
-                    // after a whole one; a little more covers the receiver's processing.
-                    let until = now + lag * 3 / 2 + Duration::from_millis(1);
-                    let base = self.hold.map_or(base, |h| h.base.min(base));
-                    self.hold = Some(Hold { until, base });
                     out.hold_until = Some(until);
                 }
             }
@@ -303,9 +323,10 @@ impl GapTracker {
         prompt.then_some(ix)
     }
 
-    /// Forget packets too old for any prompt reply to name: older than 4 lags + 10 ms.
+    /// Forget packets too old for any prompt reply to name: older than 4 lags + 10 ms, or the
+    /// retention the engine set.
     fn prune(&mut self, now: Instant, lag: Duration) {
-        let keep = lag * 4 + Duration::from_millis(10);
+        let keep = (lag * 4 + Duration::from_millis(10)).max(self.retention);
         while self
             .ring
             .front()
@@ -335,43 +356,55 @@ mod tests {
         Duration::from_micros(n)
     }
 
-    /// A receiver 2.3 ms away ACKing every second packet and at once on a gap (34 bytes + 2 per
-    /// missing packet), packets 1.2 ms apart, `lost` dropped after the proxy. Returns the packets
-    /// the tracker named and how many replies it held.
+    /// A receiver 1.15 ms beyond the proxy ACKing every second packet and at once on a gap
+    /// (34 bytes + 2 per missing packet); packets leave the proxy 1.2 ms apart, `lost` are
+    /// dropped after it, and the packets the tracker names are retransmitted at once and arrive.
+    /// Returns the packets named and how many replies were held.
     fn run(lost: &[u64], n: u64, holding: bool) -> (Vec<u64>, usize) {
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        enum Ev {
+            Reply(usize),
+            Arrive(u64),
+            Send(u64),
+        }
         let t0 = Instant::now();
-        let rtt = us(2_300);
-        let sent_at = |seq: u64| t0 + us(seq * 1_200);
+        let half = us(1_150);
+        let floor = half * 2;
+        let mut events: std::collections::BTreeSet<(Instant, Ev)> =
+            (0..n).map(|s| (t0 + us(s * 1_200), Ev::Send(s))).collect();
+        let mut g = GapTracker::new(GapConfig::default(), holding);
         let mut received = std::collections::BTreeSet::new();
         let mut since_ack = 0;
-        let mut replies = Vec::new();
-        for seq in (0..n).filter(|s| !lost.contains(s)) {
-            let out_of_order = received.last().is_some_and(|&l: &u64| seq != l + 1);
-            received.insert(seq);
-            since_ack += 1;
-            if since_ack >= 2 || out_of_order {
-                since_ack = 0;
-                let holes = (0..seq).filter(|s| !received.contains(s)).count();
-                replies.push((sent_at(seq) + rtt, 34 + 2 * holes));
-            }
-        }
-        // The proxy sees packets and replies in time order.
-        let mut g = GapTracker::new(GapConfig::default(), holding);
         let (mut named, mut held) = (Vec::new(), 0);
-        let mut replies = replies.into_iter().peekable();
-        let mut reply = |g: &mut GapTracker, t: Instant, len: usize| {
-            let r = g.on_reply(t, len, rtt);
-            held += usize::from(r.hold_until.is_some());
-            named.extend(r.lost.map(|l| l.seq));
-        };
-        for seq in 0..n {
-            while let Some((t, len)) = replies.next_if(|&(t, _)| t <= sent_at(seq)) {
-                reply(&mut g, t, len);
+        while let Some((t, ev)) = events.pop_first() {
+            match ev {
+                Ev::Send(s) => {
+                    g.on_sent(t, s, Some(&[0; 1200]), false, floor);
+                    if !lost.contains(&s) {
+                        events.insert((t + half, Ev::Arrive(s)));
+                    }
+                }
+                Ev::Arrive(s) => {
+                    let in_order = received.last().is_none_or(|&l: &u64| s == l + 1);
+                    received.insert(s);
+                    since_ack += 1;
+                    if since_ack >= 2 || !in_order {
+                        since_ack = 0;
+                        let largest = received.last().copied().unwrap_or(0);
+                        let holes = (0..largest).filter(|x| !received.contains(x)).count();
+                        events.insert((t + half, Ev::Reply(34 + 2 * holes)));
+                    }
+                }
+                Ev::Reply(len) => {
+                    let r = g.on_reply(t, len, floor);
+                    held += usize::from(r.hold_until.is_some());
+                    if let Some(l) = r.lost {
+                        named.push(l.seq);
+                        g.on_sent(t, 1_000_000 + l.seq, None, true, floor);
+                        events.insert((t + half, Ev::Arrive(l.seq)));
+                    }
+                }
             }
-            g.on_sent(sent_at(seq), seq, Some(&[0; 1200]), false, rtt);
-        }
-        for (t, len) in replies {
-            reply(&mut g, t, len);
         }
         (named, held)
     }
@@ -433,6 +466,38 @@ mod tests {
         let _ = g.on_reply(t0 + us(12_500), 34, us(2_000));
         assert!(!g.measuring());
         assert!(g.lag().is_some_and(|l| l >= us(2_000)), "{:?}", g.lag());
+    }
+
+    #[test]
+    fn a_one_byte_ack_delay_bump_is_not_a_gap() {
+        let t0 = Instant::now();
+        let rtt = us(2_000);
+        let mut g = GapTracker::new(GapConfig::default(), true);
+        for s in 0..7 {
+            g.on_sent(t0 + us(s * 1_000), s, Some(&[1; 100]), false, rtt);
+        }
+        let _ = g.on_reply(t0 + us(3_000), 34, rtt);
+        // The reply to 3 took a byte more (its ACK Delay): no gap.
+        assert!(g.on_reply(t0 + us(5_000), 35, rtt).lost.is_none());
+        // 4 is lost: the reply to 5 is 2 bytes over 34 (1 over the bumped 35).
+        let r = g.on_reply(t0 + us(7_000), 36, rtt);
+        assert_eq!(r.lost.map(|l| l.seq), Some(4));
+    }
+
+    #[test]
+    fn retention_keeps_a_flights_last_packet_until_the_next_flight() {
+        let t0 = Instant::now();
+        let rtt = us(2_000);
+        let mut g = GapTracker::new(GapConfig::default(), false);
+        g.set_retention(us(60_000));
+        for s in 0..3 {
+            g.on_sent(t0 + us(s * 1_000), s, Some(&[1; 100]), false, rtt);
+        }
+        let _ = g.on_reply(t0 + us(3_000), 34, rtt);
+        // 2 (the flight's last) is lost; the next flight starts 40 ms later.
+        g.on_sent(t0 + us(42_000), 3, Some(&[1; 100]), false, rtt);
+        let r = g.on_reply(t0 + us(44_000), 36, rtt);
+        assert_eq!(r.lost.map(|l| l.seq), Some(2));
     }
 
     #[test]

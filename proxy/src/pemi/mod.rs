@@ -18,7 +18,7 @@
 //! 8. gives up where inference is unreliable and counts why (§4.6).
 //!
 //! Everything is sans-IO with an explicit `now`. ICMP calibration needs I/O: the engine exposes
-//! [`PemiEngine::on_calibration_sample`] for a backend that pings the protected endpoint.
+//! [`PemiEngine::on_echo_sample`] for a backend that pings the protected endpoint.
 
 pub mod copa;
 pub mod engine;

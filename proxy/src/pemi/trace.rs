@@ -273,7 +273,7 @@ pub fn replay_calibrated(
             if let (Some(rtt), Some(side)) = (calibration, engine.dominant())
                 && last_calibration.is_none_or(|t| now >= t + Duration::from_millis(50))
             {
-                engine.on_calibration_sample(now, side, rtt);
+                engine.on_echo_sample(now, side, rtt);
                 last_calibration = Some(now);
             }
         }
