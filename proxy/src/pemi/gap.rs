@@ -108,6 +108,23 @@ struct Repair {
 }
 
 /// Recent protected packets, the reply-length baseline and the hold state of one flow.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use sidekick_proxy::pemi::gap::{GapConfig, GapTracker};
+/// let (t0, ms) = (Instant::now(), Duration::from_millis);
+/// let floor = ms(2); // the ICMP-measured RTT to the receiver
+/// let mut g = GapTracker::new(GapConfig::default(), true);
+/// for seq in 0..6 {
+///     g.on_sent(t0 + ms(seq), seq, Some(&[0u8; 1200]), false, floor);
+/// }
+/// // The receiver answers packet 1 two milliseconds later with a 34-byte ACK...
+/// assert!(g.on_reply(t0 + ms(3), 34, floor).lost.is_none());
+/// // ...packet 2 is lost, and its answer to packet 3 carries one more ACK range.
+/// let r = g.on_reply(t0 + ms(5), 36, floor);
+/// assert_eq!(r.lost.map(|l| l.seq), Some(2));
+/// assert!(r.hold_until.is_some()); // held until the repair's ACK has gone by
+/// ```
 #[derive(Debug)]
 pub struct GapTracker {
     cfg: GapConfig,
