@@ -104,6 +104,9 @@ pub struct Config {
     /// mode it infers losses, retransmits and enforces its window by delaying replies; in sniff
     /// mode the kernel forwards every packet, so only loss inference and retransmission remain.
     pub pemi: bool,
+    /// PEMI's reply-length gap signal (our extension; `pemi::gap`): on by default; off leaves
+    /// PEMI to the paper's timing-only inference (seed 000 §4.2–4.3).
+    pub pemi_gap_signal: bool,
     /// Write a PEMI trace of every UDP datagram seen (one line each, `pemi::trace`) to this
     /// file: for offline replay and scoring of the loss inference. Off by default.
     pub pemi_trace: Option<std::path::PathBuf>,
@@ -141,6 +144,7 @@ impl Default for Config {
             capture: Capture::Auto,
             vnet_hdr: true,
             pemi: false,
+            pemi_gap_signal: true,
             pemi_trace: None,
         }
     }
@@ -224,6 +228,7 @@ impl Config {
         self.pemi.then(|| crate::pemi::PemiConfig {
             enforce_delay: self.mode == Mode::Bridge,
             hold_on_gap: self.mode == Mode::Bridge,
+            gap_signal: self.pemi_gap_signal,
             ..crate::pemi::PemiConfig::default()
         })
     }
@@ -282,5 +287,8 @@ mod tests {
         let c = Config::from_toml("pemi = true\nmode = \"bridge\"").unwrap();
         assert!(c.pemi_config().unwrap().enforce_delay);
         assert!(c.pemi_config().unwrap().hold_on_gap);
+        assert!(c.pemi_config().unwrap().gap_signal);
+        let c = Config::from_toml("pemi = true\npemi_gap_signal = false").unwrap();
+        assert!(!c.pemi_config().unwrap().gap_signal);
     }
 }

@@ -109,6 +109,9 @@ struct Cli {
     /// Run PEMI on QUIC flows without a sidekick session (true/false).
     #[arg(long)]
     pemi: Option<bool>,
+    /// PEMI's reply-length gap signal (true/false; on by default, off = timing-only inference).
+    #[arg(long)]
+    pemi_gap_signal: Option<bool>,
     /// Write a trace of every UDP datagram seen to FILE (for `pemi_replay`; see pemi::trace).
     #[arg(long, value_name = "FILE")]
     pemi_trace: Option<std::path::PathBuf>,
@@ -156,7 +159,8 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         ring_retire_ms,
         capture,
         vnet_hdr,
-        pemi
+        pemi,
+        pemi_gap_signal
     );
     if cli.sidekick_advertise.is_some() {
         cfg.sidekick_advertise = cli.sidekick_advertise;
