@@ -415,6 +415,21 @@ fn gap_signal_repairs_each_drop_at_once_and_hides_it() {
     assert_eq!(sim.delayed, s.replies_held);
     assert!(s.replies_held >= drop.len() as u64, "{s:?}");
 
+    // Both inferences retransmitting: still never the same datagram twice (§4.3.2).
+    let cfg = PemiConfig {
+        timing_retx: true,
+        ..PemiConfig::default()
+    };
+    let mut both = Sim::new(cfg, drop.clone());
+    both.ack_ranges = true;
+    download(&mut both, 60, 10, ms(30));
+    both.run();
+    let got: BTreeSet<u32> = both.injected.iter().copied().collect();
+    assert!(got.is_superset(&drop), "{:?}", both.stats());
+    assert_eq!(got.len(), both.injected.len(), "each retransmitted once");
+    // What the gap signal repaired is not even a loss candidate for the timing inference.
+    assert_eq!(both.stats().not_buffered, 0, "{:?}", both.stats());
+
     // Sniff settings: the same repairs, nothing held.
     let cfg = PemiConfig {
         enforce_delay: false,

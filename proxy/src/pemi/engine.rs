@@ -2,6 +2,7 @@
 //! flowlets, matching, loss inference, retransmission, RTT and congestion control together
 //! (seed 000 §4, Fig. 5).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::{Action, Direction, FlowEngine, Packet};
@@ -69,6 +70,10 @@ fn vidx(d: Direction) -> usize {
         Direction::FromClient => 0,
         Direction::ToClient => 1,
     }
+}
+
+fn keep_min(slot: &mut Option<Duration>, sample: Duration) {
+    *slot = Some(slot.map_or(sample, |m| m.min(sample)));
 }
 
 impl PemiEngine {
@@ -154,8 +159,7 @@ impl PemiEngine {
     /// (the smallest such sample; a kernel answers an echo at once, so it bounds the path RTT
     /// from below, which spin-bit samples — taken at packet granularity — do not).
     pub fn on_echo_sample(&mut self, now: Instant, side: Direction, rtt: Duration) {
-        let m = &mut self.echo_min[vidx(side)];
-        *m = Some(m.map_or(rtt, |m| m.min(rtt)));
+        keep_min(&mut self.echo_min[vidx(side)], rtt);
         self.on_calibration_sample(now, side, rtt);
     }
 
@@ -347,7 +351,6 @@ impl PemiEngine {
                 .lost
                 .into_iter()
                 .filter(|&i| !f.sent[i].is_retx && !f.sent[i].repaired)
-                .filter(|&i| !self.gap.was_retransmitted(f.sent[i].seq))
                 .collect();
             self.stats.inferred_lost += lost.len() as u64;
             if !self.cfg.timing_retx && self.cfg.gap_signal && self.gap.measuring() {
@@ -364,7 +367,7 @@ impl PemiEngine {
                     self.stats.not_buffered += 1;
                     continue;
                 };
-                if self.retransmit(now, dir, frame.clone(), out) {
+                if self.retransmit(now, dir, frame, out) {
                     self.gap.mark_retransmitted(f.sent[i].seq);
                 }
             }
@@ -378,7 +381,7 @@ impl PemiEngine {
         &mut self,
         now: Instant,
         dir: Direction,
-        frame: Vec<u8>,
+        frame: &[u8],
         out: &mut Vec<Action>,
     ) -> bool {
         // §4.6: retransmissions ≤ 10 % of forwarded protected packets.
@@ -392,13 +395,18 @@ impl PemiEngine {
             return false;
         }
         let len = frame.len();
-        out.push(Action::Inject { dir, frame });
+        out.push(Action::Inject {
+            dir,
+            frame: frame.to_vec(),
+        });
         self.retransmitted += 1;
         self.stats.retransmissions += 1;
         self.enforcer.on_sent(now, true);
         let seq = self.take_seq();
         self.flowlets.on_sent(now, seq, len, None, true);
-        if let Some(floor) = self.receiver_rtt_floor() {
+        if self.cfg.gap_signal
+            && let Some(floor) = self.receiver_rtt_floor()
+        {
             self.gap.on_sent(now, seq, None, true, floor);
         }
         true
@@ -433,7 +441,7 @@ impl PemiEngine {
         self.stats.gap_signals += u64::from(r.unnamed || r.lost.is_some());
         if let Some(lost) = r.lost {
             self.stats.inferred_lost += 1;
-            if self.retransmit(now, dir, lost.frame, out) {
+            if self.retransmit(now, dir, &lost.frame, out) {
                 self.stats.gap_retransmissions += 1;
                 self.flowlets.mark_repaired(lost.seq);
             } else {
@@ -478,8 +486,7 @@ impl FlowEngine for PemiEngine {
             && s.rtt <= cur * SPIN_PLAUSIBLE
         {
             self.stats.spin_samples += 1;
-            let m = &mut self.spin_min[vidx(s.side)];
-            *m = Some(m.map_or(s.rtt, |m| m.min(s.rtt)));
+            keep_min(&mut self.spin_min[vidx(s.side)], s.rtt);
             self.on_calibration_sample(now, s.side, s.rtt);
         }
         self.count_volume(now, dir, payload.len());
@@ -490,12 +497,13 @@ impl FlowEngine for PemiEngine {
             self.stats.protected += 1;
             self.forwarded += 1;
             self.enforcer.on_sent(now, false);
-            let frame = pkt.whole_frame.then_some(pkt.frame);
+            // One copy of the captured frame, shared by the flowlet and the gap signal.
+            let frame: Option<Arc<[u8]>> = pkt.whole_frame.then(|| pkt.frame.into());
             let seq = self.take_seq();
             if self.cfg.gap_signal
                 && let Some(floor) = self.receiver_rtt_floor()
             {
-                self.gap.on_sent(now, seq, frame, false, floor);
+                self.gap.on_sent(now, seq, frame.clone(), false, floor);
             }
             if self.flowlets.on_sent(now, seq, payload.len(), frame, false) == SentOutcome::TooLong
             {

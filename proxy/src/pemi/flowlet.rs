@@ -1,6 +1,7 @@
 //! Flowlets of the dominant direction and reply assignment (seed 000 §4.2.1–4.2.2, §4.3.2).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Most flowlets kept per flow; the oldest is dropped unevaluated beyond it (a cap on state).
@@ -16,7 +17,8 @@ pub struct SentPkt {
     /// UDP payload length.
     pub len: usize,
     /// The captured frame, while the flowlet is unfinished (§4.3.2); `None` when not buffered.
-    pub frame: Option<Vec<u8>>,
+    /// Shared with the gap signal's record of the same packet (one copy per captured frame).
+    pub frame: Option<Arc<[u8]>>,
     /// This entry is PEMI's own retransmission: never retransmitted again (§4.3.2).
     pub is_retx: bool,
     /// PEMI has retransmitted this packet already (by the gap signal): not again (§4.3.2).
@@ -46,7 +48,7 @@ impl Flowlet {
     fn buffered(&self) -> usize {
         self.sent
             .iter()
-            .map(|p| p.frame.as_ref().map_or(0, Vec::len))
+            .map(|p| p.frame.as_ref().map_or(0, |f| f.len()))
             .sum()
     }
 
@@ -162,7 +164,7 @@ impl Flowlets {
         now: Instant,
         seq: u64,
         len: usize,
-        frame: Option<&[u8]>,
+        frame: Option<Arc<[u8]>>,
         is_retx: bool,
     ) -> SentOutcome {
         // Before the first interval is known, the second packet joins the first.
@@ -208,14 +210,14 @@ impl Flowlets {
         }
         let frame = frame.filter(|fr| self.buffered + fr.len() <= self.buffer_cap);
         let buffered = frame.is_some();
-        if let Some(fr) = frame {
+        if let Some(fr) = &frame {
             self.buffered += fr.len();
         }
         f.sent.push(SentPkt {
             seq,
             at: now,
             len,
-            frame: frame.map(<[u8]>::to_vec),
+            frame,
             is_retx,
             repaired: false,
         });
@@ -346,7 +348,7 @@ mod tests {
                     t0 + ms(30 * b) + Duration::from_micros(200 * i),
                     b * k + i,
                     1200,
-                    Some(&[0u8; 100]),
+                    Some(vec![0u8; 100].into()),
                     false,
                 );
             }
@@ -407,7 +409,7 @@ mod tests {
                 t0 + Duration::from_micros(100 * i),
                 i,
                 100,
-                Some(&[0; 10]),
+                Some(vec![0u8; 10].into()),
                 false,
             );
             assert_eq!(o == SentOutcome::TooLong, i == 5);
@@ -430,7 +432,7 @@ mod tests {
                 t0 + Duration::from_micros(10 * i),
                 i,
                 100,
-                Some(&[0; 100]),
+                Some(vec![0u8; 100].into()),
                 false,
             ) {
                 buffered += 1;

@@ -24,6 +24,7 @@
 //! with them the holds — when the flow exceeds its target rate.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How far a prompt reply's lag may stray from the learned one (the receiver's processing
@@ -69,7 +70,8 @@ impl Default for GapConfig {
 struct Recent {
     seq: u64,
     at: Instant,
-    frame: Option<Vec<u8>>,
+    /// Shared with the flowlet that records the same packet (one copy per captured frame).
+    frame: Option<Arc<[u8]>>,
     /// A prompt reply answered it.
     replied: bool,
     /// Retransmitted by PEMI (by either inference).
@@ -84,7 +86,7 @@ pub struct GapLoss {
     /// The packet's sequence number (the engine's count of protected packets).
     pub seq: u64,
     /// The captured frame.
-    pub frame: Vec<u8>,
+    pub frame: Arc<[u8]>,
 }
 
 /// What one reply told the tracker.
@@ -116,7 +118,7 @@ struct Repair {
 /// let floor = ms(2); // the ICMP-measured RTT to the receiver
 /// let mut g = GapTracker::new(GapConfig::default(), true);
 /// for seq in 0..6 {
-///     g.on_sent(t0 + ms(seq), seq, Some(&[0u8; 1200]), false, floor);
+///     g.on_sent(t0 + ms(seq), seq, Some(vec![0u8; 1200].into()), false, floor);
 /// }
 /// // The receiver answers packet 1 two milliseconds later with a 34-byte ACK...
 /// assert!(g.on_reply(t0 + ms(3), 34, floor).lost.is_none());
@@ -135,7 +137,7 @@ pub struct GapTracker {
     prev_len: Option<usize>,
     /// Learned proxy → receiver → proxy lag of prompt replies (ACK delay ≈ 0).
     lag: Option<Duration>,
-    hold: Option<Repair>,
+    repair: Option<Repair>,
     holding: bool,
     /// Packets are kept at least this long (the engine sets it from the end-to-end RTT: a
     /// flight's last packet is only found missing when the next flight arrives).
@@ -158,7 +160,7 @@ impl GapTracker {
             base_len: None,
             prev_len: None,
             lag: None,
-            hold: None,
+            repair: None,
             holding,
             retention: Duration::ZERO,
             prompt_replies: 0,
@@ -174,13 +176,12 @@ impl GapTracker {
         &mut self,
         now: Instant,
         seq: u64,
-        frame: Option<&[u8]>,
+        frame: Option<Arc<[u8]>>,
         is_retx: bool,
         rtt: Duration,
     ) {
         self.prune(now, rtt);
-        let frame = frame.map(<[u8]>::to_vec);
-        self.bytes += frame.as_ref().map_or(0, Vec::len);
+        self.bytes += frame.as_ref().map_or(0, |f| f.len());
         self.ring.push_back(Recent {
             seq,
             at: now,
@@ -205,13 +206,6 @@ impl GapTracker {
         }
     }
 
-    /// Whether packet `seq` is known to be retransmitted already.
-    pub fn was_retransmitted(&self, seq: u64) -> bool {
-        self.ring
-            .binary_search_by_key(&seq, |r| r.seq)
-            .is_ok_and(|i| self.ring[i].retransmitted)
-    }
-
     /// Keep packets at least `d` (beyond the 4 lags + 10 ms a prompt reply needs).
     pub fn set_retention(&mut self, d: Duration) {
         self.retention = d;
@@ -219,7 +213,7 @@ impl GapTracker {
 
     /// Stop holding replies (the named packet could not be retransmitted).
     pub fn cancel_hold(&mut self) {
-        self.hold = None;
+        self.repair = None;
     }
 
     /// The signal is measuring this flow: enough prompt replies ([`MEASURING_AFTER`]) have
@@ -258,13 +252,13 @@ impl GapTracker {
         let lag = self.lag.unwrap_or(floor);
         self.prune(now, lag.max(floor));
         let mut out = GapReply::default();
-        if let Some(h) = self.hold
+        if let Some(h) = self.repair
             && (now >= h.until || len <= h.base)
         {
             // Closed (or given up on): this reply goes at once, overtaking the held ones.
-            self.hold = None;
+            self.repair = None;
         }
-        out.hold_until = self.hold.filter(|_| self.holding).map(|h| h.until);
+        out.hold_until = self.repair.filter(|_| self.holding).map(|h| h.until);
         if len > self.cfg.max_ack_len {
             return out;
         }
@@ -315,8 +309,8 @@ impl GapTracker {
                 // The repair reaches the receiver after half a lag and its ACK comes back after
                 // a whole one; a little more covers the receiver's processing.
                 let until = now + lag * 3 / 2 + Duration::from_millis(1);
-                let base = self.hold.map_or(base, |h| h.base.min(base));
-                self.hold = Some(Repair { until, base });
+                let base = self.repair.map_or(base, |h| h.base.min(base));
+                self.repair = Some(Repair { until, base });
                 if self.holding {
                     out.hold_until = Some(until);
                 }
@@ -355,7 +349,7 @@ impl GapTracker {
 
     fn pop_front(&mut self) {
         if let Some(r) = self.ring.pop_front() {
-            self.bytes -= r.frame.as_ref().map_or(0, Vec::len);
+            self.bytes -= r.frame.as_ref().map_or(0, |f| f.len());
         }
     }
 
@@ -371,6 +365,20 @@ mod tests {
 
     fn us(n: u64) -> Duration {
         Duration::from_micros(n)
+    }
+
+    fn frame(len: usize) -> Arc<[u8]> {
+        vec![1u8; len].into()
+    }
+
+    /// A tracker that saw `n` packets 1 ms apart, from `t0` (floor 2 ms).
+    fn sent(n: u64, holding: bool) -> (GapTracker, Instant) {
+        let t0 = Instant::now();
+        let mut g = GapTracker::new(GapConfig::default(), holding);
+        for s in 0..n {
+            g.on_sent(t0 + us(s * 1_000), s, Some(frame(100)), false, us(2_000));
+        }
+        (g, t0)
     }
 
     /// A receiver 1.15 ms beyond the proxy ACKing every second packet and at once on a gap
@@ -396,7 +404,7 @@ mod tests {
         while let Some((t, ev)) = events.pop_first() {
             match ev {
                 Ev::Send(s) => {
-                    g.on_sent(t, s, Some(&[0; 1200]), false, floor);
+                    g.on_sent(t, s, Some(frame(1200)), false, floor);
                     if !lost.contains(&s) {
                         events.insert((t + half, Ev::Arrive(s)));
                     }
@@ -443,12 +451,8 @@ mod tests {
 
     #[test]
     fn timer_flushed_and_data_replies_set_no_baseline() {
-        let t0 = Instant::now();
         let rtt = us(2_000);
-        let mut g = GapTracker::new(GapConfig::default(), false);
-        for s in 0..4 {
-            g.on_sent(t0 + us(s * 1_000), s, Some(&[1; 100]), false, rtt);
-        }
+        let (mut g, t0) = sent(4, false);
         // Prompt reply to packet 1 sets the baseline (34).
         assert_eq!(g.on_reply(t0 + us(3_000), 34, rtt), GapReply::default());
         // A reply 12 ms late (ACK timer) is 2 bytes longer: ignored.
@@ -458,7 +462,7 @@ mod tests {
         // A prompt reply to packet 3, 2 bytes longer than the baseline: packet 2 is missing.
         let r = g.on_reply(t0 + us(5_050), 36, rtt);
         assert_eq!(r.lost.map(|l| l.seq), Some(2));
-        assert!(g.was_retransmitted(2));
+        assert!(g.find_mut(2).is_some_and(|r| r.retransmitted));
         // Learned lag moved towards the observed 2.05 ms.
         assert!(g.lag().is_some_and(|l| l > us(2_000) && l < us(2_050)));
     }
@@ -468,7 +472,7 @@ mod tests {
         let t0 = Instant::now();
         let mut g = GapTracker::new(GapConfig::default(), false);
         for s in 0..14 {
-            g.on_sent(t0 + us(s * 1_000), s, Some(&[1; 100]), false, us(1_000));
+            g.on_sent(t0 + us(s * 1_000), s, Some(frame(100)), false, us(1_000));
         }
         // Packets 1 ms apart, each answered 2.5 ms later. An uncalibrated floor of 1.4 ms pairs
         // every reply with the packet after its own: a consistent but wrong lag of 1.5 ms.
@@ -487,12 +491,8 @@ mod tests {
 
     #[test]
     fn a_one_byte_ack_delay_bump_is_not_a_gap() {
-        let t0 = Instant::now();
         let rtt = us(2_000);
-        let mut g = GapTracker::new(GapConfig::default(), true);
-        for s in 0..7 {
-            g.on_sent(t0 + us(s * 1_000), s, Some(&[1; 100]), false, rtt);
-        }
+        let (mut g, t0) = sent(7, true);
         let _ = g.on_reply(t0 + us(3_000), 34, rtt);
         // The reply to 3 took a byte more (its ACK Delay): no gap.
         assert!(g.on_reply(t0 + us(5_000), 35, rtt).lost.is_none());
@@ -503,16 +503,12 @@ mod tests {
 
     #[test]
     fn retention_keeps_a_flights_last_packet_until_the_next_flight() {
-        let t0 = Instant::now();
         let rtt = us(2_000);
-        let mut g = GapTracker::new(GapConfig::default(), false);
+        let (mut g, t0) = sent(3, false);
         g.set_retention(us(60_000));
-        for s in 0..3 {
-            g.on_sent(t0 + us(s * 1_000), s, Some(&[1; 100]), false, rtt);
-        }
         let _ = g.on_reply(t0 + us(3_000), 34, rtt);
         // 2 (the flight's last) is lost; the next flight starts 40 ms later.
-        g.on_sent(t0 + us(42_000), 3, Some(&[1; 100]), false, rtt);
+        g.on_sent(t0 + us(42_000), 3, Some(frame(100)), false, rtt);
         let r = g.on_reply(t0 + us(44_000), 36, rtt);
         assert_eq!(r.lost.map(|l| l.seq), Some(2));
     }
@@ -528,12 +524,12 @@ mod tests {
         };
         let mut g = GapTracker::new(cfg, false);
         for s in 0..20 {
-            g.on_sent(t0 + us(s * 100), s, Some(&[1; 100]), false, rtt);
+            g.on_sent(t0 + us(s * 100), s, Some(frame(100)), false, rtt);
             assert!(g.ring.len() <= 8 && g.bytes <= 500);
         }
         g.mark_retransmitted(18);
-        assert!(g.was_retransmitted(18));
-        assert!(!g.was_retransmitted(17));
+        assert!(g.find_mut(18).is_some_and(|r| r.retransmitted));
+        assert!(g.find_mut(17).is_some_and(|r| !r.retransmitted));
         // Packet 19 answered with a grown reply: 18 is already repaired, nothing is named.
         let _ = g.on_reply(t0 + us(3_800), 34, rtt);
         let r = g.on_reply(t0 + us(3_900), 36, rtt);
@@ -545,12 +541,8 @@ mod tests {
 
     #[test]
     fn holds_until_the_gap_closes() {
-        let t0 = Instant::now();
         let rtt = us(2_000);
-        let mut g = GapTracker::new(GapConfig::default(), true);
-        for s in 0..6 {
-            g.on_sent(t0 + us(s * 1_000), s, Some(&[1; 100]), false, rtt);
-        }
+        let (mut g, t0) = sent(6, true);
         assert!(g.on_reply(t0 + us(3_000), 34, rtt).hold_until.is_none());
         // Packet 2 lost: the reply to 3 is 2 bytes longer and is held.
         let r = g.on_reply(t0 + us(5_000), 36, rtt);
@@ -567,12 +559,8 @@ mod tests {
 
     #[test]
     fn hold_expires() {
-        let t0 = Instant::now();
         let rtt = us(2_000);
-        let mut g = GapTracker::new(GapConfig::default(), true);
-        for s in 0..4 {
-            g.on_sent(t0 + us(s * 1_000), s, Some(&[1; 100]), false, rtt);
-        }
+        let (mut g, t0) = sent(4, true);
         let _ = g.on_reply(t0 + us(3_000), 34, rtt);
         let until = g
             .on_reply(t0 + us(5_000), 36, rtt)
@@ -629,13 +617,12 @@ mod tests {
                         prop_assert!(r.hold_until <= latest_until);
                         prop_assert!(r.hold_until.is_none_or(|u| u > now));
                     } else {
-                        let frame = vec![0u8; len];
-                        g.on_sent(now, seq, with_frame.then_some(&frame[..]), false, floor);
+                        g.on_sent(now, seq, with_frame.then(|| frame(len)), false, floor);
                         seq += 1;
                     }
                     prop_assert!(g.ring.len() <= 32);
                     prop_assert!(g.bytes <= 16 * 1024);
-                    let sum: usize = g.ring.iter().map(|r| r.frame.as_ref().map_or(0, Vec::len)).sum();
+                    let sum: usize = g.ring.iter().map(|r| r.frame.as_ref().map_or(0, |f| f.len())).sum();
                     prop_assert_eq!(sum, g.bytes);
                 }
             }
