@@ -94,6 +94,7 @@ impl SkSessionConfig {
                 interval_ms: self.quack_interval_ms,
                 interval_packets: self.quack_interval_packets,
                 threshold: self.quack_threshold,
+                quack_on_gap_percent: 0,
             }),
             packrat: (self.packrat != 0).then_some(PackratConfig {
                 eack_interval_ms: self.eack_interval_ms,

@@ -81,6 +81,7 @@ impl SidekickConfig {
                 interval_ms,
                 interval_packets: 0,
                 threshold,
+                quack_on_gap_percent: 0,
             }),
             packrat: None,
             identifier: Some(IdentifierSpec::quic_default()),

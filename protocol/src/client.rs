@@ -43,7 +43,12 @@ pub use crate::client_types::{
 /// use sidekick_protocol::messages::{IdentifierSpec, RobinConfig, SessionConfig};
 ///
 /// let cfg = SessionConfig {
-///     robin: Some(RobinConfig { interval_ms: 30, interval_packets: 0, threshold: 10 }),
+///     robin: Some(RobinConfig {
+///         interval_ms: 30,
+///         interval_packets: 0,
+///         threshold: 10,
+///         quack_on_gap_percent: 0,
+///     }),
 ///     packrat: None,
 ///     identifier: Some(IdentifierSpec::quic_default()),
 /// };
@@ -78,6 +83,10 @@ pub struct ClientSession {
     next_config_id: u32,
     pending_reset: Option<(u32, Retry)>,
     path_response: u64,
+    /// The latest path response was sent but not yet confirmed by the proxy's reply: resent on
+    /// this timer. Until the proxy has it, its anti-amplification limit (seed 001 §4.1) holds
+    /// back nearly every quACK, so a lost response must not wait for the next keepalive.
+    path_retry: Option<Retry>,
     // Quota.
     max_proxy_seq: u64,
     granted: u32,
@@ -114,6 +123,7 @@ impl ClientSession {
             next_config_id: 1,
             pending_reset: None,
             path_response: 0,
+            path_retry: None,
             max_proxy_seq: 0,
             granted: 0,
             proxy_remaining: 0,
@@ -182,6 +192,7 @@ impl ClientSession {
         self.init_retry = None;
         self.pending_config = None;
         self.pending_reset = None;
+        self.path_retry = None;
         self.next_refresh = None;
         self.ephemeral = None;
         ClientEvent::Fallback(reason)
@@ -265,6 +276,15 @@ impl ClientSession {
         });
         // Padded so the proxy's InitAck never exceeds what it received (zero amplification).
         self.send_padded(now, &m, frame::MIN_INIT_DATAGRAM)
+    }
+
+    /// Sends the path response, asking for a reply that confirms it (resent until then).
+    fn answer_challenge(&mut self, now: Instant) -> Result<(), Error> {
+        if self.path_response == 0 {
+            return self.send_refresh(now, false);
+        }
+        self.path_retry = Some(Retry::new(now, self.cfg.control_retry));
+        self.send_refresh(now, true)
     }
 
     fn send_refresh(&mut self, now: Instant, want_reply: bool) -> Result<(), Error> {
@@ -400,7 +420,7 @@ impl ClientSession {
                 self.epoch = a.epoch;
                 self.path_response = a.path_challenge;
                 self.state = ClientState::Established;
-                self.send_refresh(now, false)?;
+                self.answer_challenge(now)?;
                 self.next_refresh = Some(now + self.cfg.refresh_interval);
                 Ok(ClientEvent::Established {
                     config,
@@ -483,10 +503,14 @@ impl ClientSession {
                 code: e.code,
                 detail: e.detail,
             }),
-            Message::Refresh(_) => Ok(ClientEvent::Nothing),
+            Message::Refresh(_) => {
+                // The answer to a want-reply Refresh: the proxy has our path response.
+                self.path_retry = None;
+                Ok(ClientEvent::Nothing)
+            }
             Message::Challenge(c) => {
                 self.path_response = c.token;
-                self.send_refresh(now, false)?;
+                self.answer_challenge(now)?;
                 Ok(ClientEvent::Nothing)
             }
             // `frame::open` already refused client-only types in this direction.
@@ -581,6 +605,7 @@ impl ClientSession {
         self.init_retry = None;
         self.pending_config = None;
         self.pending_reset = None;
+        self.path_retry = None;
         self.next_refresh = None;
     }
 
@@ -610,6 +635,7 @@ impl ClientSession {
             self.init_retry.as_ref().map(|r| r.next),
             self.pending_config.as_ref().map(|(_, _, r)| r.next),
             self.pending_reset.as_ref().map(|(_, r)| r.next),
+            self.path_retry.as_ref().map(|r| r.next),
             self.next_refresh,
             self.idle_deadline(),
         ]
@@ -692,6 +718,16 @@ impl ClientSession {
             self.events.push_back(e);
             return;
         }
+        if let Some(r) = self.path_retry.as_mut().filter(|r| r.next <= now) {
+            // Not fatal when it never gets through: the idle timer decides.
+            if r.attempts >= self.cfg.init_attempts {
+                self.path_retry = None;
+            } else {
+                r.step(now, max_backoff);
+                self.stats.retransmissions += 1;
+                let _ = self.send_refresh(now, true);
+            }
+        }
         if let Some(t) = self.next_refresh
             && t <= now
         {
@@ -731,6 +767,7 @@ mod tests {
                 interval_ms: 30,
                 interval_packets: 0,
                 threshold: 10,
+                quack_on_gap_percent: 0,
             }),
             packrat: None,
             identifier: Some(IdentifierSpec::quic_default()),
@@ -747,10 +784,14 @@ mod tests {
         c.handle_datagram(now, proxy_addr, &ack.bytes).unwrap();
         let refresh = c.poll_transmit().unwrap();
         table.handle_datagram(now, sk, &refresh.bytes).unwrap();
+        // The proxy confirms the path response (seq 2).
+        let reply = table.poll_transmit().unwrap();
+        c.handle_datagram(now, proxy_addr, &reply.bytes).unwrap();
+        assert!(c.path_retry.is_none());
         let id = c.session_id().unwrap();
-        // Pretend this client had authorised only up to seq 2: the proxy (which was told 257)
+        // Pretend this client had authorised only up to seq 3: the proxy (which was told 257)
         // stands in for one that ignores the quota.
-        c.granted = 2;
+        c.granted = 3;
         let q2 = table.send_quack(now, &id, b"2").unwrap();
         let q3 = table.send_quack(now, &id, b"3").unwrap();
         assert_eq!(

@@ -514,6 +514,7 @@ mod tests {
                 interval_ms: u32::MAX,
                 interval_packets: u32::MAX,
                 threshold: u32::MAX,
+                quack_on_gap_percent: u32::MAX,
             }),
             packrat: Some(PackratConfig {
                 eack_interval_ms: u32::MAX,

@@ -25,7 +25,12 @@
 //!                       server: "203.0.113.5:443".parse().unwrap() };
 //! let mut proxy = ProxySessionTable::new(ProxyPolicy::new(proxy_addr));
 //! let mut client = ClientSession::new(ClientConfig::new(SessionConfig {
-//!     robin: Some(RobinConfig { interval_ms: 30, interval_packets: 0, threshold: 10 }),
+//!     robin: Some(RobinConfig {
+//!         interval_ms: 30,
+//!         interval_packets: 0,
+//!         threshold: 10,
+//!         quack_on_gap_percent: 0,
+//!     }),
 //!     packrat: None,
 //!     identifier: Some(IdentifierSpec::quic_default()),
 //! }));

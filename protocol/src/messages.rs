@@ -60,6 +60,13 @@ pub struct RobinConfig {
     /// Threshold t: number of power sums, bound on missing packets between quACKs.
     #[prost(uint32, tag = "3")]
     pub threshold: u32,
+    /// Also send a quACK at once when a packet arrives after a silence longer than this
+    /// percentage of the flow's smoothed packet spacing (0 = off; at least
+    /// [`MIN_GAP_PERCENT`] otherwise). A paced media stream's lost packet shows at the proxy
+    /// as such a silence, so the quACK that reveals it leaves with the next packet instead of
+    /// waiting for the count or the timer: a sparse interval then costs no recovery delay.
+    #[prost(uint32, tag = "4")]
+    pub quack_on_gap_percent: u32,
 }
 
 /// Packrat parameters (seed 002 §5, §6.1).
@@ -164,6 +171,9 @@ pub enum ConfigError {
     /// Threshold zero or too large.
     #[error("threshold {0} out of range")]
     BadThreshold(u32),
+    /// A quACK-on-gap percentage below [`MIN_GAP_PERCENT`] (and not 0).
+    #[error("quack-on-gap percentage {0} below {MIN_GAP_PERCENT}")]
+    BadGapPercent(u32),
     /// Symbol count zero or too large.
     #[error("local symbol count {0} out of range")]
     BadSymbols(u32),
@@ -183,6 +193,9 @@ pub enum ConfigError {
 
 /// Upper bound on t accepted on the wire (the quack crate decodes far smaller in practice).
 pub const MAX_THRESHOLD: u32 = 1024;
+/// Smallest non-zero [`RobinConfig::quack_on_gap_percent`]: below it ordinary jitter would
+/// trigger a quACK with nearly every packet.
+pub const MIN_GAP_PERCENT: u32 = 110;
 /// Upper bound on local symbols accepted on the wire.
 pub const MAX_SYMBOLS: u32 = 65_536;
 /// Upper bound on |offset| (a UDP payload never exceeds 65 535 bytes).
@@ -252,6 +265,9 @@ impl SessionConfig {
             }
             if r.threshold == 0 || r.threshold > MAX_THRESHOLD {
                 return Err(ConfigError::BadThreshold(r.threshold));
+            }
+            if r.quack_on_gap_percent != 0 && r.quack_on_gap_percent < MIN_GAP_PERCENT {
+                return Err(ConfigError::BadGapPercent(r.quack_on_gap_percent));
             }
         }
         if let Some(p) = &self.packrat {
@@ -596,6 +612,7 @@ mod tests {
                 interval_ms: 30,
                 interval_packets: 0,
                 threshold: 10,
+                quack_on_gap_percent: 0,
             }),
             packrat: Some(PackratConfig {
                 eack_interval_ms: 10,
@@ -620,6 +637,14 @@ mod tests {
         let mut c = good.clone();
         c.robin.as_mut().unwrap().threshold = 0;
         assert_eq!(c.validate(), Err(ConfigError::BadThreshold(0)));
+        let mut c = good.clone();
+        c.robin.as_mut().unwrap().quack_on_gap_percent = MIN_GAP_PERCENT - 1;
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::BadGapPercent(MIN_GAP_PERCENT - 1))
+        );
+        c.robin.as_mut().unwrap().quack_on_gap_percent = 150;
+        assert_eq!(c.validate(), Ok(()));
         let mut c = good.clone();
         c.identifier.as_mut().unwrap().mode = IdentifierMode::KeyedHash as i32;
         assert_eq!(c.validate(), Err(ConfigError::BadHashKey(0)));

@@ -300,6 +300,7 @@ mod tests {
                 interval_ms: 2,
                 interval_packets: 0,
                 threshold: 50,
+                quack_on_gap_percent: 0,
             }),
             packrat: Some(PackratConfig {
                 eack_interval_ms: 10,

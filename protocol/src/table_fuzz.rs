@@ -33,6 +33,7 @@ pub fn fuzz_table(data: &[u8]) {
             interval_ms: 30,
             interval_packets: 0,
             threshold: 10,
+            quack_on_gap_percent: 0,
         }),
         packrat: None,
         identifier: Some(IdentifierSpec::quic_default()),

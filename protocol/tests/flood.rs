@@ -111,6 +111,7 @@ fn session_config() -> SessionConfig {
             interval_ms: 30,
             interval_packets: 0,
             threshold: 10,
+            quack_on_gap_percent: 0,
         }),
         packrat: None,
         identifier: Some(IdentifierSpec::quic_default()),
@@ -215,6 +216,12 @@ fn flood_keeps_state_bounded_and_never_amplifies() {
             }
         }
         assert_eq!(t.session(&id).unwrap().is_validated(), validate);
+        // A validated client's Refresh asked for a reply (confirming its path response).
+        for (to, b) in drain(&mut t, &mut ledger) {
+            assert!(validate);
+            assert_eq!(to, sk);
+            cl.handle_datagram(now, to_proxy_addr(), &b).unwrap();
+        }
         // The proxy tries to push quACKs to every session, verified or not.
         for _ in 0..20 {
             match t.send_quack(now, &id, &[0xab; 200]) {

@@ -52,7 +52,7 @@ fn arb_identifier() -> impl Strategy<Value = IdentifierSpec> {
 /// Any configuration, valid or not (the decoder must agree with `validate`).
 fn arb_config() -> impl Strategy<Value = SessionConfig> {
     (
-        proptest::option::of((0u32..100, 0u32..100, 0u32..2000)),
+        proptest::option::of((0u32..100, 0u32..100, 0u32..2000, 0u32..300)),
         proptest::option::of((
             0u32..100,
             0u32..100,
@@ -63,11 +63,14 @@ fn arb_config() -> impl Strategy<Value = SessionConfig> {
         proptest::option::of(arb_identifier()),
     )
         .prop_map(|(r, p, identifier)| SessionConfig {
-            robin: r.map(|(interval_ms, interval_packets, threshold)| RobinConfig {
-                interval_ms,
-                interval_packets,
-                threshold,
-            }),
+            robin: r.map(
+                |(interval_ms, interval_packets, threshold, quack_on_gap_percent)| RobinConfig {
+                    interval_ms,
+                    interval_packets,
+                    threshold,
+                    quack_on_gap_percent,
+                },
+            ),
             packrat: p.map(|(a, b, c, d, e)| PackratConfig {
                 eack_interval_ms: a,
                 eack_interval_packets: b,
@@ -355,7 +358,12 @@ proptest! {
         let now = Instant::now();
         let proxy_addr: SocketAddr = "192.0.2.1:7000".parse().unwrap();
         let mut cfg = ClientConfig::new(SessionConfig {
-            robin: Some(RobinConfig { interval_ms: 30, interval_packets: 0, threshold: 10 }),
+            robin: Some(RobinConfig {
+                interval_ms: 30,
+                interval_packets: 0,
+                threshold: 10,
+                quack_on_gap_percent: 0,
+            }),
             packrat: None,
             identifier: Some(IdentifierSpec::quic_default()),
         });

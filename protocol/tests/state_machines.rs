@@ -326,6 +326,55 @@ fn lost_init_ack_is_recovered_by_retransmission() {
 }
 
 #[test]
+fn lost_path_response_is_resent_until_the_proxy_confirms_it() {
+    let mut p = Pair::new(both_modes());
+    let mut now = p.t0;
+    p.client.start(now).unwrap();
+    let req = p.client_out();
+    p.deliver_to_proxy(now, &req[0]).unwrap();
+    let init = p.client_out();
+    let ProxyEvent::SessionEstablished { id, .. } = p.deliver_to_proxy(now, &init[0]).unwrap()
+    else {
+        panic!("no session")
+    };
+    let ack = p.proxy_out();
+    assert!(matches!(
+        p.deliver_to_client(now, &ack[0]).unwrap(),
+        ClientEvent::Established { .. }
+    ));
+    // The Refresh carrying the path response is lost: the proxy stays unvalidated and its
+    // anti-amplification limit soon refuses quACKs.
+    assert_eq!(p.client_out().len(), 1);
+    assert!(!p.proxy.session(&id).unwrap().is_validated());
+    let refused = (0..10)
+        .filter(|_| {
+            matches!(
+                p.proxy.send_quack(now, &id, &[0; 100]),
+                Err(Error::AmplificationLimit)
+            )
+        })
+        .count();
+    assert!(refused > 0);
+    let _ = p.proxy_out();
+    // One control retry later (not the next keepalive, seconds away) the response goes again,
+    // asking for a reply; the proxy validates the path and answers.
+    let due = p.client.poll_timeout().unwrap();
+    assert!(due <= now + 200 * MS, "{:?}", due - now);
+    now = due;
+    p.client.handle_timeout(now);
+    let (_, pe) = p.pump(now);
+    assert!(pe.contains(&ProxyEvent::PathValidated { id }), "{pe:?}");
+    assert!(p.proxy.session(&id).unwrap().is_validated());
+    assert!(p.proxy.send_quack(now, &id, &[0; 100]).is_ok());
+    // Confirmed: no more resends.
+    let _ = p.proxy_out();
+    now += 2000 * MS;
+    p.client.handle_timeout(now);
+    let refreshes = p.client_out().len();
+    assert!(refreshes <= 1, "only the keepalive cadence remains: {refreshes}");
+}
+
+#[test]
 fn discovery_without_proxy_falls_back() {
     let mut p = Pair::new(both_modes());
     let mut now = p.t0;
@@ -351,11 +400,12 @@ fn quota_exhaustion_and_refresh() {
     let mut p = Pair::new(both_modes());
     let mut now = p.t0;
     let id = p.handshake(now);
-    // The client authorised 256 frames beyond the InitAck (seq 1): seqs 2..=257.
+    // The client authorised 256 frames beyond the InitAck (seq 1): seqs 2..=257; the reply
+    // confirming its path response took seq 2.
     assert_eq!(p.client.quota_granted(), 257);
-    assert_eq!(p.proxy.session(&id).unwrap().quota_remaining(), 256);
+    assert_eq!(p.proxy.session(&id).unwrap().quota_remaining(), 255);
     let mut held = Vec::new();
-    for i in 0..256 {
+    for i in 0..255 {
         let q = p.proxy.send_quack(now, &id, &[i as u8]).unwrap();
         held.push(q);
     }

@@ -19,6 +19,7 @@ pub fn both_modes() -> SessionConfig {
             interval_ms: 30,
             interval_packets: 0,
             threshold: 10,
+            quack_on_gap_percent: 0,
         }),
         packrat: Some(PackratConfig {
             eack_interval_ms: 10,
@@ -39,6 +40,7 @@ pub fn robin_only(threshold: u32) -> SessionConfig {
             interval_ms: 15,
             interval_packets: 0,
             threshold,
+            quack_on_gap_percent: 0,
         }),
         packrat: None,
         identifier: Some(IdentifierSpec::quic_default()),

@@ -41,6 +41,7 @@ pub fn robin_config() -> SessionConfig {
             interval_ms: 0,
             interval_packets: 2,
             threshold: 8,
+            quack_on_gap_percent: 0,
         }),
         packrat: None,
         identifier: Some(IdentifierSpec::quic_default()),
