@@ -160,6 +160,7 @@ fn add_robin(a: &mut RobinCounters, b: &RobinCounters) {
     a.id_errors += b.id_errors;
     a.quacks += b.quacks;
     a.resets += b.resets;
+    a.gap_quacks += b.gap_quacks;
 }
 
 impl<S: SessionLayer> ProxyCore<S> {

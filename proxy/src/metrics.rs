@@ -182,6 +182,12 @@ impl Counters {
             self.quacks_sent,
         );
         m(
+            "quacks_on_gap_total",
+            "counter",
+            "quACKs sent early: a packet followed a silence (quack_on_gap_percent).",
+            self.robin.gap_quacks,
+        );
+        m(
             "eacks_received_total",
             "counter",
             "eACKs received.",

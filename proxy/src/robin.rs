@@ -1,6 +1,13 @@
 //! Robin engine (seed 001 §4, §5.3): insert the identifier of every client→server packet of a
 //! session into the flow's power-sum quACK and emit the quACK every N ms or every N packets.
 //!
+//! A session may also ask for a quACK at once when a packet arrives after a silence longer than
+//! a given percentage of the flow's smoothed packet spacing (`quack_on_gap_percent`): for a
+//! paced media stream that silence is the near-segment loss of the packet before, and the quACK
+//! that reveals it (reorder threshold 1, seed 001 §5.2) then leaves with the very next packet.
+//! Seed 001 §6.2 notes that with a quACK every 2 packets the packet after a loss waits "20+2=22 ms
+//! or 20×2+2=42 ms"; this closes that wait without a quACK per packet.
+//!
 //! The quota (seed 001 §4.1 "Security") is enforced by the session layer in the core: an engine
 //! asks for an emission, the session refuses it beyond the client's quota and the refusal is
 //! counted. The engine emits only when something new was inserted since its last quACK.
@@ -20,6 +27,9 @@ pub struct RobinConfig {
     pub every_packets: u32,
     /// Emit every this long (zero: not time-driven).
     pub every: Duration,
+    /// Also emit at once when a packet follows a silence longer than this percentage of the
+    /// smoothed packet spacing (0: off).
+    pub quack_on_gap_percent: u32,
     /// How to compute identifiers.
     pub id: IdSource,
 }
@@ -31,8 +41,47 @@ impl Default for RobinConfig {
             threshold: 10,
             every_packets: 0,
             every: Duration::from_millis(30),
+            quack_on_gap_percent: 0,
             id: IdSource::QUIC_DEFAULT,
         }
+    }
+}
+
+/// Spacing samples needed before a silence can trigger a quACK.
+const GAP_WARMUP_SAMPLES: u32 = 8;
+
+/// The smoothed spacing between a flow's client packets, and whether the latest was late.
+#[derive(Debug, Clone, Copy, Default)]
+struct SpacingTracker {
+    last_arrival: Option<Instant>,
+    smoothed: Duration,
+    samples: u32,
+}
+
+impl SpacingTracker {
+    /// Records an arrival; true when it follows a silence longer than `percent` % of the
+    /// smoothed spacing so far.
+    fn on_arrival(&mut self, now: Instant, percent: u32) -> bool {
+        let Some(last) = self.last_arrival.replace(now) else {
+            return false;
+        };
+        let gap = now.saturating_duration_since(last);
+        let late = self.samples >= GAP_WARMUP_SAMPLES
+            && gap.as_nanos() * 100 > self.smoothed.as_nanos() * u128::from(percent);
+        // The plain mean of the warm-up samples (an EWMA seeded with one jittered sample would
+        // stay biased for a while), then an EWMA with gain 1/8 (as RFC 6298's SRTT). A sample
+        // is capped at 4x the mean so one idle period does not blind the tracker for dozens of
+        // packets.
+        let n = self.samples;
+        self.smoothed = if n == 0 {
+            gap
+        } else if n < GAP_WARMUP_SAMPLES {
+            (self.smoothed * n + gap.min(self.smoothed * 4)) / (n + 1)
+        } else {
+            (self.smoothed * 7 + gap.min(self.smoothed * 4)) / 8
+        };
+        self.samples = n.saturating_add(1);
+        late
     }
 }
 
@@ -47,6 +96,8 @@ pub struct RobinCounters {
     pub quacks: u64,
     /// Resets applied.
     pub resets: u64,
+    /// quACKs sent early because a packet followed a silence (`quack_on_gap_percent`).
+    pub gap_quacks: u64,
 }
 
 /// The per-flow Robin state.
@@ -64,6 +115,10 @@ pub struct RobinEngine {
     quack: PowerSumQuack<u32>,
     since_emit: u32,
     next_emit: Option<Instant>,
+    spacing: SpacingTracker,
+    /// Emit with the next packet: the first of an epoch in gap mode, so the sender syncs on it
+    /// at once rather than at the first loss (a loss before the sync goes unseen).
+    quack_first: bool,
     /// Counters.
     pub counters: RobinCounters,
 }
@@ -77,6 +132,8 @@ impl RobinEngine {
             quack: PowerSumQuack::new(threshold),
             since_emit: 0,
             next_emit: (!cfg.every.is_zero()).then(|| now + cfg.every),
+            spacing: SpacingTracker::default(),
+            quack_first: cfg.quack_on_gap_percent > 0,
             counters: RobinCounters::default(),
         }
     }
@@ -104,6 +161,7 @@ impl RobinEngine {
         self.quack.clear();
         self.since_emit = 0;
         self.next_emit = (!self.cfg.every.is_zero()).then(|| now + self.cfg.every);
+        self.quack_first = self.cfg.quack_on_gap_percent > 0;
         self.counters.resets += 1;
     }
 
@@ -133,10 +191,19 @@ impl FlowEngine for RobinEngine {
         if dir != Direction::FromClient {
             return;
         }
-        if self.insert_payload(pkt.payload)
-            && self.cfg.every_packets > 0
-            && self.since_emit >= self.cfg.every_packets
-        {
+        let late = self.cfg.quack_on_gap_percent > 0
+            && self
+                .spacing
+                .on_arrival(now, self.cfg.quack_on_gap_percent);
+        if !self.insert_payload(pkt.payload) {
+            return;
+        }
+        let counted = self.cfg.every_packets > 0 && self.since_emit >= self.cfg.every_packets;
+        if counted || late || self.quack_first {
+            if late && !counted {
+                self.counters.gap_quacks += 1;
+            }
+            self.quack_first = false;
             self.emit(out);
             if !self.cfg.every.is_zero() {
                 self.next_emit = Some(now + self.cfg.every);
@@ -204,6 +271,7 @@ mod tests {
             threshold: 8,
             every_packets: 2,
             every: Duration::ZERO,
+            quack_on_gap_percent: 0,
             id: IdSource::QUIC_DEFAULT,
         };
         let mut e = RobinEngine::new(cfg, now);
@@ -284,5 +352,97 @@ mod tests {
         e.on_packet(t0, Direction::FromClient, &p, &mut out);
         assert_eq!(e.counters.id_errors, 1);
         assert_eq!(e.quack().count(), 0);
+    }
+
+    fn gap_config() -> RobinConfig {
+        RobinConfig {
+            threshold: 8,
+            every_packets: 32,
+            every: Duration::ZERO,
+            quack_on_gap_percent: 150,
+            id: IdSource::QUIC_DEFAULT,
+        }
+    }
+
+    /// Feeds a 20 ms paced stream; `skip` ids are "lost" before the proxy; `jitter(i)` shifts
+    /// each arrival. Returns (id, at ms) of every packet that triggered a quACK.
+    fn paced(
+        e: &mut RobinEngine,
+        t0: Instant,
+        ids: std::ops::Range<u32>,
+        skip: &[u32],
+        jitter: impl Fn(u32) -> i64,
+    ) -> Vec<u32> {
+        let mut fired = Vec::new();
+        for i in ids {
+            if skip.contains(&i) {
+                continue;
+            }
+            let at_ms = (i64::from(i) * 20 + jitter(i)).max(0) as u64;
+            let mut out = Vec::new();
+            feed(e, t0 + Duration::from_millis(at_ms), i, &mut out);
+            if !out.is_empty() {
+                fired.push(i);
+            }
+        }
+        fired
+    }
+
+    #[test]
+    fn the_packet_after_a_silence_carries_a_quack_at_once() {
+        let t0 = Instant::now();
+        let mut e = RobinEngine::new(gap_config(), t0);
+        // 40 paced packets, ids 10 and 11 lost (seed 001 §6.2: the packet after a loss), 3 ms
+        // of sender jitter on every packet.
+        let jitter = |i: u32| if i % 2 == 0 { 3 } else { -3 };
+        let fired = paced(&mut e, t0, 0..40, &[10, 20, 21], jitter);
+        // The first packet (the sender syncs on it), then the first packet after each silence
+        // (the count of 32 restarts with each quACK).
+        assert_eq!(fired, vec![0, 11, 22]);
+        assert_eq!(e.counters.gap_quacks, 2);
+        let fired = paced(&mut e, t0, 40..80, &[], jitter);
+        assert_eq!(fired, vec![54], "the 32nd packet after the last quACK (23..=54)");
+        assert_eq!(e.counters.gap_quacks, 2);
+        // The quACK sent with packet 11 covers it: the sender sees 10 missing before 11.
+        let mut out = Vec::new();
+        let mut e = RobinEngine::new(gap_config(), t0);
+        for i in 0..10 {
+            feed(&mut e, t0 + Duration::from_millis(u64::from(i) * 20), i, &mut out);
+        }
+        feed(&mut e, t0 + Duration::from_millis(220), 11, &mut out);
+        let Some(Action::Message(Outgoing::Quack(bytes))) = out.last() else {
+            panic!("no quack")
+        };
+        let q = PowerSumQuack::<u32>::from_bytes(bytes).unwrap();
+        assert_eq!((q.count(), q.last_value()), (11, Some(11)));
+    }
+
+    #[test]
+    fn jitter_and_warmup_do_not_trigger_and_an_idle_period_costs_one_quack() {
+        let t0 = Instant::now();
+        let mut e = RobinEngine::new(gap_config(), t0);
+        // A loss during the warm-up (id 2) is not acted on; ±4 ms jitter (spacings of 12 and
+        // 28 ms, below 150 % of 20) never triggers.
+        let jitter = |i: u32| if i % 2 == 0 { 4 } else { -4 };
+        assert_eq!(paced(&mut e, t0, 0..30, &[2], jitter), vec![0]);
+        // Five seconds of silence: the packet that resumes the stream carries one quACK, and
+        // the capped sample lets a loss eight packets later be seen again.
+        let resume = t0 + Duration::from_millis(29 * 20 + 5_000);
+        let mut fired = paced(&mut e, resume, 0..20, &[9], |_| 0);
+        assert_eq!(fired.remove(0), 0);
+        assert_eq!(fired, vec![10]);
+        // A reset (new epoch) syncs again with its first packet.
+        e.reset(resume);
+        assert_eq!(paced(&mut e, resume, 20..22, &[], |_| 0), vec![20]);
+        // Off by default: the same stream with a loss triggers nothing early.
+        let mut e = RobinEngine::new(
+            RobinConfig {
+                quack_on_gap_percent: 0,
+                ..gap_config()
+            },
+            t0,
+        );
+        assert_eq!(paced(&mut e, t0, 0..30, &[10], |_| 0), Vec::<u32>::new());
+        assert_eq!(e.counters.gap_quacks, 0);
     }
 }

@@ -210,6 +210,7 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
         threshold: r.threshold.max(1) as usize,
         every_packets: r.interval_packets,
         every: Duration::from_millis(u64::from(r.interval_ms)),
+        quack_on_gap_percent: r.quack_on_gap_percent,
         id,
     });
     let packrat = config.packrat.as_ref().map(|p| PackratConfig {

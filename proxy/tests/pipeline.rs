@@ -196,6 +196,43 @@ fn discovery_then_quacks_for_an_upload() {
 }
 
 #[test]
+fn a_negotiated_quack_on_gap_reveals_a_loss_with_the_next_packet() {
+    let t0 = Instant::now();
+    let mut cfg = robin_config();
+    if let Some(r) = cfg.robin.as_mut() {
+        r.interval_packets = 32;
+        r.quack_on_gap_percent = 150;
+    }
+    let mut lab = Lab::new(cfg);
+    lab.establish(t0);
+    // A 20 ms paced stream; packet 12 is lost before the proxy.
+    for id in (0..20u32).filter(|&id| id != 12) {
+        let now = t0 + Duration::from_millis(u64::from(id) * 20);
+        assert_eq!(lab.base_from_client(now, &data(id, 200)), Action::Forward);
+        lab.pump(now);
+    }
+    let quacks: Vec<PowerSumQuack<u32>> = lab
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::Quack { data, .. } => Some(PowerSumQuack::from_bytes(data).unwrap()),
+            _ => None,
+        })
+        .collect();
+    // Two quACKs: with packet 0 (the sender syncs on it) and with packet 13: it covers 0..=11
+    // and 13, so 12 is missing before 13.
+    assert_eq!(quacks.len(), 2, "{quacks:?}");
+    assert_eq!((quacks[0].count(), quacks[0].last_value()), (1, Some(0)));
+    assert_eq!((quacks[1].count(), quacks[1].last_value()), (13, Some(13)));
+    let snap = lab.core.snapshot();
+    assert_eq!(snap.robin.gap_quacks, 1);
+    assert!(
+        snap.render_prometheus()
+            .contains("sidekick_quacks_on_gap_total 1\n")
+    );
+}
+
+#[test]
 fn packrat_retransmits_exactly_the_missing_packets() {
     let now = Instant::now();
     let mut lab = Lab::new(packrat_config());
