@@ -6,7 +6,9 @@
 //! paced media stream that silence is the near-segment loss of the packet before, and the quACK
 //! that reveals it (reorder threshold 1, seed 001 §5.2) then leaves with the very next packet.
 //! Seed 001 §6.2 notes that with a quACK every 2 packets the packet after a loss waits "20+2=22 ms
-//! or 20×2+2=42 ms"; this closes that wait without a quACK per packet.
+//! or 20×2+2=42 ms"; this closes that wait without a quACK per packet. The packet after that one
+//! carries a second quACK: it covers the sender's resend (which arrives between the two), so a
+//! lost resend — or a lost first quACK — costs one packet interval, not the end-to-end NACK.
 //!
 //! The quota (seed 001 §4.1 "Security") is enforced by the session layer in the core: an engine
 //! asks for an emission, the session refuses it beyond the client's quota and the refusal is
@@ -96,7 +98,8 @@ pub struct RobinCounters {
     pub quacks: u64,
     /// Resets applied.
     pub resets: u64,
-    /// quACKs sent early because a packet followed a silence (`quack_on_gap_percent`).
+    /// Silences that triggered a quACK (`quack_on_gap_percent`); each also repeats it with the
+    /// next packet.
     pub gap_quacks: u64,
 }
 
@@ -117,8 +120,9 @@ pub struct RobinEngine {
     next_emit: Option<Instant>,
     spacing: SpacingTracker,
     /// Emit with the next packet: the first of an epoch in gap mode, so the sender syncs on it
-    /// at once rather than at the first loss (a loss before the sync goes unseen).
-    quack_first: bool,
+    /// at once rather than at the first loss (a loss before the sync goes unseen), and the one
+    /// after a silence's quACK (the second quACK of a silence).
+    quack_next: bool,
     /// Counters.
     pub counters: RobinCounters,
 }
@@ -133,7 +137,7 @@ impl RobinEngine {
             since_emit: 0,
             next_emit: (!cfg.every.is_zero()).then(|| now + cfg.every),
             spacing: SpacingTracker::default(),
-            quack_first: cfg.quack_on_gap_percent > 0,
+            quack_next: cfg.quack_on_gap_percent > 0,
             counters: RobinCounters::default(),
         }
     }
@@ -161,7 +165,7 @@ impl RobinEngine {
         self.quack.clear();
         self.since_emit = 0;
         self.next_emit = (!self.cfg.every.is_zero()).then(|| now + self.cfg.every);
-        self.quack_first = self.cfg.quack_on_gap_percent > 0;
+        self.quack_next = self.cfg.quack_on_gap_percent > 0;
         self.counters.resets += 1;
     }
 
@@ -199,11 +203,12 @@ impl FlowEngine for RobinEngine {
             return;
         }
         let counted = self.cfg.every_packets > 0 && self.since_emit >= self.cfg.every_packets;
-        if counted || late || self.quack_first {
+        if counted || late || self.quack_next {
             if late && !counted {
                 self.counters.gap_quacks += 1;
             }
-            self.quack_first = false;
+            // A silence's quACK is repeated with the next packet.
+            self.quack_next = late;
             self.emit(out);
             if !self.cfg.every.is_zero() {
                 self.next_emit = Some(now + self.cfg.every);
@@ -396,12 +401,12 @@ mod tests {
         // of sender jitter on every packet.
         let jitter = |i: u32| if i % 2 == 0 { 3 } else { -3 };
         let fired = paced(&mut e, t0, 0..40, &[10, 20, 21], jitter);
-        // The first packet (the sender syncs on it), then the first packet after each silence
-        // (the count of 32 restarts with each quACK).
-        assert_eq!(fired, vec![0, 11, 22]);
+        // The first packet (the sender syncs on it), then the first two packets after each
+        // silence (the count of 32 restarts with each quACK).
+        assert_eq!(fired, vec![0, 11, 12, 22, 23]);
         assert_eq!(e.counters.gap_quacks, 2);
         let fired = paced(&mut e, t0, 40..80, &[], jitter);
-        assert_eq!(fired, vec![54], "the 32nd packet after the last quACK (23..=54)");
+        assert_eq!(fired, vec![55], "the 32nd packet after the last quACK (24..=55)");
         assert_eq!(e.counters.gap_quacks, 2);
         // The quACK sent with packet 11 covers it: the sender sees 10 missing before 11.
         let mut out = Vec::new();
@@ -418,19 +423,18 @@ mod tests {
     }
 
     #[test]
-    fn jitter_and_warmup_do_not_trigger_and_an_idle_period_costs_one_quack() {
+    fn jitter_and_warmup_do_not_trigger_and_an_idle_period_costs_two_quacks() {
         let t0 = Instant::now();
         let mut e = RobinEngine::new(gap_config(), t0);
         // A loss during the warm-up (id 2) is not acted on; ±4 ms jitter (spacings of 12 and
         // 28 ms, below 150 % of 20) never triggers.
         let jitter = |i: u32| if i % 2 == 0 { 4 } else { -4 };
         assert_eq!(paced(&mut e, t0, 0..30, &[2], jitter), vec![0]);
-        // Five seconds of silence: the packet that resumes the stream carries one quACK, and
-        // the capped sample lets a loss eight packets later be seen again.
+        // Five seconds of silence: the two packets that resume the stream carry quACKs, and the
+        // capped sample lets a loss eight packets later be seen again.
         let resume = t0 + Duration::from_millis(29 * 20 + 5_000);
-        let mut fired = paced(&mut e, resume, 0..20, &[9], |_| 0);
-        assert_eq!(fired.remove(0), 0);
-        assert_eq!(fired, vec![10]);
+        let fired = paced(&mut e, resume, 0..20, &[9], |_| 0);
+        assert_eq!(fired, vec![0, 1, 10, 11]);
         // A reset (new epoch) syncs again with its first packet.
         e.reset(resume);
         assert_eq!(paced(&mut e, resume, 20..22, &[], |_| 0), vec![20]);

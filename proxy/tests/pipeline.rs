@@ -219,11 +219,12 @@ fn a_negotiated_quack_on_gap_reveals_a_loss_with_the_next_packet() {
             _ => None,
         })
         .collect();
-    // Two quACKs: with packet 0 (the sender syncs on it) and with packet 13: it covers 0..=11
-    // and 13, so 12 is missing before 13.
-    assert_eq!(quacks.len(), 2, "{quacks:?}");
+    // Three quACKs: with packet 0 (the sender syncs on it), with packet 13 — it covers 0..=11
+    // and 13, so 12 is missing before 13 — and again with packet 14 (it would cover a resend).
+    assert_eq!(quacks.len(), 3, "{quacks:?}");
     assert_eq!((quacks[0].count(), quacks[0].last_value()), (1, Some(0)));
     assert_eq!((quacks[1].count(), quacks[1].last_value()), (13, Some(13)));
+    assert_eq!((quacks[2].count(), quacks[2].last_value()), (14, Some(14)));
     let snap = lab.core.snapshot();
     assert_eq!(snap.robin.gap_quacks, 1);
     assert!(
