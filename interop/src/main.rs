@@ -124,14 +124,28 @@ enum Cmd {
     },
 }
 
+/// Other names of shipped scenarios: the names the project's issues and docs use for the
+/// papers' experiments.
+const SCENARIO_ALIASES: [(&str, &str); 5] = [
+    ("robin-media", "robin-1-media"),
+    ("robin-upload", "robin-2-upload"),
+    ("robin-ack-reduction", "robin-3-ack-reduction"),
+    ("packrat-http", "packrat-wifi"),
+    ("packrat-media", "packrat-satellite"),
+];
+
 fn scenario_path(s: &str) -> PathBuf {
     let p = PathBuf::from(s);
     if p.exists() {
         return p;
     }
+    let name = SCENARIO_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == s)
+        .map_or(s, |(_, name)| name);
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scenarios")
-        .join(format!("{s}.toml"))
+        .join(format!("{name}.toml"))
 }
 
 fn stop_flag() -> Result<Arc<AtomicBool>> {
@@ -388,4 +402,19 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_name_shipped_scenarios() {
+        for (alias, name) in SCENARIO_ALIASES {
+            let p = scenario_path(alias);
+            assert!(p.exists(), "{alias} -> {}", p.display());
+            assert!(p.ends_with(format!("{name}.toml")));
+        }
+        assert!(scenario_path("demo").exists());
+    }
 }
