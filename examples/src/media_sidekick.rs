@@ -28,12 +28,15 @@ use crate::transfer::sidekick::{EngineSample, Mode, SidekickCounters};
 /// `interval_ms`, threshold `threshold` (8); a hole is lost once `reorder_threshold` later
 /// packets were received — 1 for media: "when it receives a quACK, it detects lost packets
 /// without reordering and immediately retransmits them" (seed 001 §5.2), where bulk transfers
-/// use TCP's 3 (§4.3.1).
+/// use TCP's 3 (§4.3.1). `quack_on_gap_percent` (0: off) asks the proxy for a quACK at once
+/// when a packet follows a silence (the loss of the one before it), see
+/// `sidekick_protocol::messages::RobinConfig`.
 ///
 /// ```
-/// let c = sidekick_examples::media_sidekick::media_config(2, 8, 0, 1);
+/// let c = sidekick_examples::media_sidekick::media_config(2, 8, 0, 1, 150);
 /// let r = c.protocol.session.robin.unwrap();
 /// assert_eq!((r.interval_packets, r.threshold, r.interval_ms), (2, 8, 0));
+/// assert_eq!(r.quack_on_gap_percent, 150);
 /// assert_eq!(c.robin.reorder_threshold, 1);
 /// ```
 pub fn media_config(
@@ -41,10 +44,12 @@ pub fn media_config(
     threshold: u32,
     interval_ms: u32,
     reorder_threshold: u32,
+    quack_on_gap_percent: u32,
 ) -> SidekickConfig {
     let mut c = SidekickConfig::robin(interval_ms, threshold);
     if let Some(r) = c.protocol.session.robin.as_mut() {
         r.interval_packets = every_packets;
+        r.quack_on_gap_percent = quack_on_gap_percent;
     }
     c.robin.reorder_threshold = reorder_threshold.max(1);
     c
@@ -180,12 +185,16 @@ impl SendObserver for SidekickObserver {
 
 /// Packrat media config (seed 002 Table 4, media: 40 symbols, 20 kB cache): eACKs every
 /// `every_packets` packets or `interval_ms`. Media datagrams carry no QUIC packet number, so
-/// the reorder window never holds anything (the player has no ACKs to withhold).
+/// the reorder window never holds anything (the player has no ACKs to withhold) and the client
+/// cannot count its open gaps: each eACK is sized for [`MEDIA_EACK_EXPECTED`] differences at
+/// [`MEDIA_EACK_PROBABILITY`] (32 of the 40 symbols).
 ///
 /// ```
-/// let c = sidekick_examples::media_sidekick::fec_config(2, 40, 40);
+/// use sidekick_examples::media_sidekick::{MEDIA_EACK_EXPECTED, fec_config};
+/// let c = fec_config(2, 40, 40);
 /// let p = c.protocol.session.packrat.unwrap();
 /// assert_eq!((p.eack_interval_packets, p.eack_interval_ms, p.local_symbols), (2, 40, 40));
+/// assert_eq!(c.packrat.inflight_allowance, MEDIA_EACK_EXPECTED);
 /// ```
 pub fn fec_config(every_packets: u32, interval_ms: u32, symbols: u32) -> SidekickConfig {
     let mut c = SidekickConfig::packrat();
@@ -196,11 +205,21 @@ pub fn fec_config(every_packets: u32, interval_ms: u32, symbols: u32) -> Sidekic
         p.cache_capacity_bytes = 20_000;
         p.reorder_delay_ms = 0;
     }
-    // The proxy also holds what it forwarded that has not arrived yet (see the transfer's
-    // `--sidekick-eack-inflight`): a few packets at 50 packets/s.
-    c.packrat.inflight_allowance = 4;
+    c.packrat.inflight_allowance = MEDIA_EACK_EXPECTED;
+    c.packrat.success_probability = MEDIA_EACK_PROBABILITY;
     c
 }
+
+/// Differences a media eACK is sized to decode. At 50 packets/s over a 30 ms last hop the
+/// proxy's set holds about 3 packets the client has not received yet (one-way delay plus the
+/// eACK's own trip), plus every loss awaiting its repair (≈ 100 ms each; at 10 % loss about 1)
+/// and the repairs in flight; a burst adds more. An eACK that does not decode resets the epoch
+/// and empties the proxy's cache, losing the repairs under way, so it is sized with margin: 8
+/// (with 4 at p = 0.95, 13 symbols, about 3 % of the eACKs failed on the satellite link).
+pub const MEDIA_EACK_EXPECTED: usize = 8;
+
+/// Decoding probability a media eACK is sized for (with [`MEDIA_EACK_EXPECTED`]: 32 symbols).
+pub const MEDIA_EACK_PROBABILITY: f64 = 0.99;
 
 /// The [`FecHooks`] half for a Packrat media receiver.
 pub struct PackratHooks {

@@ -1,7 +1,8 @@
 //! `sidekick-media client --sidekick` (Robin #1) through the in-process proxy (`tests/common`):
 //! the near link loses one media datagram in 28 (≈ 3.6 %, seed 001 Table 5 #1) before the proxy
 //! sees it, the far segment has 25 ms one way; the proxy quACKs every 2 packets with t = 8 and
-//! the sender resends what a quACK shows lost. Without a proxy the stream falls back to NACKs.
+//! the sender resends what a quACK shows lost (also with a quACK every 32 packets plus one after
+//! each silence, `--sidekick-quack-on-gap`). Without a proxy the stream falls back to NACKs.
 //! `sidekick-media-fec client --sidekick` (Packrat media): the link after the proxy loses one
 //! datagram in 10 (seed 002 Table 3, cellular), the player's eACKs let the proxy retransmit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -152,4 +153,31 @@ fn fec_player_eacks_drive_proxy_retransmissions() {
         st.proxy_retransmissions.load(Ordering::Relaxed) > 0,
         "the proxy retransmitted from its cache"
     );
+}
+
+/// `--sidekick-quack-on-gap`: with a quACK only every 32 packets, the packet after each
+/// near-link loss still carries a quACK (so does the next one, and the first packet, to sync),
+/// so every loss is resent early — with about a third of the quACKs of the every-2 cadence.
+#[test]
+fn quack_on_gap_finds_every_loss_with_sparse_quacks() {
+    let (v, dropped) = run(
+        true,
+        &[
+            "--sidekick-quack-every-packets",
+            "32",
+            "--sidekick-quack-on-gap",
+            "150",
+        ],
+    );
+    eprintln!("media with quACK on gap: {v}\ndropped {dropped}");
+    let sk = &v["sidekick"];
+    assert_eq!(sk["state"], "active", "{v}");
+    assert!(dropped > 3, "{v}");
+    // Every near-link loss found by a quACK and resent early.
+    assert_eq!(sk["losses_detected"].as_u64().unwrap(), dropped, "{v}");
+    assert_eq!(sk["retransmissions"].as_u64().unwrap(), dropped, "{v}");
+    // One quACK to sync, two per loss, one per 32 packets (200 packets in 4 s).
+    let quacks = sk["quacks"].as_u64().unwrap();
+    assert!(quacks <= 1 + 2 * dropped + 200 / 32 + 1, "{quacks} quACKs: {v}");
+    assert_eq!(v["packets_missing"], 0, "{v}");
 }

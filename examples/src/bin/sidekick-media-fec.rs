@@ -26,7 +26,9 @@ use sidekick_examples::fec::{FecConfig, FecMetrics};
 use sidekick_examples::media_io::{
     FecHooks, NoHooks, ReceiverTiming, run_fec_client_with, serve_fec,
 };
-use sidekick_examples::media_sidekick::{MediaSidekick, fec_config};
+use sidekick_examples::media_sidekick::{
+    MEDIA_EACK_EXPECTED, MEDIA_EACK_PROBABILITY, MediaSidekick, fec_config,
+};
 use sidekick_examples::transfer::SidekickCounters;
 use tokio::net::UdpSocket;
 
@@ -95,6 +97,13 @@ struct ClientArgs {
     /// Local eACK symbols (seed 002 Table 4, media: 40).
     #[arg(long, value_name = "N", default_value_t = 40)]
     sidekick_eack_symbols: u32,
+    /// Size each eACK to decode this many differences (media datagrams have no packet number,
+    /// so the client cannot count its gaps).
+    #[arg(long, value_name = "N", default_value_t = MEDIA_EACK_EXPECTED)]
+    sidekick_eack_expected: usize,
+    /// …with this decoding probability.
+    #[arg(long, value_name = "P", default_value_t = MEDIA_EACK_PROBABILITY)]
+    sidekick_eack_probability: f64,
     /// First discovery retransmission timeout, ms.
     #[arg(long, value_name = "MS", default_value_t = 250)]
     sidekick_discovery_retry_ms: u32,
@@ -170,6 +179,8 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
             a.sidekick_eack_interval_ms,
             a.sidekick_eack_symbols,
         );
+        c.packrat.inflight_allowance = a.sidekick_eack_expected;
+        c.packrat.success_probability = a.sidekick_eack_probability;
         c.protocol.discovery_retry =
             Duration::from_millis(u64::from(a.sidekick_discovery_retry_ms));
         c.protocol.discovery_attempts = a.sidekick_discovery_attempts.max(1);

@@ -111,6 +111,11 @@ struct ClientArgs {
     /// Also a quACK every MS milliseconds (0: packet count only).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     sidekick_quack_interval_ms: u32,
+    /// Also ask the proxy for a quACK at once when a packet follows a silence longer than PCT %
+    /// of the stream's packet spacing — the packet after a near-link loss (0: off; else ≥ 110).
+    /// With it a sparse --sidekick-quack-every-packets keeps the recovery of a dense one.
+    #[arg(long, value_name = "PCT", default_value_t = 0)]
+    sidekick_quack_on_gap: u32,
     /// A hole is lost once this many later packets reached the proxy (seed 001 §5.2: 1 for
     /// media, no reordering tolerance; bulk transfers use 3).
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -222,6 +227,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
             a.sidekick_quack_threshold,
             a.sidekick_quack_interval_ms,
             a.sidekick_reorder_threshold,
+            a.sidekick_quack_on_gap,
         );
         c.protocol.discovery_retry =
             Duration::from_millis(u64::from(a.sidekick_discovery_retry_ms));
