@@ -180,6 +180,10 @@ typedef struct SkSessionConfig {
     uint32_t quack_interval_packets;
     // Robin: threshold `t` (1..=1024).
     uint32_t quack_threshold;
+    // Robin: also a quACK at once when a packet follows a silence longer than this percentage
+    // of the flow's packet spacing — the packet after a loss in a paced media stream (0: off;
+    // otherwise at least 110).
+    uint32_t quack_on_gap_percent;
     // Non-zero: request Packrat (eACKs and proxy retransmissions for downloads).
     uint8_t packrat;
     // Packrat: an eACK every this many milliseconds (0: not time-driven).

@@ -23,6 +23,10 @@ pub struct SkSessionConfig {
     pub quack_interval_packets: u32,
     /// Robin: threshold `t` (1..=1024).
     pub quack_threshold: u32,
+    /// Robin: also a quACK at once when a packet follows a silence longer than this percentage
+    /// of the flow's packet spacing — the packet after a loss in a paced media stream (0: off;
+    /// otherwise at least 110).
+    pub quack_on_gap_percent: u32,
     /// Non-zero: request Packrat (eACKs and proxy retransmissions for downloads).
     pub packrat: u8,
     /// Packrat: an eACK every this many milliseconds (0: not time-driven).
@@ -65,6 +69,7 @@ impl SkSessionConfig {
             quack_interval_ms: r.interval_ms,
             quack_interval_packets: r.interval_packets,
             quack_threshold: r.threshold,
+            quack_on_gap_percent: r.quack_on_gap_percent,
             packrat: u8::from(s.packrat.is_some()),
             eack_interval_ms: p.eack_interval_ms,
             eack_interval_packets: p.eack_interval_packets,
@@ -94,7 +99,7 @@ impl SkSessionConfig {
                 interval_ms: self.quack_interval_ms,
                 interval_packets: self.quack_interval_packets,
                 threshold: self.quack_threshold,
-                quack_on_gap_percent: 0,
+                quack_on_gap_percent: self.quack_on_gap_percent,
             }),
             packrat: (self.packrat != 0).then_some(PackratConfig {
                 eack_interval_ms: self.eack_interval_ms,

@@ -178,6 +178,9 @@ fn quack_on_gap_finds_every_loss_with_sparse_quacks() {
     assert_eq!(sk["retransmissions"].as_u64().unwrap(), dropped, "{v}");
     // One quACK to sync, two per loss, one per 32 packets (200 packets in 4 s).
     let quacks = sk["quacks"].as_u64().unwrap();
-    assert!(quacks <= 1 + 2 * dropped + 200 / 32 + 1, "{quacks} quACKs: {v}");
+    assert!(
+        quacks <= 1 + 2 * dropped + 200 / 32 + 1,
+        "{quacks} quACKs: {v}"
+    );
     assert_eq!(v["packets_missing"], 0, "{v}");
 }

@@ -371,7 +371,10 @@ fn lost_path_response_is_resent_until_the_proxy_confirms_it() {
     now += 2000 * MS;
     p.client.handle_timeout(now);
     let refreshes = p.client_out().len();
-    assert!(refreshes <= 1, "only the keepalive cadence remains: {refreshes}");
+    assert!(
+        refreshes <= 1,
+        "only the keepalive cadence remains: {refreshes}"
+    );
 }
 
 #[test]

@@ -196,9 +196,7 @@ impl FlowEngine for RobinEngine {
             return;
         }
         let late = self.cfg.quack_on_gap_percent > 0
-            && self
-                .spacing
-                .on_arrival(now, self.cfg.quack_on_gap_percent);
+            && self.spacing.on_arrival(now, self.cfg.quack_on_gap_percent);
         if !self.insert_payload(pkt.payload) {
             return;
         }
@@ -406,13 +404,22 @@ mod tests {
         assert_eq!(fired, vec![0, 11, 12, 22, 23]);
         assert_eq!(e.counters.gap_quacks, 2);
         let fired = paced(&mut e, t0, 40..80, &[], jitter);
-        assert_eq!(fired, vec![55], "the 32nd packet after the last quACK (24..=55)");
+        assert_eq!(
+            fired,
+            vec![55],
+            "the 32nd packet after the last quACK (24..=55)"
+        );
         assert_eq!(e.counters.gap_quacks, 2);
         // The quACK sent with packet 11 covers it: the sender sees 10 missing before 11.
         let mut out = Vec::new();
         let mut e = RobinEngine::new(gap_config(), t0);
         for i in 0..10 {
-            feed(&mut e, t0 + Duration::from_millis(u64::from(i) * 20), i, &mut out);
+            feed(
+                &mut e,
+                t0 + Duration::from_millis(u64::from(i) * 20),
+                i,
+                &mut out,
+            );
         }
         feed(&mut e, t0 + Duration::from_millis(220), 11, &mut out);
         let Some(Action::Message(Outgoing::Quack(bytes))) = out.last() else {

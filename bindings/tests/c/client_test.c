@@ -16,6 +16,7 @@ static SkClient *robin_client(void) {
     CHECK_EQ(sk_session_config_robin(30, 10, &cfg), SK_STATUS_OK);
     CHECK(cfg.robin && !cfg.packrat);
     CHECK_EQ(cfg.quack_threshold, 10);
+    CHECK_EQ(cfg.quack_on_gap_percent, 0);
     CHECK_EQ(cfg.identifier.offset, -4);
     SkClient *c = NULL;
     CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_OK);
@@ -126,6 +127,14 @@ static void invalid_session_configurations_are_refused(void) {
     sk_session_config_robin(30, 0, &cfg); /* t = 0 */
     CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_INVALID_ARGUMENT);
     sk_session_config_robin(30, 10, &cfg);
+    cfg.quack_on_gap_percent = 50; /* below 110: ordinary jitter would trigger it */
+    CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_INVALID_ARGUMENT);
+    CHECK(c == NULL);
+    cfg.quack_on_gap_percent = 150; /* a quACK with the packet after a silence */
+    CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_OK);
+    sk_client_free(c);
+    c = NULL;
+    CHECK_EQ(cfg.quack_on_gap_percent, 150);
     cfg.robin = 0; /* neither mode */
     CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_INVALID_ARGUMENT);
     CHECK(c == NULL);
