@@ -495,12 +495,7 @@ fn proxy_refuses_malformed_client_frames_of_every_type() {
 fn client_refuses_malformed_proxy_frames_of_every_type() {
     let mut p = Pair::new(both_modes());
     let mut now = p.t0;
-    p.client.start(now).unwrap();
-    let req = p.client_out();
-    p.deliver_to_proxy(now, &req[0]).unwrap();
-    let init = p.client_out();
-    p.deliver_to_proxy(now, &init[0]).unwrap();
-    let id = p.proxy.session_ids().next().unwrap();
+    let id = p.until_init(now);
     let proxy = p.proxy_addr;
 
     let ack = p.proxy_out().remove(0).bytes;

@@ -288,14 +288,7 @@ fn init_retransmits_with_backoff_then_falls_back() {
 fn lost_init_ack_is_recovered_by_retransmission() {
     let mut p = Pair::new(both_modes());
     let mut now = p.t0;
-    p.client.start(now).unwrap();
-    let req = p.client_out();
-    p.deliver_to_proxy(now, &req[0]).unwrap();
-    let init = p.client_out();
-    assert!(matches!(
-        p.deliver_to_proxy(now, &init[0]).unwrap(),
-        ProxyEvent::SessionEstablished { .. }
-    ));
+    p.until_init(now);
     let lost = p.proxy_out();
     assert_eq!(lost.len(), 1);
     now += 200 * MS;
@@ -329,14 +322,7 @@ fn lost_init_ack_is_recovered_by_retransmission() {
 fn lost_path_response_is_resent_until_the_proxy_confirms_it() {
     let mut p = Pair::new(both_modes());
     let mut now = p.t0;
-    p.client.start(now).unwrap();
-    let req = p.client_out();
-    p.deliver_to_proxy(now, &req[0]).unwrap();
-    let init = p.client_out();
-    let ProxyEvent::SessionEstablished { id, .. } = p.deliver_to_proxy(now, &init[0]).unwrap()
-    else {
-        panic!("no session")
-    };
+    let id = p.until_init(now);
     let ack = p.proxy_out();
     assert!(matches!(
         p.deliver_to_client(now, &ack[0]).unwrap(),

@@ -130,6 +130,17 @@ impl Lab {
         }
     }
 
+    /// The quACKs the client received, in order.
+    fn quacks(&self) -> Vec<PowerSumQuack<u32>> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                ClientEvent::Quack { data, .. } => Some(PowerSumQuack::from_bytes(data).unwrap()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn establish(&mut self, now: Instant) {
         self.client.start(now).unwrap();
         self.pump(now);
@@ -171,14 +182,7 @@ fn discovery_then_quacks_for_an_upload() {
         assert_eq!(lab.base_from_client(now, &data(id, 100)), Action::Forward);
         lab.pump(now);
     }
-    let quacks: Vec<PowerSumQuack<u32>> = lab
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Quack { data, .. } => Some(PowerSumQuack::from_bytes(data).unwrap()),
-            _ => None,
-        })
-        .collect();
+    let quacks = lab.quacks();
     assert!(!quacks.is_empty(), "no quACK: {:?}", lab.core.snapshot());
     let last = quacks.last().unwrap();
     let mut expect = PowerSumQuack::<u32>::new(8);
@@ -211,14 +215,7 @@ fn a_negotiated_quack_on_gap_reveals_a_loss_with_the_next_packet() {
         assert_eq!(lab.base_from_client(now, &data(id, 200)), Action::Forward);
         lab.pump(now);
     }
-    let quacks: Vec<PowerSumQuack<u32>> = lab
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::Quack { data, .. } => Some(PowerSumQuack::from_bytes(data).unwrap()),
-            _ => None,
-        })
-        .collect();
+    let quacks = lab.quacks();
     // Three quACKs: with packet 0 (the sender syncs on it), with packet 13 — it covers 0..=11
     // and 13, so 12 is missing before 13 — and again with packet 14 (it would cover a resend).
     assert_eq!(quacks.len(), 3, "{quacks:?}");

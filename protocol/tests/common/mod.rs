@@ -139,6 +139,19 @@ impl Pair {
         (ce, pe)
     }
 
+    /// Starts the client and delivers its discovery request and its Init at `now`; the proxy's
+    /// InitAck is left queued. Returns the session the Init created.
+    pub fn until_init(&mut self, now: Instant) -> SessionId {
+        self.client.start(now).unwrap();
+        let req = self.client_out();
+        self.deliver_to_proxy(now, &req[0]).unwrap();
+        let init = self.client_out();
+        match self.deliver_to_proxy(now, &init[0]).unwrap() {
+            ProxyEvent::SessionEstablished { id, .. } => id,
+            ev => panic!("no session: {ev:?}"),
+        }
+    }
+
     /// Runs discovery, Init/InitAck and path validation at `now`; returns the session id.
     pub fn handshake(&mut self, now: Instant) -> SessionId {
         self.client.start(now).unwrap();
