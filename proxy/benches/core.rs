@@ -51,19 +51,12 @@ fn core_with(
     let now = Instant::now();
     let sk: SocketAddr = "10.0.0.2:50001".parse().unwrap();
     core.sessions_mut().add(flow, engines, sk);
-    let mut out = Vec::new();
-    core.on_timeout(now, &mut out);
+    core.handle_timeout(now);
     // A realistically populated table.
     for i in 0..background_flows {
         let c = SocketAddr::from(([10, 2, (i >> 8) as u8, i as u8], 40000));
         let f = eth(&build_udp_ip(c, flow.server, b"0123456789", 64));
-        core.on_frame(
-            now,
-            Direction::FromClient,
-            &f,
-            FrameMeta::default(),
-            &mut out,
-        );
+        core.handle_frame(now, Direction::FromClient, &f, FrameMeta::default());
     }
     assert_eq!(core.flows().assisted_len(), 1);
     core
@@ -86,21 +79,19 @@ fn per_packet(c: &mut Criterion) {
     };
     let mut core = core_with(robin, flow, 10_000);
     let now = Instant::now();
-    let mut out = Vec::new();
     let mut i = 0usize;
     g.bench_function("classify_lookup_robin_insert", |b| {
         b.iter_custom(|iters| {
             let t = thread_cpu_time();
             for _ in 0..iters {
                 i = (i + 1) & 1023;
-                let v = core.on_frame(
+                let v = core.handle_frame(
                     now,
                     Direction::FromClient,
                     black_box(&up[i]),
                     FrameMeta::default(),
-                    &mut out,
                 );
-                out.clear();
+                while core.poll_transmit().is_some() {}
                 black_box(v);
             }
             thread_cpu_time().saturating_sub(t)
@@ -121,14 +112,13 @@ fn per_packet(c: &mut Criterion) {
             let t = thread_cpu_time();
             for _ in 0..iters {
                 i = (i + 1) & 1023;
-                let v = core.on_frame(
+                let v = core.handle_frame(
                     now,
                     Direction::ToClient,
                     black_box(&down[i]),
                     FrameMeta::default(),
-                    &mut out,
                 );
-                out.clear();
+                while core.poll_transmit().is_some() {}
                 black_box(v);
             }
             thread_cpu_time().saturating_sub(t)
@@ -160,12 +150,11 @@ fn per_packet(c: &mut Criterion) {
                 let t = thread_cpu_time();
                 for _ in 0..16 {
                     i = (i + 1) & 1023;
-                    let v = core.on_frame(
+                    let v = core.handle_frame(
                         now,
                         Direction::ToClient,
                         black_box(&down[i]),
                         FrameMeta::default(),
-                        &mut out,
                     );
                     black_box(v);
                 }
@@ -180,8 +169,8 @@ fn per_packet(c: &mut Criterion) {
                 wire.clear();
                 rx.encode(8, &mut wire).unwrap();
                 core.sessions_mut().eack(0, wire.clone());
-                core.on_timeout(now, &mut out);
-                out.clear();
+                core.handle_timeout(now);
+                while core.poll_transmit().is_some() {}
             }
             total.mul_f64(iters as f64 / done as f64)
         });
@@ -198,14 +187,13 @@ fn per_packet(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let t = thread_cpu_time();
             for _ in 0..iters {
-                let v = core.on_frame(
+                let v = core.handle_frame(
                     now,
                     Direction::FromClient,
                     black_box(&other[0]),
                     FrameMeta::default(),
-                    &mut out,
                 );
-                out.clear();
+                while core.poll_transmit().is_some() {}
                 black_box(v);
             }
             thread_cpu_time().saturating_sub(t)

@@ -1,30 +1,86 @@
-//! The sans-IO proxy core: capture → classify → flow table → per-flow engines → actions
-//! (DESIGN §4 proxy).
+//! The sans-IO proxy core: it parses captured frames, finds their flow, routes them to the flow's
+//! assistance and collects what must be sent. It owns no socket, thread or clock: every call
+//! takes `now`.
 //!
-//! Fail-open: [`ProxyCore::on_frame`] never asks to drop or alter a base packet — in bridge mode
-//! its verdict is always [`Action::Forward`]; engines only add side actions (quACKs, injected
-//! copies of cached packets, discovery replies).
+//! Fail-open by construction: [`ProxyCore::handle_frame`] answers with a [`Verdict`], which can
+//! forward a base packet or (PEMI, bridge mode) delay it, but cannot drop or alter it; engines
+//! only add datagrams and frames of their own.
+//!
+//! # Call order
+//!
+//! Modelled on quinn-proto's `Connection`: feed input with the `handle_*` methods, then drain
+//! output with the `poll_*` methods.
+//!
+//! 1. [`ProxyCore::handle_frame`] for each captured frame (forward or delay it as the verdict
+//!    says), [`ProxyCore::handle_sidekick`] for each datagram on the sidekick socket;
+//! 2. [`ProxyCore::handle_timeout`] once [`ProxyCore::poll_timeout`] is due (calling it early is
+//!    harmless and cheap: its cost follows what is due, not what exists);
+//! 3. [`ProxyCore::poll_transmit`] until it returns `None`, after any of the above;
+//! 4. [`ProxyCore::poll_timeout`] for the next wake-up.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+//! use sidekick_proxy::engine::Direction;
+//! use sidekick_proxy::session::ProtocolSessions;
+//! use sidekick_protocol::ProxyPolicy;
+//!
+//! let policy = ProxyPolicy::new("192.0.2.1:7788".parse().unwrap());
+//! let mut core = ProxyCore::new(CoreConfig::default(), ProtocolSessions::new(policy), (1, 2));
+//! let now = Instant::now();
+//! // A captured Ethernet frame from a client (here: an IPv4/UDP datagram to port 443).
+//! let ip = sidekick_proxy::packet::build_udp_ipv4(
+//!     "10.0.0.2:5000".parse().unwrap(),
+//!     "203.0.113.9:443".parse().unwrap(),
+//!     b"opaque QUIC short-header packet",
+//!     64,
+//! );
+//! let mut frame = vec![0u8; 12];
+//! frame.extend_from_slice(&[0x08, 0x00]);
+//! frame.extend_from_slice(&ip);
+//! let verdict = core.handle_frame(now, Direction::FromClient, &frame, FrameMeta::default());
+//! assert_eq!(verdict, Verdict::Forward);
+//! while let Some(t) = core.poll_transmit() {
+//!     match t {
+//!         Transmit::Sidekick { to, bytes } => { /* send on the sidekick socket */ }
+//!         Transmit::Inject { dir, frame } => { /* send on the capture interface */ }
+//!     }
+//! }
+//! // The flow's idle deadline is the next timer.
+//! let next = core.poll_timeout().unwrap();
+//! assert!(next > now);
+//! core.handle_timeout(now + Duration::from_secs(121));
+//! assert!(core.flows().is_empty());
+//! ```
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+mod assistance;
+mod deadlines;
 mod multicast_groups;
+mod output;
 mod pemi;
 mod session_engines;
 
+pub use assistance::{Assistance, FlowValue, SessionAssist};
+pub use output::{Transmit, Verdict};
+
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
-use crate::flow::{FlowKey, FlowState, FlowTable, FlowTableConfig};
+use crate::flow::{FlowKey, FlowTable, FlowTableConfig};
 use crate::metrics::Counters;
 use crate::packet::{
     LinkType, ParseError, UdpPacket, build_reply_frame, fill_udp_checksum, gso_segments,
     parse_frame,
 };
+use crate::packrat::PackratCounters;
 use crate::packrat::multicast::{self, MulticastCache};
-use crate::packrat::{PackratCounters, PackratEngine};
 use crate::pemi::{PemiConfig, PemiEngine, PemiStats};
-use crate::robin::{RobinCounters, RobinEngine};
+use crate::robin::RobinCounters;
 use crate::session::SessionLayer;
+use deadlines::{DeadlineIndex, TimerKind};
+use output::InjectQueue;
 
 /// Per-frame metadata from the capture backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,50 +89,6 @@ pub struct FrameMeta {
     pub csum_not_ready: bool,
     /// UDP GSO segment size of a super-frame, when the backend knows it (virtio-net header).
     pub gso_size: Option<u16>,
-}
-
-/// The state of one flow.
-#[derive(Debug)]
-pub struct FlowValue<Id> {
-    /// The session assisting the flow, if any.
-    pub session: Option<Id>,
-    /// Robin engine.
-    pub robin: Option<RobinEngine>,
-    /// Packrat engine.
-    pub packrat: Option<PackratEngine>,
-    /// PEMI engine (flows without a session, when enabled; seed 000).
-    pub pemi: Option<PemiEngine>,
-    /// The client's Ethernet address, from its discovery request (multicast retransmissions
-    /// are addressed to it).
-    pub client_mac: Option<[u8; 6]>,
-}
-
-impl<Id> FlowState for FlowValue<Id> {
-    fn assisted(&self) -> bool {
-        self.session.is_some()
-    }
-}
-
-impl<Id> FlowValue<Id> {
-    fn unassisted() -> Self {
-        Self {
-            session: None,
-            robin: None,
-            packrat: None,
-            pemi: None,
-            client_mac: None,
-        }
-    }
-
-    fn next_timeout(&self) -> Option<Instant> {
-        self.robin.as_ref().and_then(FlowEngine::next_timeout)
-    }
-
-    fn memory(&self) -> usize {
-        self.robin.as_ref().map_or(0, FlowEngine::memory_bytes)
-            + self.packrat.as_ref().map_or(0, FlowEngine::memory_bytes)
-            + self.pemi.as_ref().map_or(0, FlowEngine::memory_bytes)
-    }
 }
 
 /// Core settings.
@@ -90,7 +102,7 @@ pub struct CoreConfig {
     pub track_unassisted: bool,
     /// Per-flow memory cap in bytes; a session asking for more cache is clamped to it.
     pub max_flow_memory: usize,
-    /// Cap on multicast groups with a shared Packrat cache (seed 002 §6.1).
+    /// Cap on multicast groups with a shared Packrat cache (Packrat (CoNEXT '26) §6.1).
     pub max_multicast_groups: usize,
     /// Cap on clients per multicast group.
     pub max_group_members: usize,
@@ -109,20 +121,49 @@ impl Default for CoreConfig {
     }
 }
 
-/// The sans-IO proxy core.
+/// Counters of engines that are gone (their flow ended or changed assistance), so that totals
+/// never go backwards.
+#[derive(Debug, Default)]
+struct Retired {
+    robin: RobinCounters,
+    packrat: PackratCounters,
+    pemi: PemiStats,
+    multicast: PackratCounters,
+}
+
+impl Retired {
+    fn add<Id>(&mut self, a: &Assistance<Id>) {
+        match a {
+            Assistance::Unassisted => {}
+            Assistance::Pemi(p) => self.pemi.add(&p.stats),
+            Assistance::Session(s) => {
+                if let Some(r) = &s.robin {
+                    add_robin(&mut self.robin, &r.counters);
+                }
+                if let Some(p) = &s.packrat {
+                    self.packrat.add(&p.counters);
+                }
+            }
+        }
+    }
+}
+
+/// The sans-IO proxy core (see the module documentation for the call order).
 pub struct ProxyCore<S: SessionLayer> {
     cfg: CoreConfig,
     table: FlowTable<FlowValue<S::Id>>,
     sessions: S,
     by_session: HashMap<S::Id, FlowKey>,
-    next_engine_timeout: Option<Instant>,
+    /// Every per-flow timer, idle expiry included.
+    deadlines: DeadlineIndex,
+    /// Generation of the newest flow entry.
+    generation: u32,
     scratch: Vec<u8>,
+    /// Engines' side actions for the packet or timer at hand (reused).
     engine_out: Vec<Action>,
-    retired_robin: RobinCounters,
-    retired_packrat: PackratCounters,
+    injects: InjectQueue,
+    retired: Retired,
     pemi: Option<PemiConfig>,
-    next_pemi_timeout: Option<Instant>,
-    retired_pemi: PemiStats,
     /// The flow of each ICMP probe identifier (PEMI calibration, `pemi::probe`); u16 keys bound
     /// it, and an identifier is reused only after 65 536 PEMI flows.
     pemi_probe_flows: HashMap<u16, FlowKey>,
@@ -131,7 +172,6 @@ pub struct ProxyCore<S: SessionLayer> {
     groups: HashMap<FlowKey, MulticastCache<S::Id>>,
     /// The group each multicast-assisted session belongs to.
     membership: HashMap<S::Id, FlowKey>,
-    retired_multicast: PackratCounters,
     /// Counters.
     pub counters: Counters,
 }
@@ -163,6 +203,16 @@ fn add_robin(a: &mut RobinCounters, b: &RobinCounters) {
     a.gap_quacks += b.gap_quacks;
 }
 
+/// Register `value`'s engine deadline in the index unless an earlier or equal one is registered.
+fn schedule<Id: Copy>(deadlines: &mut DeadlineIndex, key: FlowKey, value: &mut FlowValue<Id>) {
+    if let Some(t) = value.assistance.poll_timeout()
+        && value.timer.is_none_or(|r| t < r)
+    {
+        value.timer = Some(t);
+        deadlines.push(t, key, value.generation, TimerKind::Engine);
+    }
+}
+
 impl<S: SessionLayer> ProxyCore<S> {
     /// A core over a session layer; `hash_key` keys the flow table's SipHash.
     pub fn new(cfg: CoreConfig, sessions: S, hash_key: (u64, u64)) -> Self {
@@ -171,26 +221,24 @@ impl<S: SessionLayer> ProxyCore<S> {
             table: FlowTable::new(cfg.flows, hash_key.0, hash_key.1),
             sessions,
             by_session: HashMap::new(),
-            next_engine_timeout: None,
+            deadlines: DeadlineIndex::default(),
+            generation: 0,
             scratch: Vec::new(),
             engine_out: Vec::new(),
-            retired_robin: RobinCounters::default(),
-            retired_packrat: PackratCounters::default(),
+            injects: InjectQueue::default(),
+            retired: Retired::default(),
             pemi: None,
-            next_pemi_timeout: None,
             pemi_probe_flows: HashMap::new(),
             next_probe_id: 0,
-            retired_pemi: PemiStats::default(),
             groups: HashMap::new(),
             membership: HashMap::new(),
-            retired_multicast: PackratCounters::default(),
             counters: Counters::default(),
         }
     }
 
-    /// Run PEMI (seed 000) on flows without a sidekick session whose first packet is a QUIC
-    /// client Initial (`None` disables it). Reply delays ([`Action::Delay`] verdicts) need bridge
-    /// mode: set [`PemiConfig::enforce_delay`] to false when sniffing.
+    /// Run PEMI on flows without a sidekick session whose first packet is a QUIC client Initial
+    /// (`None` disables it). Reply delays ([`Verdict::Delay`]) need bridge mode: set
+    /// [`PemiConfig::enforce_delay`] to false when sniffing.
     pub fn with_pemi(mut self, cfg: Option<PemiConfig>) -> Self {
         self.pemi = cfg;
         self
@@ -211,16 +259,15 @@ impl<S: SessionLayer> ProxyCore<S> {
         &mut self.sessions
     }
 
-    /// Process one captured frame travelling in `dir`. Returns the verdict for the frame (always
-    /// [`Action::Forward`]: fail-open) and pushes side actions to `out`.
-    pub fn on_frame(
+    /// Process one captured frame travelling in `dir` and say what to do with it. Side output
+    /// (quACKs, retransmissions, discovery replies) waits in [`ProxyCore::poll_transmit`].
+    pub fn handle_frame(
         &mut self,
         now: Instant,
         dir: Direction,
         frame: &[u8],
         meta: FrameMeta,
-        out: &mut Vec<Action>,
-    ) -> Action {
+    ) -> Verdict {
         self.counters.frames += 1;
         let udp = match parse_frame(frame, self.cfg.link) {
             Ok(u) => u,
@@ -235,7 +282,7 @@ impl<S: SessionLayer> ProxyCore<S> {
                     ParseError::Fragment => self.counters.fragments += 1,
                     _ => self.counters.malformed_frames += 1,
                 }
-                return Action::Forward;
+                return Verdict::Forward;
             }
         };
         self.counters.udp_packets += 1;
@@ -263,168 +310,183 @@ impl<S: SessionLayer> ProxyCore<S> {
             None
         };
 
-        // Discovery (seed 001 §4.1): answered from the server's address, on the base path.
-        let mut discovery = false;
-        if dir == Direction::FromClient
-            && let Some(res) = self.sessions.on_base_payload(now, key, payload)
-        {
-            discovery = true;
-            self.counters.discovery_seen += 1;
-            match res {
-                Ok(reply) => {
-                    out.push(Action::Inject {
-                        dir: Direction::ToClient,
-                        frame: build_reply_frame(frame, self.cfg.link, &udp, &reply),
-                    });
-                    self.counters.discovery_replied += 1;
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "discovery refused");
-                    self.counters.discovery_refused += 1;
-                }
-            }
-            // The request itself is forwarded like any packet (fail-open).
-        }
+        // Discovery (Sidekick (NSDI '24) §4.1): answered from the server's address, on the base
+        // path. The request itself is forwarded like any packet (fail-open).
+        let discovery =
+            dir == Direction::FromClient && self.on_discovery(now, key, frame, &udp, payload);
 
+        let generation = self.generation.wrapping_add(1);
         let entry = if self.cfg.track_unassisted {
             match self
                 .table
-                .get_or_insert_with(key, now, FlowValue::unassisted)
+                .get_or_insert_with(key, now, || FlowValue::new(generation))
             {
                 Ok(e) => {
                     e.packets += 1;
                     e
                 }
-                Err(_) => return Action::Forward,
+                Err(_) => return Verdict::Forward,
             }
         } else {
             match self.table.touch(&key, now) {
                 Some(e) => e,
-                None => return Action::Forward,
+                None => return Verdict::Forward,
             }
         };
+        // The first packet of a new entry (`touch` never creates one): its generation and idle
+        // deadline (fields disjoint from the table, so no second lookup).
+        if entry.packets == 1 && entry.value.generation == generation {
+            self.generation = generation;
+            self.deadlines.push(
+                now + self.cfg.flows.idle_timeout,
+                key,
+                generation,
+                TimerKind::Idle,
+            );
+        }
         if discovery && self.cfg.link == LinkType::Ethernet {
             entry.value.client_mac = frame.get(6..12).and_then(|m| m.try_into().ok());
         }
-        let Some(sid) = entry.value.session else {
+        let value = &mut entry.value;
+        if matches!(value.assistance, Assistance::Unassisted) {
+            // PEMI: engines only for flows that begin with a client Initial (PEMI App. A).
             let Some(pcfg) = self.pemi else {
-                return Action::Forward;
+                return Verdict::Forward;
             };
-            // PEMI: engines only for flows that begin with a client Initial (App. A).
-            if entry.value.pemi.is_none()
-                && dir == Direction::FromClient
-                && crate::pemi::engine::starts_connection(payload)
-            {
-                let mut engine = PemiEngine::new(pcfg, now);
-                if pcfg.icmp_calibration {
-                    self.next_probe_id = self.next_probe_id.wrapping_add(1);
-                    engine.set_probe_id(self.next_probe_id);
-                    self.pemi_probe_flows.insert(self.next_probe_id, key);
-                }
-                entry.value.pemi = Some(engine);
+            if dir != Direction::FromClient || !crate::pemi::engine::starts_connection(payload) {
+                return Verdict::Forward;
             }
-            let Some(engine) = entry.value.pemi.as_mut() else {
-                return Action::Forward;
-            };
-            self.engine_out.clear();
-            // Buffered frames are re-injected as they are: fill in a partial checksum first.
-            let frame = checksummed(
-                &mut self.scratch,
-                &mut self.counters.checksums_filled,
-                frame,
-                &udp,
-                meta.csum_not_ready,
-            );
-            let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
-            for (a, b) in gso_segments(&udp, gso) {
-                let pkt = Packet {
-                    frame,
-                    udp: &udp,
-                    payload: frame.get(a..b).unwrap_or(&[]),
-                    whole_frame: gso.is_none(),
-                };
-                engine.on_packet(now, dir, &pkt, &mut self.engine_out);
+            let mut engine = PemiEngine::new(pcfg, now);
+            if pcfg.icmp_calibration {
+                self.next_probe_id = self.next_probe_id.wrapping_add(1);
+                engine.set_probe_id(self.next_probe_id);
+                self.pemi_probe_flows.insert(self.next_probe_id, key);
             }
-            // §4.4.3: an ICMP echo to the receiver, shaped like this packet of the protected
-            // direction, once per end-to-end RTT.
-            if engine.dominant() == Some(dir)
-                && let Some((id, seq)) = engine.take_probe(now)
-                && let Some(probe) = crate::pemi::probe::echo_request(frame, &udp, id, seq)
-            {
-                self.engine_out.push(Action::Inject { dir, frame: probe });
-            }
-            if let Some(t) = engine.next_timeout() {
-                self.next_pemi_timeout = Some(self.next_pemi_timeout.map_or(t, |n| n.min(t)));
-            }
-            return self.pemi_actions(out);
-        };
-
-        // A private copy with the checksum filled in, only when a copy may be cached/injected.
-        let needs_copy =
-            meta.csum_not_ready && dir == Direction::ToClient && entry.value.packrat.is_some();
-        let frame = checksummed(
-            &mut self.scratch,
-            &mut self.counters.checksums_filled,
-            frame,
-            &udp,
-            needs_copy,
-        );
-        let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
-        if gso.is_some() {
-            self.counters.gso_superframes += 1;
+            value.assistance = Assistance::Pemi(Box::new(engine));
         }
         self.engine_out.clear();
-        let value = &mut entry.value;
-        let mut run = |pkt: &Packet<'_>, acts: &mut Vec<Action>| {
-            if let Some(r) = value.robin.as_mut() {
-                r.on_packet(now, dir, pkt, acts);
-            }
-            if let Some(p) = value.packrat.as_mut() {
-                p.on_packet(now, dir, pkt, acts);
-            }
-        };
-        if gso.is_none() {
-            // The common case: one datagram.
-            let pkt = Packet {
-                frame,
-                udp: &udp,
-                payload: udp.payload(frame),
-                whole_frame: true,
-            };
-            run(&pkt, &mut self.engine_out);
-        } else {
-            for (a, b) in gso_segments(&udp, gso) {
-                let pkt = Packet {
+        match &mut value.assistance {
+            Assistance::Unassisted => Verdict::Forward,
+            Assistance::Pemi(engine) => {
+                // Buffered frames are re-injected as they are: fill in a partial checksum first.
+                let frame = checksummed(
+                    &mut self.scratch,
+                    &mut self.counters.checksums_filled,
                     frame,
-                    udp: &udp,
-                    payload: frame.get(a..b).unwrap_or(&[]),
-                    whole_frame: false,
+                    &udp,
+                    meta.csum_not_ready,
+                );
+                let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
+                for (a, b) in gso_segments(&udp, gso) {
+                    let pkt = Packet {
+                        frame,
+                        udp: &udp,
+                        payload: frame.get(a..b).unwrap_or(&[]),
+                        whole_frame: gso.is_none(),
+                    };
+                    engine.on_packet(now, dir, &pkt, &mut self.engine_out);
+                }
+                // PEMI §4.4.3: an ICMP echo to the receiver, shaped like this packet of the
+                // protected direction, once per end-to-end RTT.
+                if engine.dominant() == Some(dir)
+                    && let Some((id, seq)) = engine.take_probe(now)
+                    && let Some(probe) = crate::pemi::probe::echo_request(frame, &udp, id, seq)
+                {
+                    self.engine_out.push(Action::Inject { dir, frame: probe });
+                }
+                schedule(&mut self.deadlines, key, value);
+                self.pemi_actions()
+            }
+            Assistance::Session(assist) => {
+                let sid = assist.id;
+                // A private copy with the checksum filled in, only when a copy may be cached or
+                // injected.
+                let needs_copy =
+                    meta.csum_not_ready && dir == Direction::ToClient && assist.packrat.is_some();
+                let frame = checksummed(
+                    &mut self.scratch,
+                    &mut self.counters.checksums_filled,
+                    frame,
+                    &udp,
+                    needs_copy,
+                );
+                let gso = meta.gso_size.filter(|&g| usize::from(g) < udp.payload_len);
+                if gso.is_some() {
+                    self.counters.gso_superframes += 1;
+                }
+                let acts = &mut self.engine_out;
+                let mut run = |pkt: &Packet<'_>| {
+                    if let Some(r) = assist.robin.as_mut() {
+                        r.on_packet(now, dir, pkt, acts);
+                    }
+                    if let Some(p) = assist.packrat.as_mut() {
+                        p.on_packet(now, dir, pkt, acts);
+                    }
                 };
-                run(&pkt, &mut self.engine_out);
+                if gso.is_none() {
+                    // The common case: one datagram.
+                    run(&Packet {
+                        frame,
+                        udp: &udp,
+                        payload: udp.payload(frame),
+                        whole_frame: true,
+                    });
+                } else {
+                    for (a, b) in gso_segments(&udp, gso) {
+                        run(&Packet {
+                            frame,
+                            udp: &udp,
+                            payload: frame.get(a..b).unwrap_or(&[]),
+                            whole_frame: false,
+                        });
+                    }
+                }
+                schedule(&mut self.deadlines, key, value);
+                if let Some(mac) = member_mac {
+                    self.learn_member_mac(sid, mac);
+                }
+                if !self.engine_out.is_empty() {
+                    self.dispatch(now, sid, key);
+                }
+                Verdict::Forward
             }
         }
-        if let Some(mac) = member_mac {
-            self.learn_member_mac(sid, mac);
-        }
-        // Engine deadlines only move later on packets (Robin's next quACK after a count-driven
-        // one); the earliest deadline was registered at attach/timeout time.
-        if !self.engine_out.is_empty() {
-            let mut acts = std::mem::take(&mut self.engine_out);
-            self.dispatch(now, sid, key, &mut acts, out);
-            self.engine_out = acts;
-        }
-        Action::Forward
     }
 
-    /// Turn engine actions into backend actions (framing messages through the session).
-    fn dispatch(
+    /// A discovery request from a client on flow `key`: answer it on the base path. Returns
+    /// whether the payload was one.
+    fn on_discovery(
         &mut self,
         now: Instant,
-        sid: S::Id,
         key: FlowKey,
-        acts: &mut Vec<Action>,
-        out: &mut Vec<Action>,
-    ) {
+        frame: &[u8],
+        udp: &UdpPacket,
+        payload: &[u8],
+    ) -> bool {
+        let Some(res) = self.sessions.on_base_payload(now, key, payload) else {
+            return false;
+        };
+        self.counters.discovery_seen += 1;
+        match res {
+            Ok(reply) => {
+                let reply = build_reply_frame(frame, self.cfg.link, udp, &reply);
+                if self.injects.push(Direction::ToClient, reply) {
+                    self.counters.discovery_replied += 1;
+                    self.counters.injected += 1;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "discovery refused");
+                self.counters.discovery_refused += 1;
+            }
+        }
+        true
+    }
+
+    /// Carry out the side actions in `engine_out` of session `sid`'s engines on `key`: messages
+    /// are framed by the session (id, epoch, tag, quota), frames are queued for injection.
+    fn dispatch(&mut self, now: Instant, sid: S::Id, key: FlowKey) {
+        let mut acts = std::mem::take(&mut self.engine_out);
         for a in acts.drain(..) {
             match a {
                 Action::Message(msg) => {
@@ -433,7 +495,8 @@ impl<S: SessionLayer> ProxyCore<S> {
                         Ok(Some(epoch)) => {
                             self.counters.resets_sent += 1;
                             if let Some(e) = self.table.get_mut(&key)
-                                && let Some(p) = e.value.packrat.as_mut()
+                                && let Assistance::Session(s) = &mut e.value.assistance
+                                && let Some(p) = s.packrat.as_mut()
                             {
                                 p.reset(epoch);
                             }
@@ -455,140 +518,159 @@ impl<S: SessionLayer> ProxyCore<S> {
                     }
                 }
                 Action::Inject { dir, frame } => {
-                    self.counters.injected += 1;
-                    out.push(Action::Inject { dir, frame });
+                    if self.injects.push(dir, frame) {
+                        self.counters.injected += 1;
+                    }
                 }
-                other => out.push(other),
+                // Engines of a session neither delay nor address the sidekick socket.
+                Action::Forward | Action::Delay { .. } | Action::SendSidekick { .. } => {}
             }
         }
-        self.drain_transmits(out);
-    }
-
-    fn drain_transmits(&mut self, out: &mut Vec<Action>) {
-        while let Some((to, bytes)) = self.sessions.poll_transmit() {
-            out.push(Action::SendSidekick { to, bytes });
-        }
+        self.engine_out = acts;
     }
 
     /// A datagram arrived on the sidekick socket. Malformed or forged datagrams are counted and
     /// dropped; they touch no flow.
-    pub fn on_sidekick(
-        &mut self,
-        now: Instant,
-        from: SocketAddr,
-        bytes: &[u8],
-        out: &mut Vec<Action>,
-    ) {
+    pub fn handle_sidekick(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
         self.counters.sidekick_in += 1;
         match self.sessions.on_datagram(now, from, bytes) {
-            Ok(ev) => self.on_event(now, ev, out),
+            Ok(ev) => self.on_event(now, ev),
             Err(e) => {
                 tracing::debug!(%from, error = %e, "sidekick datagram dropped");
                 self.counters.sidekick_dropped += 1;
             }
         }
-        self.drain_transmits(out);
     }
 
-    /// When [`ProxyCore::on_timeout`] should next run.
-    pub fn next_timeout(&self) -> Option<Instant> {
-        let t = match (self.next_engine_timeout, self.sessions.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        match (t, self.next_pemi_timeout) {
+    /// The next datagram or frame to send: injections first (in the order they were made), then
+    /// the session layer's datagrams.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.injects.pop().or_else(|| {
+            self.sessions
+                .poll_transmit()
+                .map(|(to, bytes)| Transmit::Sidekick { to, bytes })
+        })
+    }
+
+    /// When [`ProxyCore::handle_timeout`] should next run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match (self.deadlines.next(), self.sessions.poll_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// Run due timers: engine cadences (Robin time-driven quACKs), session timers, and the idle
-    /// sweep of the flow table (cheap when nothing is due; call at least once a second).
-    pub fn on_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
+    /// Run what is due at `now`: session timers, engine timers (Robin's time-driven quACKs,
+    /// PEMI's flowlets and enforcement) and idle expiry — in time order, each found through the
+    /// deadline index.
+    pub fn handle_timeout(&mut self, now: Instant) {
         if self.sessions.poll_timeout().is_some_and(|t| t <= now) {
             self.sessions.handle_timeout(now);
         }
         while let Some(ev) = self.sessions.poll_event() {
-            self.on_event(now, ev, out);
+            self.on_event(now, ev);
         }
-        if self.next_engine_timeout.is_some_and(|t| t <= now) {
-            let mut next: Option<Instant> = None;
-            let ids: Vec<(S::Id, FlowKey)> =
-                self.by_session.iter().map(|(a, b)| (*a, *b)).collect();
-            for (id, flow) in ids {
-                let mut acts = std::mem::take(&mut self.engine_out);
-                acts.clear();
-                if let Some(e) = self.table.get_mut(&flow) {
-                    if let Some(r) = e.value.robin.as_mut()
-                        && r.next_timeout().is_some_and(|t| t <= now)
-                    {
-                        r.on_timeout(now, &mut acts);
-                    }
-                    if let Some(t) = e.value.next_timeout() {
-                        next = Some(next.map_or(t, |n| n.min(t)));
-                    }
-                }
-                if !acts.is_empty() {
-                    self.dispatch(now, id, flow, &mut acts, out);
-                }
-                self.engine_out = acts;
+        while let Some(d) = self.deadlines.pop_due(now) {
+            let Some(e) = self.table.get_mut(&d.key) else {
+                continue;
+            };
+            if e.value.generation != d.generation {
+                continue;
             }
-            self.next_engine_timeout = next;
+            match d.kind {
+                TimerKind::Idle => {
+                    let expiry = e.last_seen + self.cfg.flows.idle_timeout;
+                    if expiry > now {
+                        self.deadlines
+                            .push(expiry, d.key, d.generation, TimerKind::Idle);
+                    } else {
+                        self.remove_flow(d.key);
+                    }
+                }
+                TimerKind::Engine => {
+                    if e.value.timer != Some(d.at) {
+                        continue;
+                    }
+                    e.value.timer = None;
+                    self.engine_out.clear();
+                    let sid = match &mut e.value.assistance {
+                        Assistance::Unassisted => None,
+                        Assistance::Pemi(p) => {
+                            if p.next_timeout().is_some_and(|t| t <= now) {
+                                p.on_timeout(now, &mut self.engine_out);
+                            }
+                            None
+                        }
+                        Assistance::Session(s) => {
+                            if let Some(r) = s.robin.as_mut()
+                                && r.next_timeout().is_some_and(|t| t <= now)
+                            {
+                                r.on_timeout(now, &mut self.engine_out);
+                            }
+                            Some(s.id)
+                        }
+                    };
+                    schedule(&mut self.deadlines, d.key, &mut e.value);
+                    match sid {
+                        Some(sid) if !self.engine_out.is_empty() => {
+                            self.dispatch(now, sid, d.key);
+                        }
+                        Some(_) => {}
+                        None => {
+                            let _ = self.pemi_actions();
+                        }
+                    }
+                }
+            }
         }
-        self.pemi_timeouts(now, out);
-        self.drain_transmits(out);
     }
 
-    /// Expire idle flows (120 s default). Sessions on expired flows are detached.
-    pub fn expire(&mut self, now: Instant) {
-        let mut gone = Vec::new();
-        let retired = &mut self.retired_pemi;
-        self.table.expire(now, |_, e| {
-            if let Some(s) = e.value.session {
-                gone.push(s);
-            }
-            if let Some(p) = &e.value.pemi {
-                retired.add(&p.stats);
-            }
-        });
-        for id in gone {
+    /// Remove an idle flow; its engines' counters retire and its session (if any) loses it.
+    fn remove_flow(&mut self, key: FlowKey) {
+        let Some(e) = self.table.remove(&key) else {
+            return;
+        };
+        self.table.counters.expired += 1;
+        if let Some(id) = e.value.assistance.session() {
             self.by_session.remove(&id);
+            self.leave_group(id);
         }
+        self.retired.add(&e.value.assistance);
     }
 
     /// A snapshot of all counters and gauges (sums live engines and retired ones).
     pub fn snapshot(&self) -> Counters {
         let mut c = self.counters;
-        let mut robin = self.retired_robin;
-        let mut packrat = self.retired_packrat;
+        let mut robin = self.retired.robin;
+        let mut packrat = self.retired.packrat;
         let mut cache_bytes = 0u64;
-        let mut memory = 0u64;
+        let mut memory = (self.deadlines.memory() + self.injects.memory()) as u64;
         for flow in self.by_session.values() {
-            if let Some(e) = self.table.get(flow) {
-                if let Some(r) = &e.value.robin {
+            if let Some(e) = self.table.get(flow)
+                && let Some(s) = e.value.assistance.session_engines()
+            {
+                if let Some(r) = &s.robin {
                     add_robin(&mut robin, &r.counters);
                 }
-                if let Some(p) = &e.value.packrat {
+                if let Some(p) = &s.packrat {
                     packrat.add(&p.counters);
                     cache_bytes += p.cache_bytes() as u64;
                 }
-                memory += e.value.memory() as u64;
+                memory += e.value.assistance.memory() as u64;
             }
         }
         // PEMI runs on unassisted flows: sum every live engine (a walk of the table; snapshots
         // are periodic, not per packet).
-        let mut pemi = self.retired_pemi;
+        let mut pemi = self.retired.pemi;
         if self.pemi.is_some() {
             for (_, e) in self.table.iter() {
-                if e.value.session.is_none()
-                    && let Some(p) = &e.value.pemi
-                {
+                if let Some(p) = e.value.assistance.pemi() {
                     pemi.add(&p.stats);
-                    memory += p.memory_bytes() as u64;
+                    memory += e.value.assistance.memory() as u64;
                 }
             }
         }
-        packrat.add(&self.retired_multicast);
+        packrat.add(&self.retired.multicast);
         for g in self.groups.values() {
             packrat.add(&g.counters());
             cache_bytes += g.cache_bytes() as u64;
@@ -598,6 +680,9 @@ impl<S: SessionLayer> ProxyCore<S> {
             c.multicast_no_mac += g.no_mac;
         }
         c.multicast_groups = self.groups.len() as u64;
+        c.inject_queue_dropped = self.injects.dropped;
+        c.timer_entries = self.deadlines.len() as u64;
+        c.timers_fired = self.deadlines.popped;
         c.pemi = pemi;
         c.robin = robin;
         c.packrat = packrat;
@@ -622,7 +707,6 @@ pub fn fuzz_core(data: &[u8]) {
         (1, 2),
     );
     let now = Instant::now();
-    let mut out = Vec::new();
     for (i, chunk) in data.split(|&b| b == 0xff).enumerate() {
         let dir = if i % 2 == 0 {
             Direction::FromClient
@@ -633,18 +717,12 @@ pub fn fuzz_core(data: &[u8]) {
             csum_not_ready: i % 3 == 0,
             gso_size: chunk.first().map(|&b| u16::from(b) * 8),
         };
-        assert_eq!(
-            core.on_frame(now, dir, chunk, meta, &mut out),
-            Action::Forward
-        );
-        core.on_sidekick(
-            now,
-            SocketAddr::from(([10, 0, 0, 2], 5000)),
-            chunk,
-            &mut out,
-        );
+        assert_eq!(core.handle_frame(now, dir, chunk, meta), Verdict::Forward);
+        core.handle_sidekick(now, SocketAddr::from(([10, 0, 0, 2], 5000)), chunk);
+        while core.poll_transmit().is_some() {}
     }
-    core.on_timeout(now, &mut out);
+    core.handle_timeout(now);
+    while core.poll_transmit().is_some() {}
 }
 
 #[cfg(test)]
@@ -673,3 +751,7 @@ mod tests {
         fuzz_core(&f);
     }
 }
+
+#[cfg(test)]
+#[path = "core/tests.rs"]
+mod v2_tests;

@@ -12,8 +12,8 @@ use anyhow::Context as _;
 use sidekick_protocol::ProxyPolicy;
 
 use crate::config::{Config, Faces, Mode};
-use crate::core::{CoreConfig, FrameMeta, ProxyCore};
-use crate::engine::{Action, Direction};
+use crate::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+use crate::engine::Direction;
 use crate::flow::FlowTableConfig;
 use crate::packet::LinkType;
 use crate::session::ProtocolSessions;
@@ -197,7 +197,6 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     if let Some(s) = &b {
         fds.push(s.fd());
     }
-    let mut out: Vec<Action> = Vec::with_capacity(256);
     let mut fwd: Vec<(bool, Vec<u8>, Option<[u8; 10]>)> = Vec::new();
     let mut delayed: VecDeque<Delayed> = VecDeque::new();
     let mut buf = vec![0u8; 65536];
@@ -211,7 +210,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     loop {
         let now = Instant::now();
         let wait = core
-            .next_timeout()
+            .poll_timeout()
             .into_iter()
             .chain(delayed.front().map(|d| d.until))
             .min()
@@ -260,11 +259,11 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                 if let Some(t) = trace.as_mut() {
                     t.record(at, dir, frame);
                 }
-                let verdict = core.on_frame(at, dir, frame, meta, &mut out);
+                let verdict = core.handle_frame(at, dir, frame, meta);
                 if bridge {
                     let to_client = dir == Direction::ToClient;
                     match verdict {
-                        Action::Delay { until } if delayed.len() < DELAY_CAP => {
+                        Verdict::Delay { until } if delayed.len() < DELAY_CAP => {
                             delayed.push_back(Delayed {
                                 until,
                                 to_client,
@@ -284,7 +283,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         // Sidekick socket: a batch of datagrams.
         for _ in 0..64 {
             match udp.recv_from(&mut buf) {
-                Ok((n, from)) => core.on_sidekick(now, from, &buf[..n], &mut out),
+                Ok((n, from)) => core.handle_sidekick(now, from, &buf[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
                     tracing::debug!(error = %e, "sidekick recv");
@@ -292,7 +291,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                 }
             }
         }
-        core.on_timeout(now, &mut out);
+        core.handle_timeout(now);
         while delayed.front().is_some_and(|d| d.until <= now) {
             if let Some(d) = delayed.pop_front() {
                 fwd.push((d.to_client, d.frame, d.vnet));
@@ -311,13 +310,13 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                 core.counters.send_errors += 1;
             }
         }
-        for act in out.drain(..) {
-            match act {
-                Action::SendSidekick { to, bytes } => {
+        while let Some(t) = core.poll_transmit() {
+            match t {
+                Transmit::Sidekick { to, bytes } => {
                     let failed = udp.send_to(&bytes, to).is_err();
                     core.counters.send_errors += u64::from(failed);
                 }
-                Action::Inject { dir, frame } => {
+                Transmit::Inject { dir, frame } => {
                     // Sent on the capture socket itself: the kernel does not hand a packet
                     // socket its own frames back, so an injected copy is never captured (and
                     // cached) again — verified by tests/afpacket.rs.
@@ -330,12 +329,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                         core.counters.send_errors += 1;
                     }
                 }
-                _ => {}
             }
         }
         if now.saturating_duration_since(last_housekeeping) >= Duration::from_secs(1) {
             last_housekeeping = now;
-            core.expire(now);
             for s in std::iter::once(&a).chain(b.as_ref()) {
                 if let Ok((_, drops)) = s.stats() {
                     core.counters.capture_drops += u64::from(drops);

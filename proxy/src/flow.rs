@@ -345,6 +345,23 @@ impl<V: FlowState> FlowTable<V> {
         self.insert_new(s, k, now, value)
     }
 
+    /// Change an existing flow in place with `f`, keeping the assisted count right whatever `f`
+    /// does (the caller checks the assisted cap before making a flow assisted). `None` when the
+    /// flow is not in the table.
+    pub fn modify<R>(
+        &mut self,
+        key: &FlowKey,
+        f: impl FnOnce(&mut FlowEntry<V>) -> R,
+    ) -> Option<R> {
+        let (s, k) = self.hashed(key);
+        let e = self.shards[s].map.get_mut(&k)?;
+        let was = e.value.assisted();
+        let r = f(e);
+        let is = e.value.assisted();
+        self.assisted = self.assisted + usize::from(is) - usize::from(was);
+        Some(r)
+    }
+
     fn insert_new(
         &mut self,
         s: usize,
@@ -407,17 +424,13 @@ impl<V: FlowState> FlowTable<V> {
         shard.last_sweep = Some(now);
         let idle = self.cfg.idle_timeout;
         let before = shard.map.len();
-        let mut assisted_removed = 0;
-        shard.map.retain(|_, e| {
-            let keep = now.saturating_duration_since(e.last_seen) < idle;
-            if !keep && e.value.assisted() {
-                assisted_removed += 1;
-            }
-            keep
-        });
+        // Assisted flows are left to their owner's idle expiry, which also ends their session's
+        // hold on them.
+        shard
+            .map
+            .retain(|_, e| e.value.assisted() || now.saturating_duration_since(e.last_seen) < idle);
         let removed = before - shard.map.len();
         self.len -= removed;
-        self.assisted -= assisted_removed;
         self.counters.expired += removed as u64;
     }
 

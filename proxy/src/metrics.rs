@@ -85,6 +85,12 @@ pub struct Counters {
     pub multicast_refused: u64,
     /// Multicast retransmissions skipped because the client's MAC address was not yet known.
     pub multicast_no_mac: u64,
+    /// Frames the core could not queue for injection (the backend did not poll in time).
+    pub inject_queue_dropped: u64,
+    /// Gauge: entries in the core's deadline index (live and stale).
+    pub timer_entries: u64,
+    /// Deadlines that came due (timer work, live or stale).
+    pub timers_fired: u64,
     /// Flow-table counters.
     pub flow_table: FlowCounters,
     /// Robin totals.
@@ -138,6 +144,9 @@ impl Counters {
         add!(multicast_virtual_cache_bytes);
         add!(multicast_refused);
         add!(multicast_no_mac);
+        add!(inject_queue_dropped);
+        add!(timer_entries);
+        add!(timers_fired);
         self.pemi.add(&o.pemi);
     }
 
@@ -288,6 +297,24 @@ impl Counters {
             "counter",
             "Multicast retransmissions skipped: client MAC unknown.",
             self.multicast_no_mac,
+        );
+        m(
+            "inject_queue_dropped_total",
+            "counter",
+            "Frames not queued for injection: the backend did not poll in time.",
+            self.inject_queue_dropped,
+        );
+        m(
+            "timer_entries",
+            "gauge",
+            "Entries in the core's deadline index.",
+            self.timer_entries,
+        );
+        m(
+            "timers_fired_total",
+            "counter",
+            "Deadlines that came due in the core.",
+            self.timers_fired,
         );
         m(
             "checksums_filled_total",

@@ -13,8 +13,8 @@ use sidekick_protocol::messages::{IdentifierSpec, PackratConfig};
 use sidekick_protocol::{
     ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
 };
-use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
-use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+use sidekick_proxy::engine::Direction;
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
 use sidekick_proxy::session::ProtocolSessions;
 
@@ -56,7 +56,6 @@ fn config() -> SessionConfig {
 struct Lab {
     core: ProxyCore<ProtocolSessions>,
     clients: Vec<Client>,
-    out: Vec<Action>,
     /// (destination MAC, destination address, payload) of injected multicast frames.
     retransmitted: Vec<([u8; 6], SocketAddr, Vec<u8>)>,
 }
@@ -80,7 +79,6 @@ impl Lab {
         Self {
             core,
             clients,
-            out: Vec::new(),
             retransmitted: Vec::new(),
         }
     }
@@ -95,30 +93,29 @@ impl Lab {
                         Destination::Base => {
                             let ip = build_udp_ip(c.base, addr(SERVER), &t.bytes, 64);
                             let f = frame(AP_MAC, c.mac, &ip);
-                            let v = self.core.on_frame(
+                            let v = self.core.handle_frame(
                                 now,
                                 Direction::FromClient,
                                 &f,
                                 FrameMeta::default(),
-                                &mut self.out,
                             );
-                            assert_eq!(v, Action::Forward);
+                            assert_eq!(v, Verdict::Forward);
                         }
                         Destination::Sidekick(_) => {
-                            self.core
-                                .on_sidekick(now, c.sidekick, &t.bytes, &mut self.out);
+                            self.core.handle_sidekick(now, c.sidekick, &t.bytes);
                         }
                     }
                 }
             }
-            for a in std::mem::take(&mut self.out) {
+            let out: Vec<Transmit> = std::iter::from_fn(|| self.core.poll_transmit()).collect();
+            for a in out {
                 moved = true;
                 match a {
-                    Action::SendSidekick { to, bytes } => {
+                    Transmit::Sidekick { to, bytes } => {
                         let c = self.clients.iter_mut().find(|c| c.sidekick == to).unwrap();
                         let _ = c.session.handle_datagram(now, addr(PROXY), &bytes).unwrap();
                     }
-                    Action::Inject { frame, .. } => {
+                    Transmit::Inject { frame, .. } => {
                         let p = parse_frame(&frame, LinkType::Ethernet).unwrap();
                         let payload = p.payload(&frame).to_vec();
                         if let Some(c) = self.clients.iter_mut().find(|c| c.base == p.dst) {
@@ -130,7 +127,6 @@ impl Lab {
                             self.retransmitted.push((mac, p.dst, payload));
                         }
                     }
-                    other => panic!("unexpected action {other:?}"),
                 }
             }
             if !moved {
@@ -144,14 +140,10 @@ impl Lab {
         payload.extend_from_slice(&id.to_le_bytes());
         let ip = build_udp_ip(addr(SERVER), addr(GROUP), &payload, 64);
         let f = frame(GROUP_MAC, AP_MAC, &ip);
-        let v = self.core.on_frame(
-            now,
-            Direction::ToClient,
-            &f,
-            FrameMeta::default(),
-            &mut self.out,
-        );
-        assert_eq!(v, Action::Forward, "fail-open");
+        let v = self
+            .core
+            .handle_frame(now, Direction::ToClient, &f, FrameMeta::default());
+        assert_eq!(v, Verdict::Forward, "fail-open");
         for (i, c) in self.clients.iter_mut().enumerate() {
             if !lost_by.contains(&i) {
                 c.rx.on_receive(id);
@@ -245,12 +237,7 @@ fn a_unicast_flow_to_the_same_server_is_not_the_group() {
     // Packets to the client's own address are not the group's stream: nothing is cached.
     let ip = build_udp_ip(addr(SERVER), lab.clients[0].base, &[0x40; 100], 64);
     let f = frame(lab.clients[0].mac, AP_MAC, &ip);
-    lab.core.on_frame(
-        now,
-        Direction::ToClient,
-        &f,
-        FrameMeta::default(),
-        &mut lab.out,
-    );
+    lab.core
+        .handle_frame(now, Direction::ToClient, &f, FrameMeta::default());
     assert_eq!(lab.core.snapshot().packrat.cached, 0);
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, long, robin_config};
 use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy};
-use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
-use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::core::{Assistance, CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+use sidekick_proxy::engine::Direction;
 use sidekick_proxy::flow::FlowKey;
 use sidekick_proxy::packet::{LinkType, build_udp_ip};
 use sidekick_proxy::pemi::PemiConfig;
@@ -30,25 +30,25 @@ fn pemi_flow_switches_to_robin_without_disruption() {
     )
     .with_pemi(Some(PemiConfig::default()));
     let mut out = Vec::new();
-    let up = |core: &mut ProxyCore<ProtocolSessions>, t, p: &[u8], out: &mut Vec<Action>| {
-        let v = core.on_frame(
+    let up = |core: &mut ProxyCore<ProtocolSessions>, t, p: &[u8], out: &mut Vec<Transmit>| {
+        let v = core.handle_frame(
             t,
             Direction::FromClient,
             &frame(CLIENT, SERVER, p),
             FrameMeta::default(),
-            out,
         );
-        assert_eq!(v, Action::Forward);
+        assert_eq!(v, Verdict::Forward);
+        out.extend(std::iter::from_fn(|| core.poll_transmit()));
     };
-    let down = |core: &mut ProxyCore<ProtocolSessions>, t, p: &[u8], out: &mut Vec<Action>| {
-        let v = core.on_frame(
+    let down = |core: &mut ProxyCore<ProtocolSessions>, t, p: &[u8], out: &mut Vec<Transmit>| {
+        let v = core.handle_frame(
             t,
             Direction::ToClient,
             &frame(SERVER, CLIENT, p),
             FrameMeta::default(),
-            out,
         );
-        assert_eq!(v, Action::Forward);
+        assert_eq!(v, Verdict::Forward);
+        out.extend(std::iter::from_fn(|| core.poll_transmit()));
     };
     // Handshake and 10 bursts of a download, each packet answered after 10 ms.
     up(&mut core, ms(0), &long(0, 1180), &mut out);
@@ -79,7 +79,10 @@ fn pemi_flow_switches_to_robin_without_disruption() {
     };
     let before = core.snapshot().pemi;
     assert!(before.protected > 50, "{before:?}");
-    assert!(core.flows().get(&key).unwrap().value.pemi.is_some());
+    assert!(matches!(
+        core.flows().get(&key).unwrap().value.assistance,
+        Assistance::Pemi(_)
+    ));
 
     // The client opts in: discovery on the base path, then the session over the sidekick socket.
     let mut client = ClientSession::new(ClientConfig::new(robin_config()));
@@ -93,18 +96,19 @@ fn pemi_flow_switches_to_robin_without_disruption() {
             match t.dest {
                 Destination::Base => up(&mut core, now, &t.bytes, &mut out),
                 Destination::Sidekick(_) => {
-                    core.on_sidekick(now, addr(CLIENT_SK), &t.bytes, &mut out);
+                    core.handle_sidekick(now, addr(CLIENT_SK), &t.bytes);
                 }
             }
         }
-        core.on_timeout(now, &mut out);
+        core.handle_timeout(now);
+        out.extend(std::iter::from_fn(|| core.poll_transmit()));
         for a in std::mem::take(&mut out) {
             moved = true;
             match a {
-                Action::SendSidekick { bytes, .. } => {
+                Transmit::Sidekick { bytes, .. } => {
                     events.push(client.handle_datagram(now, addr(PROXY), &bytes).unwrap());
                 }
-                Action::Inject { frame, .. } => {
+                Transmit::Inject { frame, .. } => {
                     // PEMI's ICMP calibration probes (not UDP) are not for the SDK.
                     let Ok(p) = sidekick_proxy::packet::parse_frame(&frame, LinkType::Ethernet)
                     else {
@@ -115,7 +119,6 @@ fn pemi_flow_switches_to_robin_without_disruption() {
                         events.push(ev);
                     }
                 }
-                other => panic!("unexpected {other:?}"),
             }
         }
         while let Some(ev) = client.poll_event() {
@@ -131,9 +134,10 @@ fn pemi_flow_switches_to_robin_without_disruption() {
             .any(|e| matches!(e, ClientEvent::Established { .. })),
         "{events:?}"
     );
-    let v = &core.flows().get(&key).unwrap().value;
-    assert!(v.session.is_some() && v.robin.is_some());
-    assert!(v.pemi.is_none(), "PEMI left the flow");
+    let v = &core.flows().get(&key).unwrap().value.assistance;
+    // PEMI left the flow: its state is the session's engines.
+    let engines = v.session_engines().expect("a session on the flow");
+    assert!(engines.robin.is_some());
     // PEMI's counters stay in the totals (the discovery packet still passed through PEMI before
     // the session attached).
     let at_switch = core.snapshot().pemi;
@@ -150,7 +154,7 @@ fn pemi_flow_switches_to_robin_without_disruption() {
     }
     let quacks = out
         .iter()
-        .filter(|a| matches!(a, Action::SendSidekick { .. }))
+        .filter(|a| matches!(a, Transmit::Sidekick { .. }))
         .count();
     assert!(quacks >= 1, "{out:?}");
     assert_eq!(core.snapshot().pemi, at_switch);

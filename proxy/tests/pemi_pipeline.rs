@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::{CLIENT, SERVER, addr, eth, long};
 use sidekick_protocol::ProxyPolicy;
-use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
-use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+use sidekick_proxy::engine::Direction;
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame, udp_checksum_ok};
 use sidekick_proxy::pemi::{PemiConfig, PemiStats};
 use sidekick_proxy::session::ProtocolSessions;
@@ -44,7 +44,6 @@ struct Sim {
     t0: Instant,
     queue: BTreeMap<(Duration, u64), Ev>,
     seq: u64,
-    out: Vec<Action>,
     injected: Vec<u32>,
     delayed: u64,
     /// Server packets that the client link drops (after the proxy, so the proxy saw them).
@@ -82,7 +81,6 @@ impl Sim {
             t0: Instant::now(),
             queue: BTreeMap::new(),
             seq: 0,
-            out: Vec::new(),
             injected: Vec::new(),
             delayed: 0,
             drop,
@@ -132,8 +130,8 @@ impl Sim {
     }
 
     fn handle_actions(&mut self, now: Duration) {
-        for a in std::mem::take(&mut self.out) {
-            if let Action::Inject { dir, frame } = a {
+        while let Some(a) = self.core.poll_transmit() {
+            if let Transmit::Inject { dir, frame } = a {
                 assert_eq!(dir, Direction::ToClient);
                 let Ok(u) = parse_frame(&frame, LinkType::Ethernet) else {
                     // An ICMP echo request to the client (§4.4.3): the client answers it one
@@ -160,10 +158,10 @@ impl Sim {
     fn run(&mut self) {
         while let Some(((t, _), ev)) = self.queue.pop_first() {
             let now = self.t0 + t;
-            while let Some(due) = self.core.next_timeout().filter(|&d| d <= now) {
-                self.core.on_timeout(due, &mut self.out);
+            while let Some(due) = self.core.poll_timeout().filter(|&d| d <= now) {
+                self.core.handle_timeout(due);
                 self.handle_actions(due.duration_since(self.t0));
-                if self.core.next_timeout() == Some(due) {
+                if self.core.poll_timeout() == Some(due) {
                     break;
                 }
             }
@@ -176,8 +174,8 @@ impl Sim {
                 // Ethernet 14 + IPv4 20: the UDP checksum field is at 40..42.
                 f[40..42].copy_from_slice(&[0x12, 0x34]);
             }
-            let verdict = self.core.on_frame(now, dir, &f, meta, &mut self.out);
-            if matches!(verdict, Action::Delay { .. }) {
+            let verdict = self.core.handle_frame(now, dir, &f, meta);
+            if matches!(verdict, Verdict::Delay { .. }) {
                 self.delayed += 1;
             } else if dir == Direction::FromClient
                 && let Ok(p) = parse_frame(&f, LinkType::Ethernet)
@@ -199,7 +197,7 @@ impl Sim {
             }
         }
         let end = self.t0 + Duration::from_secs(30);
-        self.core.on_timeout(end, &mut self.out);
+        self.core.handle_timeout(end);
         self.handle_actions(Duration::from_secs(30));
     }
 

@@ -14,8 +14,8 @@ use sidekick_protocol::messages::{IdentifierSpec, PackratConfig};
 use sidekick_protocol::{
     ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
 };
-use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
-use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+use sidekick_proxy::engine::Direction;
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
 use sidekick_proxy::session::ProtocolSessions;
 
@@ -28,7 +28,7 @@ fn data(id: u32, len: usize) -> Vec<u8> {
 struct Lab {
     core: ProxyCore<ProtocolSessions>,
     client: ClientSession,
-    out: Vec<Action>,
+    out: Vec<Transmit>,
     events: Vec<ClientEvent>,
     injected: Vec<Vec<u8>>,
 }
@@ -54,27 +54,28 @@ impl Lab {
         }
     }
 
-    fn base_from_client(&mut self, now: Instant, payload: &[u8]) -> Action {
+    fn base_from_client(&mut self, now: Instant, payload: &[u8]) -> Verdict {
         let f = eth(&build_udp_ip(addr(CLIENT), addr(SERVER), payload, 64));
-        self.core.on_frame(
-            now,
-            Direction::FromClient,
-            &f,
-            FrameMeta::default(),
-            &mut self.out,
-        )
+        let v = self
+            .core
+            .handle_frame(now, Direction::FromClient, &f, FrameMeta::default());
+        self.collect();
+        v
+    }
+
+    /// Move what the core has to send into `out`.
+    fn collect(&mut self) {
+        self.out
+            .extend(std::iter::from_fn(|| self.core.poll_transmit()));
     }
 
     fn base_to_client(&mut self, now: Instant, payload: &[u8]) -> Vec<u8> {
         let f = eth(&build_udp_ip(addr(SERVER), addr(CLIENT), payload, 64));
-        let v = self.core.on_frame(
-            now,
-            Direction::ToClient,
-            &f,
-            FrameMeta::default(),
-            &mut self.out,
-        );
-        assert_eq!(v, Action::Forward);
+        let v = self
+            .core
+            .handle_frame(now, Direction::ToClient, &f, FrameMeta::default());
+        assert_eq!(v, Verdict::Forward);
+        self.collect();
         f
     }
 
@@ -90,16 +91,16 @@ impl Lab {
                     }
                     Destination::Sidekick(to) => {
                         assert_eq!(to, addr(PROXY));
-                        self.core
-                            .on_sidekick(now, addr(CLIENT_SK), &t.bytes, &mut self.out);
+                        self.core.handle_sidekick(now, addr(CLIENT_SK), &t.bytes);
                     }
                 }
             }
-            self.core.on_timeout(now, &mut self.out);
+            self.core.handle_timeout(now);
+            self.collect();
             for a in std::mem::take(&mut self.out) {
                 moved = true;
                 match a {
-                    Action::SendSidekick { to, bytes } => {
+                    Transmit::Sidekick { to, bytes } => {
                         assert_eq!(to, addr(CLIENT_SK));
                         let ev = self
                             .client
@@ -107,7 +108,7 @@ impl Lab {
                             .unwrap();
                         self.events.push(ev);
                     }
-                    Action::Inject { dir, frame } => {
+                    Transmit::Inject { dir, frame } => {
                         assert_eq!(dir, Direction::ToClient);
                         let p = parse_frame(&frame, LinkType::Ethernet).unwrap();
                         if p.src == addr(SERVER) && p.dst == addr(CLIENT) {
@@ -118,7 +119,6 @@ impl Lab {
                         }
                         self.injected.push(frame);
                     }
-                    other => panic!("unexpected action {other:?}"),
                 }
             }
             while let Some(ev) = self.client.poll_event() {
@@ -179,7 +179,7 @@ fn discovery_then_quacks_for_an_upload() {
     let snap = lab.core.snapshot();
     assert_eq!(snap.discovery_replied, 1);
     for id in 0..10u32 {
-        assert_eq!(lab.base_from_client(now, &data(id, 100)), Action::Forward);
+        assert_eq!(lab.base_from_client(now, &data(id, 100)), Verdict::Forward);
         lab.pump(now);
     }
     let quacks = lab.quacks();
@@ -212,7 +212,7 @@ fn a_negotiated_quack_on_gap_reveals_a_loss_with_the_next_packet() {
     // A 20 ms paced stream; packet 12 is lost before the proxy.
     for id in (0..20u32).filter(|&id| id != 12) {
         let now = t0 + Duration::from_millis(u64::from(id) * 20);
-        assert_eq!(lab.base_from_client(now, &data(id, 200)), Action::Forward);
+        assert_eq!(lab.base_from_client(now, &data(id, 200)), Verdict::Forward);
         lab.pump(now);
     }
     let quacks = lab.quacks();
@@ -297,7 +297,6 @@ fn malformed_sidekick_messages_are_counted_and_harmless() {
     let now = Instant::now();
     let mut lab = Lab::new(robin_config());
     lab.establish(now);
-    let mut out = Vec::new();
     let mut seed = 1u64;
     for i in 0..2000u32 {
         seed = seed
@@ -306,9 +305,12 @@ fn malformed_sidekick_messages_are_counted_and_harmless() {
         let len = (seed >> 50) as usize % 200;
         let bytes: Vec<u8> = (0..len).map(|j| (seed >> (j % 56)) as u8).collect();
         let from = SocketAddr::from(([192, 0, 2, (i % 250) as u8], 1000 + (i % 5000) as u16));
-        lab.core.on_sidekick(now, from, &bytes, &mut out);
+        lab.core.handle_sidekick(now, from, &bytes);
     }
-    assert!(out.is_empty(), "garbage must not trigger sends");
+    assert!(
+        lab.core.poll_transmit().is_none(),
+        "garbage must not trigger sends"
+    );
     let snap = lab.core.snapshot();
     assert_eq!(snap.sidekick_dropped, 2000);
     // The established session still works.
@@ -350,14 +352,9 @@ fn discovery_and_new_flow_floods_are_bounded() {
     for i in 0..5000u32 {
         let src = SocketAddr::from(([10, 1, (i >> 8) as u8, i as u8], 40000));
         let f = eth(&build_udp_ip(src, addr(SERVER), &req.bytes, 64));
-        let v = core.on_frame(
-            now,
-            Direction::FromClient,
-            &f,
-            FrameMeta::default(),
-            &mut out,
-        );
-        assert_eq!(v, Action::Forward);
+        let v = core.handle_frame(now, Direction::FromClient, &f, FrameMeta::default());
+        assert_eq!(v, Verdict::Forward);
+        out.extend(std::iter::from_fn(|| core.poll_transmit()));
     }
     let snap = core.snapshot();
     assert_eq!(snap.discovery_seen, 5000);
@@ -374,7 +371,6 @@ fn fail_open_on_garbage_frames() {
     let now = Instant::now();
     let mut lab = Lab::new(packrat_config());
     lab.establish(now);
-    let mut out = Vec::new();
     for len in 0..200usize {
         let f: Vec<u8> = (0..len).map(|i| (i * 31 + len) as u8).collect();
         for dir in [Direction::FromClient, Direction::ToClient] {
@@ -382,13 +378,10 @@ fn fail_open_on_garbage_frames() {
                 csum_not_ready: len % 2 == 0,
                 gso_size: Some(7),
             };
-            assert_eq!(
-                lab.core.on_frame(now, dir, &f, meta, &mut out),
-                Action::Forward
-            );
+            assert_eq!(lab.core.handle_frame(now, dir, &f, meta), Verdict::Forward);
         }
     }
-    assert!(out.is_empty());
+    assert!(lab.core.poll_transmit().is_none());
     let snap = lab.core.snapshot();
     assert_eq!(snap.frames, 400 + 1);
 }
@@ -418,7 +411,8 @@ fn partial_checksums_are_completed_before_caching() {
             gso_size: None,
         };
         lab.core
-            .on_frame(now, Direction::ToClient, &partial, meta, &mut lab.out);
+            .handle_frame(now, Direction::ToClient, &partial, meta);
+        lab.collect();
         if id != 1 {
             rx.on_receive(id);
         }
@@ -444,11 +438,12 @@ fn quacks_stop_at_the_client_quota() {
     let mut sent = 0;
     for id in 0..200u32 {
         lab.base_from_client(now, &data(id, 60));
-        lab.core.on_timeout(now, &mut lab.out);
+        lab.core.handle_timeout(now);
+        lab.collect();
         sent += lab
             .out
             .drain(..)
-            .filter(|a| matches!(a, Action::SendSidekick { .. }))
+            .filter(|a| matches!(a, Transmit::Sidekick { .. }))
             .count();
     }
     let snap = lab.core.snapshot();

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sidekick_protocol::ProxyPolicy;
-use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
-use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit};
+use sidekick_proxy::engine::Direction;
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
 use sidekick_proxy::session::ProtocolSessions;
 use tokio::net::UdpSocket;
@@ -153,11 +153,10 @@ pub async fn relay(
     );
     let mut client: Option<SocketAddr> = None;
     let (mut up, mut down) = (0u64, 0u64);
-    let mut out = Vec::new();
     let (mut b1, mut b3) = (vec![0u8; 65536], vec![0u8; 65536]);
     loop {
         let deadline = core
-            .next_timeout()
+            .poll_timeout()
             .unwrap_or_else(|| Instant::now() + Duration::from_millis(100))
             .min(Instant::now() + Duration::from_millis(100));
         let now = tokio::select! {
@@ -177,7 +176,7 @@ pub async fn relay(
                 }
                 if proxy {
                     let ip = build_udp_ip(from, front_addr, d, 64);
-                    core.on_frame(now, Direction::FromClient, &ip, FrameMeta::default(), &mut out);
+                    core.handle_frame(now, Direction::FromClient, &ip, FrameMeta::default());
                 }
                 let _ = to_server.send((now, d.to_vec()));
                 now
@@ -189,7 +188,7 @@ pub async fn relay(
                 let now = Instant::now();
                 if proxy {
                     let ip = build_udp_ip(front_addr, c, d, 64);
-                    core.on_frame(now, Direction::ToClient, &ip, FrameMeta::default(), &mut out);
+                    core.handle_frame(now, Direction::ToClient, &ip, FrameMeta::default());
                 }
                 let assisted = core.snapshot().assisted_flows > 0;
                 let mut lost = false;
@@ -210,27 +209,27 @@ pub async fn relay(
                 let Ok((n, from)) = r else { return };
                 let now = Instant::now();
                 if proxy {
-                    core.on_sidekick(now, from, &b3[..n], &mut out);
+                    core.handle_sidekick(now, from, &b3[..n]);
                 }
                 now
             }
             () = tokio::time::sleep_until(deadline.into()) => {
                 let now = Instant::now();
                 if proxy {
-                    core.on_timeout(now, &mut out);
+                    core.handle_timeout(now);
                 }
                 now
             }
         };
-        if proxy && core.next_timeout().is_some_and(|t| t <= now) {
-            core.on_timeout(now, &mut out);
+        if proxy && core.poll_timeout().is_some_and(|t| t <= now) {
+            core.handle_timeout(now);
         }
-        for a in out.drain(..) {
+        while let Some(a) = core.poll_transmit() {
             match a {
-                Action::SendSidekick { to, bytes } => {
+                Transmit::Sidekick { to, bytes } => {
                     let _ = sk.send_to(&bytes, to).await;
                 }
-                Action::Inject { dir, frame } => {
+                Transmit::Inject { dir, frame } => {
                     let Ok(udp) = parse_frame(&frame, LinkType::RawIp) else {
                         continue;
                     };
@@ -244,7 +243,6 @@ pub async fn relay(
                         }
                     }
                 }
-                _ => {}
             }
         }
         let snap = core.snapshot();

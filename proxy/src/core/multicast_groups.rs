@@ -95,14 +95,14 @@ impl<S: SessionLayer> ProxyCore<S> {
         };
         if let Some(g) = self.groups.get_mut(&key) {
             if let Some(c) = g.leave(id) {
-                self.retired_multicast.add(&c);
+                self.retired.multicast.add(&c);
             }
             if g.members() == 0 {
                 let shared = g.counters();
                 // The shared cache's own counts (cached, evicted) retire with the group.
-                self.retired_multicast.cached += shared.cached;
-                self.retired_multicast.not_cached += shared.not_cached;
-                self.retired_multicast.evicted_optimistic += shared.evicted_optimistic;
+                self.retired.multicast.cached += shared.cached;
+                self.retired.multicast.not_cached += shared.not_cached;
+                self.retired.multicast.evicted_optimistic += shared.evicted_optimistic;
                 self.counters.multicast_no_mac += g.no_mac;
                 self.groups.remove(&key);
             }

@@ -4,16 +4,15 @@
 
 use std::time::Instant;
 
-use super::{FlowValue, ProxyCore, SessionLayer, add_robin};
-use crate::engine::Action;
-use crate::flow::FlowKey;
+use super::{Assistance, FlowValue, ProxyCore, SessionAssist, SessionLayer, TimerKind, schedule};
+use crate::flow::{FlowKey, FlowState};
 use crate::packrat::PackratEngine;
 use crate::robin::RobinEngine;
 use crate::session::{EngineConfig, SessionEvent};
 
 impl<S: SessionLayer> ProxyCore<S> {
     /// Session `id` is established or reconfigured on `flow`: its engines replace whatever
-    /// assisted the flow before (another session's, or PEMI's).
+    /// assisted the flow before (another session's, or PEMI's, whose counters retire).
     fn attach(
         &mut self,
         now: Instant,
@@ -41,34 +40,61 @@ impl<S: SessionLayer> ProxyCore<S> {
         if let Some(mac) = client_mac {
             self.learn_member_mac(id, mac);
         }
-        let value = FlowValue {
-            session: Some(id),
-            robin,
-            packrat,
-            pemi: None,
-            client_mac,
+        if let Some(old) = self
+            .table
+            .get(&flow)
+            .and_then(|e| e.value.assistance.session())
+            && old != id
+        {
+            self.detach(old);
+        }
+        let assistance = Assistance::Session(Box::new(SessionAssist { id, robin, packrat }));
+        let attached = if let Some(e) = self.table.get(&flow) {
+            if !e.value.assisted() && self.table.assisted_len() >= self.cfg.flows.max_assisted {
+                self.table.counters.refused_assisted_cap += 1;
+                false
+            } else {
+                let old = self.table.modify(&flow, |e| {
+                    e.last_seen = now;
+                    e.value.timer = None;
+                    std::mem::replace(&mut e.value.assistance, assistance)
+                });
+                // A flow opting into Robin/Packrat leaves PEMI; a reconfigured session's old
+                // engines go: their counters are kept.
+                if let Some(old) = old {
+                    self.retired.add(&old);
+                }
+                true
+            }
+        } else {
+            let generation = self.generation.wrapping_add(1);
+            let mut value = FlowValue::new(generation);
+            value.assistance = assistance;
+            match self.table.set(flow, now, value) {
+                Ok(()) => {
+                    self.generation = generation;
+                    self.deadlines.push(
+                        now + self.cfg.flows.idle_timeout,
+                        flow,
+                        generation,
+                        TimerKind::Idle,
+                    );
+                    true
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "session refused by the flow table");
+                    false
+                }
+            }
         };
-        if let Some(old) = self.table.get_mut(&flow).and_then(|e| e.value.session) {
-            if old != id {
-                self.detach(old);
+        if attached {
+            if let Some(e) = self.table.get_mut(&flow) {
+                schedule(&mut self.deadlines, flow, &mut e.value);
             }
-        }
-        // A flow opting into Robin/Packrat leaves PEMI (its counters are kept).
-        if let Some(p) = self.table.get(&flow).and_then(|e| e.value.pemi.as_ref()) {
-            self.retired_pemi.add(&p.stats);
-        }
-        if let Some(t) = value.next_timeout() {
-            self.next_engine_timeout = Some(self.next_engine_timeout.map_or(t, |n| n.min(t)));
-        }
-        match self.table.set(flow, now, value) {
-            Ok(()) => {
-                self.by_session.insert(id, flow);
-                self.counters.sessions_started += 1;
-            }
-            Err(e) => {
-                tracing::info!(error = %e, "session refused by the flow table");
-                self.counters.sessions_refused += 1;
-            }
+            self.by_session.insert(id, flow);
+            self.counters.sessions_started += 1;
+        } else {
+            self.counters.sessions_refused += 1;
         }
     }
 
@@ -78,29 +104,21 @@ impl<S: SessionLayer> ProxyCore<S> {
         let Some(flow) = self.by_session.remove(&id) else {
             return;
         };
-        if let Some(e) = self.table.get(&flow) {
-            if let Some(r) = &e.value.robin {
-                add_robin(&mut self.retired_robin, &r.counters);
+        let old = self.table.modify(&flow, |e| {
+            if e.value.assistance.session() == Some(id) {
+                e.value.timer = None;
+                std::mem::take(&mut e.value.assistance)
+            } else {
+                Assistance::Unassisted
             }
-            if let Some(p) = &e.value.packrat {
-                self.retired_packrat.add(&p.counters);
-            }
-        }
-        if self.table.get(&flow).is_some() {
-            let now = self.table.get(&flow).map(|e| e.last_seen);
-            if let Some(now) = now {
-                let _ = self.table.set(flow, now, FlowValue::unassisted());
-            }
+        });
+        if let Some(old) = old {
+            self.retired.add(&old);
         }
     }
 
     /// Carry out what the session layer reports.
-    pub(super) fn on_event(
-        &mut self,
-        now: Instant,
-        ev: SessionEvent<S::Id>,
-        out: &mut Vec<Action>,
-    ) {
+    pub(super) fn on_event(&mut self, now: Instant, ev: SessionEvent<S::Id>) {
         match ev {
             SessionEvent::Nothing => {}
             SessionEvent::Established {
@@ -115,11 +133,11 @@ impl<S: SessionLayer> ProxyCore<S> {
                 }
             }
             SessionEvent::Reset { id, epoch } => {
-                if let Some(e) = self.entry_of(id) {
-                    if let Some(r) = e.value.robin.as_mut() {
+                if let Some(s) = self.engines_of(id) {
+                    if let Some(r) = s.robin.as_mut() {
                         r.reset(now);
                     }
-                    if let Some(p) = e.value.packrat.as_mut() {
+                    if let Some(p) = s.packrat.as_mut() {
                         p.reset(epoch);
                     }
                 }
@@ -128,27 +146,30 @@ impl<S: SessionLayer> ProxyCore<S> {
                 {
                     g.reset(id, epoch);
                 }
+                // Robin's quACK cadence restarts with the epoch.
+                if let Some(flow) = self.by_session.get(&id).copied()
+                    && let Some(e) = self.table.get_mut(&flow)
+                {
+                    schedule(&mut self.deadlines, flow, &mut e.value);
+                }
             }
             SessionEvent::Eack { id, epoch: _, data } => {
                 self.counters.eacks_in += 1;
                 let Some(flow) = self.by_session.get(&id).copied() else {
                     return;
                 };
-                let mut acts = std::mem::take(&mut self.engine_out);
-                acts.clear();
+                self.engine_out.clear();
                 if let Some(gk) = self.membership.get(&id)
                     && let Some(g) = self.groups.get_mut(gk)
                 {
-                    g.on_eack(id, &data, &mut acts);
-                } else if let Some(p) = self
-                    .table
-                    .get_mut(&flow)
-                    .and_then(|e| e.value.packrat.as_mut())
+                    g.on_eack(id, &data, &mut self.engine_out);
+                } else if let Some(e) = self.table.get_mut(&flow)
+                    && let Assistance::Session(s) = &mut e.value.assistance
+                    && let Some(p) = s.packrat.as_mut()
                 {
-                    p.on_eack(&data, &mut acts);
+                    p.on_eack(&data, &mut self.engine_out);
                 }
-                self.dispatch(now, id, flow, &mut acts, out);
-                self.engine_out = acts;
+                self.dispatch(now, id, flow);
             }
             SessionEvent::Closed { id } => {
                 self.detach(id);
@@ -157,8 +178,11 @@ impl<S: SessionLayer> ProxyCore<S> {
         }
     }
 
-    fn entry_of(&mut self, id: S::Id) -> Option<&mut crate::flow::FlowEntry<FlowValue<S::Id>>> {
+    fn engines_of(&mut self, id: S::Id) -> Option<&mut SessionAssist<S::Id>> {
         let flow = self.by_session.get(&id).copied()?;
-        self.table.get_mut(&flow)
+        match &mut self.table.get_mut(&flow)?.value.assistance {
+            Assistance::Session(s) if s.id == id => Some(s),
+            _ => None,
+        }
     }
 }

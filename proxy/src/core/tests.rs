@@ -1,0 +1,153 @@
+//! Core v2: flow states, the deadline index and idle expiry.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::robin::RobinConfig;
+use crate::session::{EngineConfig, StaticSessions};
+
+fn eth(src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.extend_from_slice(&crate::packet::build_udp_ip(src, dst, payload, 64));
+    f
+}
+
+fn client(i: u32) -> SocketAddr {
+    SocketAddr::from(([10, 2, (i >> 8) as u8, i as u8], 40000))
+}
+
+const SERVER: &str = "198.51.100.10:443";
+
+fn core() -> ProxyCore<StaticSessions> {
+    ProxyCore::new(CoreConfig::default(), StaticSessions::new(), (5, 6))
+}
+
+fn send(core: &mut ProxyCore<StaticSessions>, now: Instant, i: u32, payload: &[u8]) {
+    let f = eth(client(i), SERVER.parse().unwrap(), payload);
+    let v = core.handle_frame(now, Direction::FromClient, &f, FrameMeta::default());
+    assert_eq!(v, Verdict::Forward);
+}
+
+fn robin_every(ms: u64) -> EngineConfig {
+    EngineConfig {
+        robin: Some(RobinConfig {
+            every: Duration::from_millis(ms),
+            ..RobinConfig::default()
+        }),
+        packrat: None,
+        multicast_group: None,
+    }
+}
+
+fn key(i: u32) -> FlowKey {
+    FlowKey {
+        client: client(i),
+        server: SERVER.parse().unwrap(),
+    }
+}
+
+#[test]
+fn idle_flows_expire_from_the_deadline_index_and_busy_ones_stay() {
+    let t0 = Instant::now();
+    let mut core = core();
+    for i in 0..1000 {
+        send(&mut core, t0, i, b"0123456789abcdef");
+    }
+    assert_eq!(core.flows().len(), 1000);
+    assert_eq!(core.poll_timeout(), Some(t0 + Duration::from_secs(120)));
+    // Half the flows are busy again at 100 s.
+    for i in (0..1000).step_by(2) {
+        send(
+            &mut core,
+            t0 + Duration::from_secs(100),
+            i,
+            b"0123456789abcdef",
+        );
+    }
+    core.handle_timeout(t0 + Duration::from_secs(121));
+    assert_eq!(core.flows().len(), 500);
+    assert!(core.flows().get(&key(0)).is_some() && core.flows().get(&key(1)).is_none());
+    assert_eq!(core.snapshot().flow_table.expired, 500);
+    // The busy half's deadlines moved to their last packet + 120 s.
+    assert_eq!(core.poll_timeout(), Some(t0 + Duration::from_secs(220)));
+    core.handle_timeout(t0 + Duration::from_secs(221));
+    assert!(core.flows().is_empty());
+    assert_eq!(core.snapshot().timer_entries, 0);
+}
+
+#[test]
+fn a_tick_costs_what_is_due_not_what_exists() {
+    let t0 = Instant::now();
+    let mut core = core();
+    // 10 000 unassisted flows and 100 Robin sessions quACKing every millisecond.
+    for i in 0..10_000 {
+        send(&mut core, t0, i, b"0123456789abcdef");
+    }
+    for i in 0..100 {
+        core.sessions_mut().add(
+            key(20_000 + i),
+            robin_every(1),
+            "10.0.0.2:50001".parse().unwrap(),
+        );
+    }
+    core.handle_timeout(t0);
+    assert_eq!(core.flows().assisted_len(), 100);
+    let mut fired = core.snapshot().timers_fired;
+    for ms in 1..=50u32 {
+        let now = t0 + Duration::from_millis(u64::from(ms));
+        for i in 0..100 {
+            send(&mut core, now, 20_000 + i, &ms.to_le_bytes().repeat(8));
+        }
+        core.handle_timeout(now);
+        while core.poll_transmit().is_some() {}
+        let now_fired = core.snapshot().timers_fired;
+        // One Robin deadline per session per millisecond; the 10 000 idle flows cost nothing.
+        assert!(
+            now_fired - fired <= 100,
+            "tick {ms}: {} deadlines",
+            now_fired - fired
+        );
+        fired = now_fired;
+    }
+    let snap = core.snapshot();
+    assert!(snap.robin.quacks >= 100 * 45, "{}", snap.robin.quacks);
+    assert!(
+        snap.timer_entries <= 10_000 + 2 * 100,
+        "{}",
+        snap.timer_entries
+    );
+}
+
+#[test]
+fn an_idle_session_flow_leaves_its_session_and_keeps_its_counts() {
+    let t0 = Instant::now();
+    let mut core = core();
+    core.sessions_mut()
+        .add(key(1), robin_every(30), "10.0.0.2:50001".parse().unwrap());
+    core.handle_timeout(t0);
+    for n in 0..10u32 {
+        send(&mut core, t0, 1, &n.to_le_bytes().repeat(8));
+    }
+    core.handle_timeout(t0 + Duration::from_millis(30));
+    let quacks = core.snapshot().robin.quacks;
+    assert!(quacks >= 1);
+    assert_eq!(core.snapshot().robin.inserted, 10);
+    core.handle_timeout(t0 + Duration::from_secs(121));
+    assert!(core.flows().is_empty());
+    assert!(core.by_session.is_empty());
+    let snap = core.snapshot();
+    assert_eq!(snap.robin.inserted, 10, "counters retire with the flow");
+    assert!(
+        snap.robin.quacks >= quacks,
+        "quACK counts never go backwards"
+    );
+    // A later packet of the same 4-tuple is a new, unassisted flow whose deadlines are its own:
+    // the old flow's leftover entries (if any) are ignored.
+    send(&mut core, t0 + Duration::from_secs(122), 1, b"again");
+    assert_eq!(core.flows().assisted_len(), 0);
+    core.handle_timeout(t0 + Duration::from_secs(200));
+    assert_eq!(core.flows().len(), 1);
+    core.handle_timeout(t0 + Duration::from_secs(243));
+    assert!(core.flows().is_empty());
+}
