@@ -78,6 +78,9 @@ pub struct Config {
     pub track_unassisted: bool,
     /// Per-flow memory cap (bytes), bounds each Packrat cache.
     pub max_flow_memory: usize,
+    /// Bytes all engines together may hold (Packrat caches, PEMI buffers, multicast caches,
+    /// quACK state); beyond it flows get no new engine (counted).
+    pub memory_budget: usize,
     /// Largest quACK threshold granted.
     pub max_threshold: u32,
     /// Smallest quACK interval granted (ms).
@@ -132,6 +135,7 @@ impl Default for Config {
             session_idle_timeout_s: 30,
             track_unassisted: true,
             max_flow_memory: 4 << 20,
+            memory_budget: crate::core::DEFAULT_MEMORY_BUDGET,
             max_threshold: 64,
             min_quack_interval_ms: 1,
             max_symbols: 4096,

@@ -58,6 +58,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 mod assistance;
+mod budget;
 mod deadlines;
 mod multicast_groups;
 mod output;
@@ -79,6 +80,7 @@ use crate::packrat::multicast::{self, MulticastCache};
 use crate::pemi::{PemiConfig, PemiEngine, PemiStats};
 use crate::robin::RobinCounters;
 use crate::session::SessionLayer;
+use budget::MemoryBudget;
 use deadlines::{DeadlineIndex, TimerKind};
 use output::InjectQueue;
 
@@ -106,7 +108,16 @@ pub struct CoreConfig {
     pub max_multicast_groups: usize,
     /// Cap on clients per multicast group.
     pub max_group_members: usize,
+    /// Bytes all engines together may hold: Packrat caches and indexes, PEMI buffers, multicast
+    /// caches, quACK state. Each engine's cap is reserved when it is made; beyond the budget a
+    /// flow gets no new engine (a Packrat cache is shrunk first), counted in
+    /// `sidekick_memory_refused_total`.
+    pub memory_budget: usize,
 }
+
+/// The default memory budget: fits an access point with 256 MB of memory beside the flow table
+/// (65 536 flows × at most 256 bytes) and the process itself.
+pub const DEFAULT_MEMORY_BUDGET: usize = 160 << 20;
 
 impl Default for CoreConfig {
     fn default() -> Self {
@@ -117,6 +128,7 @@ impl Default for CoreConfig {
             max_flow_memory: 4 * 1024 * 1024,
             max_multicast_groups: 64,
             max_group_members: multicast::DEFAULT_MAX_MEMBERS,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
         }
     }
 }
@@ -163,6 +175,7 @@ pub struct ProxyCore<S: SessionLayer> {
     engine_out: Vec<Action>,
     injects: InjectQueue,
     retired: Retired,
+    budget: MemoryBudget,
     pemi: Option<PemiConfig>,
     /// The flow of each ICMP probe identifier (PEMI calibration, `pemi::probe`); u16 keys bound
     /// it, and an identifier is reused only after 65 536 PEMI flows.
@@ -203,6 +216,11 @@ fn add_robin(a: &mut RobinCounters, b: &RobinCounters) {
     a.gap_quacks += b.gap_quacks;
 }
 
+/// The budget a PEMI engine with `cfg` reserves: the engine and its datagram buffer's cap.
+fn pemi_reservation(cfg: &PemiConfig) -> usize {
+    std::mem::size_of::<PemiEngine>() + cfg.buffer_bytes
+}
+
 /// Register `value`'s engine deadline in the index unless an earlier or equal one is registered.
 fn schedule<Id: Copy>(deadlines: &mut DeadlineIndex, key: FlowKey, value: &mut FlowValue<Id>) {
     if let Some(t) = value.assistance.poll_timeout()
@@ -227,6 +245,7 @@ impl<S: SessionLayer> ProxyCore<S> {
             engine_out: Vec::new(),
             injects: InjectQueue::default(),
             retired: Retired::default(),
+            budget: MemoryBudget::new(cfg.memory_budget),
             pemi: None,
             pemi_probe_flows: HashMap::new(),
             next_probe_id: 0,
@@ -356,6 +375,11 @@ impl<S: SessionLayer> ProxyCore<S> {
             if dir != Direction::FromClient || !crate::pemi::engine::starts_connection(payload) {
                 return Verdict::Forward;
             }
+            let need = pemi_reservation(&pcfg);
+            if !self.budget.try_reserve(need) {
+                return Verdict::Forward;
+            }
+            value.reserved = need as u32;
             let mut engine = PemiEngine::new(pcfg, now);
             if pcfg.icmp_calibration {
                 self.next_probe_id = self.next_probe_id.wrapping_add(1);
@@ -631,6 +655,7 @@ impl<S: SessionLayer> ProxyCore<S> {
             return;
         };
         self.table.counters.expired += 1;
+        self.budget.release(e.value.reserved as usize);
         if let Some(id) = e.value.assistance.session() {
             self.by_session.remove(&id);
             self.leave_group(id);
@@ -680,6 +705,8 @@ impl<S: SessionLayer> ProxyCore<S> {
             c.multicast_no_mac += g.no_mac;
         }
         c.multicast_groups = self.groups.len() as u64;
+        c.memory_reserved_bytes = self.budget.reserved() as u64;
+        c.memory_refused = self.budget.refused;
         c.inject_queue_dropped = self.injects.dropped;
         c.timer_entries = self.deadlines.len() as u64;
         c.timers_fired = self.deadlines.popped;

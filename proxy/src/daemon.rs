@@ -41,6 +41,7 @@ pub fn build_core(cfg: &Config) -> ProxyCore<ProtocolSessions> {
         },
         track_unassisted: cfg.track_unassisted,
         max_flow_memory: cfg.max_flow_memory,
+        memory_budget: cfg.memory_budget,
         ..CoreConfig::default()
     };
     ProxyCore::new(

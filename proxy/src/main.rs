@@ -73,6 +73,9 @@ struct Cli {
     /// Per-flow memory cap (bytes).
     #[arg(long)]
     max_flow_memory: Option<usize>,
+    /// Bytes all engines together may hold.
+    #[arg(long)]
+    memory_budget: Option<usize>,
     /// Largest quACK threshold granted.
     #[arg(long)]
     max_threshold: Option<u32>,
@@ -148,6 +151,7 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         session_idle_timeout_s,
         track_unassisted,
         max_flow_memory,
+        memory_budget,
         max_threshold,
         min_quack_interval_ms,
         max_symbols,

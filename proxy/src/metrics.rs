@@ -87,6 +87,10 @@ pub struct Counters {
     pub multicast_no_mac: u64,
     /// Frames the core could not queue for injection (the backend did not poll in time).
     pub inject_queue_dropped: u64,
+    /// Gauge: bytes of the core's memory budget reserved by engines and group caches.
+    pub memory_reserved_bytes: u64,
+    /// Engines refused, or Packrat caches shrunk, because the memory budget was spent.
+    pub memory_refused: u64,
     /// Gauge: entries in the core's deadline index (live and stale).
     pub timer_entries: u64,
     /// Deadlines that came due (timer work, live or stale).
@@ -146,6 +150,8 @@ impl Counters {
         add!(multicast_no_mac);
         add!(inject_queue_dropped);
         add!(timer_entries);
+        add!(memory_reserved_bytes);
+        add!(memory_refused);
         add!(timers_fired);
         self.pemi.add(&o.pemi);
     }
@@ -303,6 +309,18 @@ impl Counters {
             "counter",
             "Frames not queued for injection: the backend did not poll in time.",
             self.inject_queue_dropped,
+        );
+        m(
+            "memory_reserved_bytes",
+            "gauge",
+            "Bytes of the memory budget reserved by engines and multicast caches.",
+            self.memory_reserved_bytes,
+        );
+        m(
+            "memory_refused_total",
+            "counter",
+            "Engines refused or Packrat caches shrunk: the memory budget was spent.",
+            self.memory_refused,
         );
         m(
             "timer_entries",

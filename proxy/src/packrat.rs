@@ -163,6 +163,15 @@ impl PackratEngine {
         }
     }
 
+    /// The most heap memory an engine with `cfg` can hold: its byte ring, the index of a ring
+    /// full of the smallest frames, and its sketches (what the core's memory budget reserves).
+    pub fn memory_cap(cfg: &PackratConfig) -> usize {
+        cfg.cache_bytes
+            + (cfg.cache_bytes / MIN_FRAME + 1) * std::mem::size_of::<Cached>()
+            + 3 * cfg.local_symbols * 16
+            + std::mem::size_of::<Self>()
+    }
+
     /// The current epoch.
     pub fn epoch(&self) -> u32 {
         self.evicted.epoch()

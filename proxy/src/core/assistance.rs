@@ -115,6 +115,8 @@ pub struct FlowValue<Id> {
     /// The engine deadline registered in the core's deadline index, if any (one registration
     /// per flow: a packet re-registers only a deadline earlier than this one).
     pub(super) timer: Option<Instant>,
+    /// Bytes of the core's memory budget reserved for this flow's engines.
+    pub(super) reserved: u32,
 }
 
 impl<Id> FlowState for FlowValue<Id> {
@@ -130,6 +132,7 @@ impl<Id> FlowValue<Id> {
             client_mac: None,
             generation,
             timer: None,
+            reserved: 0,
         }
     }
 }

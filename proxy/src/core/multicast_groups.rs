@@ -73,6 +73,14 @@ impl<S: SessionLayer> ProxyCore<S> {
         }
         cfg.cache_bytes = cfg.cache_bytes.min(self.cfg.max_flow_memory);
         let max_members = self.cfg.max_group_members;
+        if !self.groups.contains_key(&key)
+            && !self
+                .budget
+                .try_reserve(MulticastCache::<S::Id>::memory_cap(&cfg, max_members))
+        {
+            self.counters.multicast_refused += 1;
+            return;
+        }
         let g = self
             .groups
             .entry(key)
@@ -104,6 +112,10 @@ impl<S: SessionLayer> ProxyCore<S> {
                 self.retired.multicast.not_cached += shared.not_cached;
                 self.retired.multicast.evicted_optimistic += shared.evicted_optimistic;
                 self.counters.multicast_no_mac += g.no_mac;
+                self.budget.release(MulticastCache::<S::Id>::memory_cap(
+                    g.config(),
+                    self.cfg.max_group_members,
+                ));
                 self.groups.remove(&key);
             }
         }

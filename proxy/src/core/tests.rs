@@ -151,3 +151,82 @@ fn an_idle_session_flow_leaves_its_session_and_keeps_its_counts() {
     core.handle_timeout(t0 + Duration::from_secs(243));
     assert!(core.flows().is_empty());
 }
+
+fn packrat_engines(cache_bytes: usize) -> EngineConfig {
+    EngineConfig {
+        robin: None,
+        packrat: Some(crate::packrat::PackratConfig {
+            cache_bytes,
+            ..crate::packrat::PackratConfig::default()
+        }),
+        multicast_group: None,
+    }
+}
+
+#[test]
+fn the_memory_budget_bounds_packrat_caches_and_shrinks_before_refusing() {
+    let t0 = Instant::now();
+    let cfg = CoreConfig {
+        memory_budget: 4 << 20,
+        ..CoreConfig::default()
+    };
+    let mut core = ProxyCore::new(cfg, StaticSessions::new(), (5, 6));
+    // 1 MiB caches reserve a little over 2 MiB each (ring + index of the smallest frames): one
+    // fits whole, the next is shrunk, then refused when even 16 KiB caches do not fit.
+    for i in 0..64 {
+        core.sessions_mut().add(
+            key(i),
+            packrat_engines(1 << 20),
+            "10.0.0.2:50001".parse().unwrap(),
+        );
+    }
+    core.handle_timeout(t0);
+    let snap = core.snapshot();
+    assert!(snap.memory_reserved_bytes <= 4 << 20, "{snap:?}");
+    assert!(snap.memory_refused >= 1);
+    let with_packrat = (0..64)
+        .filter(|&i| {
+            core.flows()
+                .get(&key(i))
+                .and_then(|e| e.value.assistance.session_engines())
+                .is_some_and(|s| s.packrat.is_some())
+        })
+        .count();
+    assert!((2..64).contains(&with_packrat), "{with_packrat}");
+    // Sessions end with their flows: the budget is whole again.
+    core.handle_timeout(t0 + Duration::from_secs(121));
+    assert_eq!(core.snapshot().memory_reserved_bytes, 0);
+}
+
+#[test]
+fn pemi_engines_stop_at_the_budget_and_their_flows_stay_forwarded() {
+    let t0 = Instant::now();
+    let pcfg = crate::pemi::PemiConfig::default();
+    let per_flow = pemi_reservation(&pcfg);
+    let cfg = CoreConfig {
+        memory_budget: 10 * per_flow,
+        ..CoreConfig::default()
+    };
+    let mut core = ProxyCore::new(cfg, StaticSessions::new(), (5, 6)).with_pemi(Some(pcfg));
+    // A QUIC client Initial (long header, type Initial, version 1) padded to 1200 bytes.
+    let mut initial = vec![0xc3, 0, 0, 0, 1, 8];
+    initial.extend_from_slice(&[7; 8]);
+    // No source connection ID, no token, the rest of the datagram is the packet (2-byte varint).
+    let rest = 1200 - (initial.len() + 4);
+    initial.extend_from_slice(&[0, 0, 0x40 | (rest >> 8) as u8, rest as u8]);
+    initial.resize(1200, 0);
+    for i in 0..50 {
+        send(&mut core, t0, i, &initial);
+    }
+    let pemi_flows = core
+        .flows()
+        .iter()
+        .filter(|(_, e)| e.value.assistance.pemi().is_some())
+        .count();
+    assert_eq!(pemi_flows, 10);
+    let snap = core.snapshot();
+    assert_eq!(snap.memory_refused, 40);
+    assert_eq!(snap.flows, 50);
+    core.handle_timeout(t0 + Duration::from_secs(121));
+    assert_eq!(core.snapshot().memory_reserved_bytes, 0);
+}

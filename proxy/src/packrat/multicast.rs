@@ -121,6 +121,19 @@ impl<M: Copy + Eq> MulticastCache<M> {
         }
     }
 
+    /// The most memory a group with `cfg` and `max_members` clients can hold apart from its
+    /// members' virtual caches (what the core's memory budget reserves for a group).
+    pub fn memory_cap(cfg: &PackratConfig, max_members: usize) -> usize {
+        cfg.cache_bytes
+            + (cfg.cache_bytes / super::MIN_FRAME + 1) * std::mem::size_of::<Cached>()
+            + max_members * (2 * cfg.local_symbols * 16 + 128)
+    }
+
+    /// The group's cache settings.
+    pub fn config(&self) -> &PackratConfig {
+        &self.cfg
+    }
+
     /// Clients subscribed.
     pub fn members(&self) -> usize {
         self.members.len()
