@@ -620,16 +620,16 @@ impl<S: SessionLayer> ProxyCore<S> {
                     let sid = match &mut e.value.assistance {
                         Assistance::Unassisted => None,
                         Assistance::Pemi(p) => {
-                            if p.next_timeout().is_some_and(|t| t <= now) {
-                                p.on_timeout(now, &mut self.engine_out);
+                            if p.poll_timeout().is_some_and(|t| t <= now) {
+                                p.handle_timeout(now, &mut self.engine_out);
                             }
                             None
                         }
                         Assistance::Session(s) => {
                             if let Some(r) = s.robin.as_mut()
-                                && r.next_timeout().is_some_and(|t| t <= now)
+                                && r.poll_timeout().is_some_and(|t| t <= now)
                             {
-                                r.on_timeout(now, &mut self.engine_out);
+                                r.handle_timeout(now, &mut self.engine_out);
                             }
                             Some(s.id)
                         }

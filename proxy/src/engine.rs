@@ -84,10 +84,10 @@ pub struct Packet<'a> {
 pub trait FlowEngine {
     /// Process one packet of the flow; push side effects to `out`.
     fn on_packet(&mut self, now: Instant, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>);
-    /// Timer expiry (called at or after [`FlowEngine::next_timeout`]).
-    fn on_timeout(&mut self, now: Instant, out: &mut Vec<Action>);
-    /// The next time [`FlowEngine::on_timeout`] should run, if any.
-    fn next_timeout(&self) -> Option<Instant>;
+    /// Timer expiry (called at or after [`FlowEngine::poll_timeout`]).
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Action>);
+    /// The next time [`FlowEngine::handle_timeout`] should run, if any.
+    fn poll_timeout(&self) -> Option<Instant>;
     /// Heap bytes this engine holds (for the per-flow memory cap and metrics).
     fn memory_bytes(&self) -> usize;
 }

@@ -347,9 +347,9 @@ impl FlowEngine for PackratEngine {
         }
     }
 
-    fn on_timeout(&mut self, _now: Instant, _out: &mut Vec<Action>) {}
+    fn handle_timeout(&mut self, _now: Instant, _out: &mut Vec<Action>) {}
 
-    fn next_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Instant> {
         None
     }
 

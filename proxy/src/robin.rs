@@ -117,7 +117,12 @@ pub struct RobinEngine {
     cfg: RobinConfig,
     quack: PowerSumQuack<u32>,
     since_emit: u32,
+    /// The next time-driven quACK; `None` while no packet arrived since the last slot (an idle
+    /// flow has no timer, so idle sessions cost the core's timer index nothing).
     next_emit: Option<Instant>,
+    /// The last slot of the time-driven cadence: a packet after a silence re-arms the timer at
+    /// the next slot of the same grid.
+    last_slot: Instant,
     spacing: SpacingTracker,
     /// Emit with the next packet: the first of an epoch in gap mode, so the sender syncs on it
     /// at once rather than at the first loss (a loss before the sync goes unseen), and the one
@@ -136,6 +141,7 @@ impl RobinEngine {
             quack: PowerSumQuack::new(threshold),
             since_emit: 0,
             next_emit: (!cfg.every.is_zero()).then(|| now + cfg.every),
+            last_slot: now,
             spacing: SpacingTracker::default(),
             quack_next: cfg.quack_on_gap_percent > 0,
             counters: RobinCounters::default(),
@@ -165,6 +171,7 @@ impl RobinEngine {
         self.quack.clear();
         self.since_emit = 0;
         self.next_emit = (!self.cfg.every.is_zero()).then(|| now + self.cfg.every);
+        self.last_slot = now;
         self.quack_next = self.cfg.quack_on_gap_percent > 0;
         self.counters.resets += 1;
     }
@@ -200,6 +207,13 @@ impl FlowEngine for RobinEngine {
         if !self.insert_payload(pkt.payload) {
             return;
         }
+        if self.next_emit.is_none() && !self.cfg.every.is_zero() {
+            // The first packet after a silence: the cadence resumes at its next slot.
+            let every = self.cfg.every.as_nanos().max(1);
+            let behind = now.saturating_duration_since(self.last_slot).as_nanos();
+            let slots = u32::try_from(behind / every + 1).unwrap_or(u32::MAX);
+            self.next_emit = Some(self.last_slot + self.cfg.every.saturating_mul(slots));
+        }
         let counted = self.cfg.every_packets > 0 && self.since_emit >= self.cfg.every_packets;
         if counted || late || self.quack_next {
             if late && !counted {
@@ -214,23 +228,29 @@ impl FlowEngine for RobinEngine {
         }
     }
 
-    fn on_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
         let Some(due) = self.next_emit else { return };
         if now < due {
             return;
         }
-        if self.since_emit > 0 {
-            self.emit(out);
+        if self.since_emit == 0 {
+            // Nothing new: no quACK, and no timer until a packet comes.
+            self.last_slot = due;
+            self.next_emit = None;
+            return;
         }
+        self.emit(out);
         // Keep the cadence; skip missed slots rather than bursting.
-        let mut next = due + self.cfg.every;
-        if next <= now {
-            next = now + self.cfg.every;
-        }
-        self.next_emit = Some(next);
+        let slot = if due + self.cfg.every <= now {
+            now
+        } else {
+            due
+        };
+        self.last_slot = slot;
+        self.next_emit = Some(slot + self.cfg.every);
     }
 
-    fn next_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Instant> {
         self.next_emit
     }
 
@@ -295,7 +315,7 @@ mod tests {
             mine.insert(1000 + i);
         }
         assert_eq!(q, mine);
-        assert_eq!(e.next_timeout(), None);
+        assert_eq!(e.poll_timeout(), None);
     }
 
     #[test]
@@ -303,20 +323,23 @@ mod tests {
         let t0 = Instant::now();
         let mut e = RobinEngine::new(RobinConfig::default(), t0);
         let mut out = Vec::new();
-        assert_eq!(e.next_timeout(), Some(t0 + Duration::from_millis(30)));
+        assert_eq!(e.poll_timeout(), Some(t0 + Duration::from_millis(30)));
         feed(&mut e, t0, 1, &mut out);
         assert!(out.is_empty());
-        e.on_timeout(t0 + Duration::from_millis(29), &mut out);
+        e.handle_timeout(t0 + Duration::from_millis(29), &mut out);
         assert!(out.is_empty());
-        e.on_timeout(t0 + Duration::from_millis(30), &mut out);
+        e.handle_timeout(t0 + Duration::from_millis(30), &mut out);
         assert_eq!(out.len(), 1);
-        // Nothing new: no quACK at the next tick.
-        e.on_timeout(t0 + Duration::from_millis(60), &mut out);
+        // Nothing new: no quACK at the next tick, and no timer while the flow is idle.
+        e.handle_timeout(t0 + Duration::from_millis(60), &mut out);
         assert_eq!(out.len(), 1);
-        assert_eq!(e.next_timeout(), Some(t0 + Duration::from_millis(90)));
-        feed(&mut e, t0 + Duration::from_millis(70), 2, &mut out);
-        e.on_timeout(t0 + Duration::from_millis(95), &mut out);
+        assert_eq!(e.poll_timeout(), None);
+        // A packet re-arms the timer at the next slot of the same 30 ms grid.
+        feed(&mut e, t0 + Duration::from_millis(130), 2, &mut out);
+        assert_eq!(e.poll_timeout(), Some(t0 + Duration::from_millis(150)));
+        e.handle_timeout(t0 + Duration::from_millis(150), &mut out);
         assert_eq!(out.len(), 2);
+        assert_eq!(e.poll_timeout(), Some(t0 + Duration::from_millis(180)));
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub struct SessionAssist<Id> {
 impl<Id> SessionAssist<Id> {
     fn poll_timeout(&self) -> Option<Instant> {
         // Packrat has no timers of its own; Robin's are its time-driven quACKs.
-        self.robin.as_ref().and_then(FlowEngine::next_timeout)
+        self.robin.as_ref().and_then(FlowEngine::poll_timeout)
     }
 
     fn memory(&self) -> usize {
@@ -86,7 +86,7 @@ impl<Id: Copy> Assistance<Id> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self {
             Self::Unassisted => None,
-            Self::Pemi(p) => p.next_timeout(),
+            Self::Pemi(p) => p.poll_timeout(),
             Self::Session(s) => s.poll_timeout(),
         }
     }

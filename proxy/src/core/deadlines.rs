@@ -2,14 +2,19 @@
 //! PEMI's flowlet and enforcement timers) and idle expiry — ordered by time, so that a tick costs
 //! in proportion to what is due, not to how many flows or sessions exist.
 //!
+//! Engine deadlines need precision and are few (flows with an armed engine timer): they live in a
+//! binary heap. Idle deadlines are one per flow and need none (120 s ± 1 s is fine): they live in
+//! a timer wheel of one-second slots, O(1) to set and to expire, so a table of 100 000 flows does
+//! not make the engines' heap deep.
+//!
 //! Entries are invalidated lazily: a flow records the generation of its table entry and the one
 //! engine deadline it registered; an entry that no longer matches is skipped when it comes due.
 //! Idle deadlines are registered once per flow and pushed back when they come due on a flow that
-//! saw packets since, so a busy flow costs one heap operation per idle period, not per packet.
+//! saw packets since, so a busy flow costs one wheel operation per idle period, not per packet.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::flow::FlowKey;
 
@@ -53,10 +58,83 @@ impl Ord for Deadline {
     }
 }
 
-/// A min-heap of deadlines.
+/// Slots of the idle wheel: deadlines further out than this many slots are parked in the last
+/// one and pushed back when it comes due.
+const WHEEL_SLOTS: usize = 256;
+/// Width of one idle-wheel slot.
+const WHEEL_SLOT: Duration = Duration::from_secs(1);
+
+/// Idle deadlines in one-second slots.
+#[derive(Debug, Default)]
+struct IdleWheel {
+    slots: Vec<Vec<Deadline>>,
+    /// Slot 0 starts here: the first idle deadline set (the core reads no clock of its own).
+    origin: Option<Instant>,
+    /// The first slot not yet expired.
+    cursor: u64,
+    len: usize,
+}
+
+impl IdleWheel {
+    fn slot_of(&self, at: Instant) -> u64 {
+        self.origin.map_or(0, |o| {
+            (at.saturating_duration_since(o).as_nanos() / WHEEL_SLOT.as_nanos()) as u64
+        })
+    }
+
+    /// When slot `k` has passed entirely.
+    fn end_of(&self, k: u64) -> Option<Instant> {
+        let o = self.origin?;
+        o.checked_add(WHEEL_SLOT * u32::try_from(k + 1).unwrap_or(u32::MAX))
+    }
+
+    fn push(&mut self, d: Deadline) {
+        if self.origin.is_none() {
+            self.origin = Some(d.at);
+            self.slots = (0..WHEEL_SLOTS).map(|_| Vec::new()).collect();
+        }
+        let k = self
+            .slot_of(d.at)
+            .clamp(self.cursor, self.cursor + WHEEL_SLOTS as u64 - 1);
+        self.slots[(k % WHEEL_SLOTS as u64) as usize].push(d);
+        self.len += 1;
+    }
+
+    /// Move the deadlines of every slot that has passed by `now` into `due`.
+    fn expire(&mut self, now: Instant, due: &mut Vec<Deadline>) {
+        while self.len > 0 && self.end_of(self.cursor).is_some_and(|t| t <= now) {
+            let slot = &mut self.slots[(self.cursor % WHEEL_SLOTS as u64) as usize];
+            self.len -= slot.len();
+            due.append(slot);
+            self.cursor += 1;
+        }
+        if self.len == 0 {
+            // Nothing parked: jump to the present instead of walking empty slots later.
+            self.cursor = self.cursor.max(self.slot_of(now));
+        }
+    }
+
+    fn next(&self) -> Option<Instant> {
+        if self.len == 0 {
+            return None;
+        }
+        (self.cursor..self.cursor + WHEEL_SLOTS as u64)
+            .find(|&k| !self.slots[(k % WHEEL_SLOTS as u64) as usize].is_empty())
+            .and_then(|k| self.end_of(k))
+    }
+
+    fn memory(&self) -> usize {
+        self.slots.iter().map(Vec::capacity).sum::<usize>() * ENTRY_BYTES
+    }
+}
+
+/// Every per-flow deadline: engine timers in a min-heap, idle expiry in a wheel.
 #[derive(Debug, Default)]
 pub(super) struct DeadlineIndex {
     heap: BinaryHeap<Reverse<Deadline>>,
+    wheel: IdleWheel,
+    /// Idle deadlines taken from the wheel, being handed out.
+    idle_due: Vec<Deadline>,
     seq: u64,
     /// Entries popped, live or stale (a measure of timer work).
     pub popped: u64,
@@ -66,45 +144,61 @@ impl DeadlineIndex {
     /// Register a deadline.
     pub fn push(&mut self, at: Instant, key: FlowKey, generation: u32, kind: TimerKind) {
         self.seq += 1;
-        self.heap.push(Reverse(Deadline {
+        let d = Deadline {
             at,
             seq: self.seq,
             key,
             generation,
             kind,
-        }));
+        };
+        match kind {
+            TimerKind::Engine => self.heap.push(Reverse(d)),
+            TimerKind::Idle => self.wheel.push(d),
+        }
     }
 
     /// The earliest registered deadline (possibly stale: then a wake-up finds nothing to do).
     pub fn next(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse(d)| d.at)
+        let idle = if self.idle_due.is_empty() {
+            self.wheel.next()
+        } else {
+            self.idle_due.iter().map(|d| d.at).min()
+        };
+        match (self.heap.peek().map(|Reverse(d)| d.at), idle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// The next deadline due at `now`, removed from the index.
+    /// The next deadline due at `now`, removed from the index: engine deadlines in time order,
+    /// then idle deadlines (which are due to within a slot).
     pub fn pop_due(&mut self, now: Instant) -> Option<Deadline> {
         if self.heap.peek().is_some_and(|Reverse(d)| d.at <= now) {
             self.popped += 1;
-            self.heap.pop().map(|Reverse(d)| d)
-        } else {
-            None
+            return self.heap.pop().map(|Reverse(d)| d);
         }
+        if self.idle_due.is_empty() {
+            self.wheel.expire(now, &mut self.idle_due);
+        }
+        let d = self.idle_due.pop()?;
+        self.popped += 1;
+        Some(d)
     }
 
     /// Number of registered entries (live and stale).
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() + self.wheel.len + self.idle_due.len()
     }
 
     /// Heap bytes held.
     pub fn memory(&self) -> usize {
-        self.heap.capacity() * ENTRY_BYTES
+        (self.heap.capacity() + self.idle_due.capacity()) * ENTRY_BYTES + self.wheel.memory()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn key(i: u16) -> FlowKey {
         FlowKey {
@@ -129,5 +223,25 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert_eq!(d.popped, 3);
         assert!(d.pop_due(t0 + Duration::from_millis(29)).is_none());
+    }
+
+    #[test]
+    fn idle_deadlines_come_due_within_a_slot_and_far_ones_are_parked() {
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_millis(120_300);
+        let mut d = DeadlineIndex::default();
+        d.push(at, key(1), 0, TimerKind::Idle);
+        d.push(t0 + Duration::from_secs(1000), key(2), 0, TimerKind::Idle);
+        let next = d.next().unwrap();
+        assert!(next >= at && next <= at + WHEEL_SLOT, "{:?}", next - at);
+        assert!(d.pop_due(at).is_none());
+        let e = d.pop_due(next).unwrap();
+        assert_eq!(e.key, key(1));
+        assert!(d.pop_due(next).is_none());
+        // Beyond the wheel's span: handed out early, at its last slot, for the owner to re-check.
+        let e = d.pop_due(at + WHEEL_SLOT * WHEEL_SLOTS as u32).unwrap();
+        assert_eq!(e.key, key(2));
+        assert_eq!(d.len(), 0);
+        assert_eq!(d.next(), None);
     }
 }

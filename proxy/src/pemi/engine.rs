@@ -536,11 +536,11 @@ impl FlowEngine for PemiEngine {
         self.housekeeping(now, out);
     }
 
-    fn on_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
+    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
         self.housekeeping(now, out);
     }
 
-    fn next_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Instant> {
         let rtt = self.receiver_rtt()?;
         self.flowlets.next_deadline(rtt, self.cfg.ack_delay_slack)
     }

@@ -248,10 +248,10 @@ pub fn replay_calibrated(
             continue;
         }
         let now = at(r.t_ns);
-        while let Some(t) = engine.next_timeout().filter(|&t| t <= now) {
-            engine.on_timeout(t, &mut actions);
+        while let Some(t) = engine.poll_timeout().filter(|&t| t <= now) {
+            engine.handle_timeout(t, &mut actions);
             handle(&mut actions, &mut out);
-            if engine.next_timeout() == Some(t) {
+            if engine.poll_timeout() == Some(t) {
                 break;
             }
         }
@@ -280,7 +280,7 @@ pub fn replay_calibrated(
         handle(&mut actions, &mut out);
     }
     if let Some(last) = records.last() {
-        engine.on_timeout(at(last.t_ns) + Duration::from_secs(1), &mut actions);
+        engine.handle_timeout(at(last.t_ns) + Duration::from_secs(1), &mut actions);
         handle(&mut actions, &mut out);
     }
     out.stats = engine.stats;
