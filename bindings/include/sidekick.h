@@ -248,29 +248,45 @@ typedef struct SkClientStats {
     uint64_t events_dropped;
 } SkClientStats;
 
-// Packrat parameters; fill with `sk_packrat_config_default` (the WiFi scenario of seed 002).
-typedef struct SkPackratConfig {
-    // Local eACK coded symbols (160 for downloads, 40 for media), 1..=`SK_PACKRAT_MAX_SYMBOLS`.
-    size_t local_symbols;
-    // Identifier rule.
-    struct SkIdentifier identifier;
-    // Send an eACK at least this often while packets arrive (microseconds).
-    uint64_t eack_interval_us;
-    // …or after this many packets.
-    uint32_t eack_every_packets;
-    // Non-zero: selective eACKs, only while a gap is open (seed 002 §5.2.3).
-    uint8_t selective;
-    // Target decoding probability used to size each eACK, in (0, 1).
-    double success_probability;
-    // The reorder window in microseconds (30 ms WiFi/cellular, 65 ms satellite).
-    uint64_t reorder_window_us;
-    // Packets added to the open gaps when sizing an eACK.
-    size_t inflight_allowance;
-    // Cap on held datagrams.
-    size_t max_held;
-    // Cap on tracked missing packet numbers.
-    size_t max_gaps;
-} SkPackratConfig;
+// Robin counters.
+typedef struct SkRobinStats {
+    // Datagrams logged.
+    uint64_t sent_logged;
+    // Datagrams too short to carry an identifier.
+    uint64_t unidentifiable;
+    // quACKs accepted.
+    uint64_t quacks;
+    // Malformed quACKs.
+    uint64_t wire_errors;
+    // Stale quACKs ignored.
+    uint64_t stale;
+    // quACKs claiming receipts of packets never sent.
+    uint64_t never_sent;
+    // quACKs whose last element is unknown.
+    uint64_t unknown_last;
+    // quACKs that did not decode.
+    uint64_t undecodable;
+    // Threshold mismatches.
+    uint64_t threshold_mismatch;
+    // Datagrams confirmed received by the proxy.
+    uint64_t delivered;
+    // Losses by the reordering rule.
+    uint64_t lost_by_reordering;
+    // Losses by the time rule.
+    uint64_t lost_by_time;
+    // Datagrams resent.
+    uint64_t retransmitted;
+    // Losses with no copy to resend.
+    uint64_t retransmit_unavailable;
+    // Log entries evicted by the cap.
+    uint64_t log_evicted;
+    // Events dropped because a queue was full (engine and C API queue).
+    uint64_t events_dropped;
+    // Resets performed.
+    uint64_t resets;
+    // Datagrams awaiting a verdict now.
+    uint64_t outstanding;
+} SkRobinStats;
 
 // Packrat counters.
 typedef struct SkPackratStats {
@@ -309,6 +325,30 @@ typedef struct SkPackratStats {
     // Ready datagrams dropped because the caller did not poll (cap 4096).
     uint64_t ready_dropped;
 } SkPackratStats;
+
+// Packrat parameters; fill with `sk_packrat_config_default` (the WiFi scenario of seed 002).
+typedef struct SkPackratConfig {
+    // Local eACK coded symbols (160 for downloads, 40 for media), 1..=`SK_PACKRAT_MAX_SYMBOLS`.
+    size_t local_symbols;
+    // Identifier rule.
+    struct SkIdentifier identifier;
+    // Send an eACK at least this often while packets arrive (microseconds).
+    uint64_t eack_interval_us;
+    // …or after this many packets.
+    uint32_t eack_every_packets;
+    // Non-zero: selective eACKs, only while a gap is open (seed 002 §5.2.3).
+    uint8_t selective;
+    // Target decoding probability used to size each eACK, in (0, 1).
+    double success_probability;
+    // The reorder window in microseconds (30 ms WiFi/cellular, 65 ms satellite).
+    uint64_t reorder_window_us;
+    // Packets added to the open gaps when sizing an eACK.
+    size_t inflight_allowance;
+    // Cap on held datagrams.
+    size_t max_held;
+    // Cap on tracked missing packet numbers.
+    size_t max_gaps;
+} SkPackratConfig;
 
 // PACUBIC parameters (windows in bytes); fill with `sk_pacubic_config_default`.
 typedef struct SkPacubicConfig {
@@ -379,46 +419,6 @@ typedef struct SkRobinEvent {
     // `RETRANSMIT`: length of the datagram written to the buffer (or needed).
     size_t datagram_len;
 } SkRobinEvent;
-
-// Robin counters.
-typedef struct SkRobinStats {
-    // Datagrams logged.
-    uint64_t sent_logged;
-    // Datagrams too short to carry an identifier.
-    uint64_t unidentifiable;
-    // quACKs accepted.
-    uint64_t quacks;
-    // Malformed quACKs.
-    uint64_t wire_errors;
-    // Stale quACKs ignored.
-    uint64_t stale;
-    // quACKs claiming receipts of packets never sent.
-    uint64_t never_sent;
-    // quACKs whose last element is unknown.
-    uint64_t unknown_last;
-    // quACKs that did not decode.
-    uint64_t undecodable;
-    // Threshold mismatches.
-    uint64_t threshold_mismatch;
-    // Datagrams confirmed received by the proxy.
-    uint64_t delivered;
-    // Losses by the reordering rule.
-    uint64_t lost_by_reordering;
-    // Losses by the time rule.
-    uint64_t lost_by_time;
-    // Datagrams resent.
-    uint64_t retransmitted;
-    // Losses with no copy to resend.
-    uint64_t retransmit_unavailable;
-    // Log entries evicted by the cap.
-    uint64_t log_evicted;
-    // Events dropped because a queue was full (engine and C API queue).
-    uint64_t events_dropped;
-    // Resets performed.
-    uint64_t resets;
-    // Datagrams awaiting a verdict now.
-    uint64_t outstanding;
-} SkRobinStats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -602,6 +602,28 @@ enum SkStatus sk_client_set_dcid_len(struct SkClient *c, uint8_t outgoing, size_
 // # Safety
 // `c` is null or a live client; `out` is valid for a write.
 enum SkStatus sk_client_stats(struct SkClient *c, struct SkClientStats *out);
+
+// Robin's counters while the session runs Robin (the session drops its engines when it falls
+// back, so sample them while it is active); `SK_STATUS_EMPTY` when no Robin engine runs.
+// `events_dropped` counts the engine's queue only.
+//
+// Ownership: the caller owns `out`; nothing is kept. Thread safety: as every `sk_client_*`
+// call, not concurrently with another call on the same client.
+//
+// # Safety
+// `c` is null or a live client not used concurrently; `out` is valid for a write.
+enum SkStatus sk_client_robin_stats(struct SkClient *c, struct SkRobinStats *out);
+
+// Packrat's counters while the session runs Packrat; `SK_STATUS_EMPTY` when no Packrat
+// engine runs. `ready_now` and `ready_dropped` are 0: the session hands datagrams out through
+// `sk_client_poll_deliver`, not the engine's queue.
+//
+// Ownership: the caller owns `out`; nothing is kept. Thread safety: as every `sk_client_*`
+// call, not concurrently with another call on the same client.
+//
+// # Safety
+// `c` is null or a live client not used concurrently; `out` is valid for a write.
+enum SkStatus sk_client_packrat_stats(struct SkClient *c, struct SkPackratStats *out);
 
 // Fills `out` with the defaults (160 symbols, last 4 bytes, eACK every 10 ms / 16 packets,
 // 95 % decoding target, 30 ms reorder window).

@@ -571,3 +571,61 @@ pub unsafe extern "C" fn sk_client_stats(c: *mut SkClient, out: *mut SkClientSta
         })
     }
 }
+
+/// Robin's counters while the session runs Robin (the session drops its engines when it falls
+/// back, so sample them while it is active); `SK_STATUS_EMPTY` when no Robin engine runs.
+/// `events_dropped` counts the engine's queue only.
+///
+/// Ownership: the caller owns `out`; nothing is kept. Thread safety: as every `sk_client_*`
+/// call, not concurrently with another call on the same client.
+///
+/// # Safety
+/// `c` is null or a live client not used concurrently; `out` is valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_client_robin_stats(
+    c: *mut SkClient,
+    out: *mut crate::robin::SkRobinStats,
+) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        with_handle(c, |h| {
+            let Some(r) = h.client.robin() else {
+                return SkStatus::Empty;
+            };
+            let stats = crate::robin::robin_stats_to_c(&r.stats(), r.outstanding() as u64, 0);
+            status(write_out(out, stats).map(|()| SkStatus::Ok))
+        })
+    }
+}
+
+/// Packrat's counters while the session runs Packrat; `SK_STATUS_EMPTY` when no Packrat
+/// engine runs. `ready_now` and `ready_dropped` are 0: the session hands datagrams out through
+/// `sk_client_poll_deliver`, not the engine's queue.
+///
+/// Ownership: the caller owns `out`; nothing is kept. Thread safety: as every `sk_client_*`
+/// call, not concurrently with another call on the same client.
+///
+/// # Safety
+/// `c` is null or a live client not used concurrently; `out` is valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_client_packrat_stats(
+    c: *mut SkClient,
+    out: *mut crate::packrat::SkPackratStats,
+) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        with_handle(c, |h| {
+            let Some(p) = h.client.packrat() else {
+                return SkStatus::Empty;
+            };
+            let stats = crate::packrat::packrat_stats_to_c(
+                &p.stats(),
+                p.held() as u64,
+                p.open_gaps() as u64,
+                0,
+                0,
+            );
+            status(write_out(out, stats).map(|()| SkStatus::Ok))
+        })
+    }
+}

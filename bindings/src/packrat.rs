@@ -412,27 +412,43 @@ pub unsafe extern "C" fn sk_packrat_stats(p: *mut SkPackrat, out: *mut SkPackrat
     // SAFETY: forwarded caller contract.
     unsafe {
         with_handle(p, |h| {
-            let s = h.rx.stats();
-            let stats = SkPackratStats {
-                received: s.received,
-                unidentifiable: s.unidentifiable,
-                no_packet_number: s.no_packet_number,
-                held: s.held,
-                gaps_opened: s.gaps_opened,
-                gaps_filled: s.gaps_filled,
-                gaps_expired: s.gaps_expired,
-                gaps_cleared_by_proxy: s.gaps_cleared_by_proxy,
-                gaps_untracked: s.gaps_untracked,
-                held_overflow: s.held_overflow,
-                eacks: s.eacks,
-                eack_symbols: s.eack_symbols,
-                resets: s.resets,
-                held_now: h.rx.held() as u64,
-                open_gaps: h.rx.open_gaps() as u64,
-                ready_now: h.ready.len() as u64,
-                ready_dropped: h.ready_dropped,
-            };
+            let stats = packrat_stats_to_c(
+                &h.rx.stats(),
+                h.rx.held() as u64,
+                h.rx.open_gaps() as u64,
+                h.ready.len() as u64,
+                h.ready_dropped,
+            );
             status(write_out(out, stats).map(|()| SkStatus::Ok))
         })
+    }
+}
+
+/// The C form of Packrat's counters with the current occupancy.
+pub(crate) fn packrat_stats_to_c(
+    s: &sidekick_sdk::packrat::PackratStats,
+    held_now: u64,
+    open_gaps: u64,
+    ready_now: u64,
+    ready_dropped: u64,
+) -> SkPackratStats {
+    SkPackratStats {
+        received: s.received,
+        unidentifiable: s.unidentifiable,
+        no_packet_number: s.no_packet_number,
+        held: s.held,
+        gaps_opened: s.gaps_opened,
+        gaps_filled: s.gaps_filled,
+        gaps_expired: s.gaps_expired,
+        gaps_cleared_by_proxy: s.gaps_cleared_by_proxy,
+        gaps_untracked: s.gaps_untracked,
+        held_overflow: s.held_overflow,
+        eacks: s.eacks,
+        eack_symbols: s.eack_symbols,
+        resets: s.resets,
+        held_now,
+        open_gaps,
+        ready_now,
+        ready_dropped,
     }
 }

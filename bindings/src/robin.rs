@@ -552,28 +552,36 @@ pub unsafe extern "C" fn sk_robin_stats(r: *mut SkRobin, out: *mut SkRobinStats)
     // SAFETY: forwarded caller contract.
     unsafe {
         with_handle(r, |h| {
-            let s = h.robin.stats();
-            let stats = SkRobinStats {
-                sent_logged: s.sent_logged,
-                unidentifiable: s.unidentifiable,
-                quacks: s.quacks,
-                wire_errors: s.wire_errors,
-                stale: s.stale,
-                never_sent: s.never_sent,
-                unknown_last: s.unknown_last,
-                undecodable: s.undecodable,
-                threshold_mismatch: s.threshold_mismatch,
-                delivered: s.delivered,
-                lost_by_reordering: s.lost_by_reordering,
-                lost_by_time: s.lost_by_time,
-                retransmitted: s.retransmitted,
-                retransmit_unavailable: s.retransmit_unavailable,
-                log_evicted: s.log_evicted,
-                events_dropped: s.events_dropped + h.dropped,
-                resets: s.resets,
-                outstanding: h.robin.outstanding() as u64,
-            };
+            let stats = robin_stats_to_c(&h.robin.stats(), h.robin.outstanding() as u64, h.dropped);
             status(write_out(out, stats).map(|()| SkStatus::Ok))
         })
+    }
+}
+
+/// The C form of Robin's counters; `extra_dropped` adds events a C-side queue dropped.
+pub(crate) fn robin_stats_to_c(
+    s: &sidekick_sdk::robin::RobinStats,
+    outstanding: u64,
+    extra_dropped: u64,
+) -> SkRobinStats {
+    SkRobinStats {
+        sent_logged: s.sent_logged,
+        unidentifiable: s.unidentifiable,
+        quacks: s.quacks,
+        wire_errors: s.wire_errors,
+        stale: s.stale,
+        never_sent: s.never_sent,
+        unknown_last: s.unknown_last,
+        undecodable: s.undecodable,
+        threshold_mismatch: s.threshold_mismatch,
+        delivered: s.delivered,
+        lost_by_reordering: s.lost_by_reordering,
+        lost_by_time: s.lost_by_time,
+        retransmitted: s.retransmitted,
+        retransmit_unavailable: s.retransmit_unavailable,
+        log_evicted: s.log_evicted,
+        events_dropped: s.events_dropped + extra_dropped,
+        resets: s.resets,
+        outstanding,
     }
 }
