@@ -136,7 +136,7 @@ void sk_curl_global_cleanup(void);
  * CURLOPT_OPENSOCKETDATA; the application must not set them itself). `config` is copied
  * (keylog_path too); NULL means sk_curl_config_default(SK_CURL_MODE_PACKRAT). The relay thread
  * starts when curl opens its QUIC socket. The caller owns *out and frees it with sk_curl_free
- * after the last transfer on `easy` (curl may call the callbacks until then). Use the easy
+ * after curl_easy_cleanup(easy) (curl may call the callbacks until then). Use the easy
  * handle from one thread at a time, as libcurl requires. Returns SK_STATUS_NULL_POINTER,
  * SK_STATUS_INVALID_ARGUMENT (a bad session configuration) or SK_STATUS_PROTOCOL (curl
  * refused an option). */
@@ -145,9 +145,10 @@ SkStatus sk_curl_attach(CURL *easy, const SkCurlConfig *config, SkCurl **out);
 /* Copies the current counters into `out`. Thread-safe: may run while the relay works. */
 SkStatus sk_curl_stats(SkCurl *h, SkCurlStats *out);
 
-/* Stops the relay thread and frees everything of `h` (NULL is ignored). Call it after the
- * last transfer on the easy handle (before or after curl_easy_cleanup); not concurrently with
- * another call on `h`. */
+/* Stops the relay thread and frees everything of `h` (NULL is ignored). Call it after
+ * curl_easy_cleanup (or once the connection is closed): curl's CONNECTION_CLOSE must still
+ * cross the relay, or the server keeps the connection until its idle timeout. Not
+ * concurrently with another call on `h`. */
 void sk_curl_free(SkCurl *h);
 
 /* A stable lower-case name of one SK_CURL_REASON_* bit ("no_quic_socket", ...), or "none"

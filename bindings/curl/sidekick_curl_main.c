@@ -402,8 +402,9 @@ int main(int argc, char **argv) {
     printf("}\n");
     fflush(stdout);
 
-    sk_curl_free(sk);
+    /* curl first: its CONNECTION_CLOSE still crosses the relay. */
     curl_easy_cleanup(easy);
+    sk_curl_free(sk);
     sk_curl_global_cleanup();
     if (t.out)
         fclose(t.out);

@@ -198,6 +198,12 @@ typedef struct SkSessionConfig {
     uint32_t reorder_delay_ms;
     // How the proxy and the client read identifiers (4 bytes wide).
     struct SkIdentifier identifier;
+    // Packrat, client side only (not sent to the proxy): packets added to the open gaps when
+    // sizing an eACK. The proxy's view includes packets it forwarded that had not reached the
+    // client when the eACK was built; an eACK sized for the gaps alone fails to decode there
+    // and the proxy resets the epoch (too many resets end the session).
+    // `sk_session_config_packrat` sets 16.
+    uint32_t eack_inflight_allowance;
 } SkSessionConfig;
 
 // One session event; fields not meaningful for the kind are zero (`packet_number` -1).
@@ -434,7 +440,8 @@ enum SkStatus sk_session_config_robin(uint32_t interval_ms,
                                       struct SkSessionConfig *out);
 
 // Fills `out` with a Packrat-only configuration with the WiFi defaults of seed 002 (eACK every
-// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window).
+// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window; eACKs sized for 16
+// packets in flight beyond the open gaps).
 //
 // # Safety
 // `out` is valid for a write.

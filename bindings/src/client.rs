@@ -58,7 +58,8 @@ pub unsafe extern "C" fn sk_session_config_robin(
 }
 
 /// Fills `out` with a Packrat-only configuration with the WiFi defaults of seed 002 (eACK every
-/// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window).
+/// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window; eACKs sized for 16
+/// packets in flight beyond the open gaps).
 ///
 /// # Safety
 /// `out` is valid for a write.
@@ -89,9 +90,12 @@ pub unsafe extern "C" fn sk_client_new(
             }
             // SAFETY: `config` is null or valid for a read (caller contract).
             let c = unsafe { config.as_ref() }.ok_or(SkStatus::NullPointer)?;
+            let inflight = c.eack_inflight_allowance as usize;
             let session = c.to_rust()?;
+            let mut config = SidekickConfig::with_session(session);
+            config.packrat.inflight_allowance = inflight;
             let h = into_raw(SkClient {
-                client: SidekickClient::new(SidekickConfig::with_session(session)),
+                client: SidekickClient::new(config),
                 clock: Clock::new(),
                 pending_transmit: None,
                 pending_deliver: None,

@@ -72,7 +72,8 @@ pub struct AppSpec {
     pub stack: String,
     /// `rtc`: the stack of the measuring `sidekick-rtc` client (`quinn` or `quiche`; its ACKs
     /// are the replies PEMI matches) when it differs from the server's; unset: `stack`, and
-    /// quinn for `quic-go`.
+    /// quinn for `quic-go`. `transfer`: `curl` runs libcurl (`sidekick-curl`, bindings/curl) as
+    /// the client over HTTP/3 (needs `http3 = true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_stack: Option<String>,
     /// `download` (server → client) or `upload`.
@@ -266,6 +267,15 @@ impl Scenario {
                 "app.direction `{}`: download or upload",
                 app.direction
             )));
+        }
+        if app.client_stack.as_deref() == Some(crate::apps::CURL)
+            && (app.kind != "transfer" || !app.http3)
+        {
+            return Err(ScenarioError::Invalid(
+                "app.client_stack = \"curl\" runs the transfer client over HTTP/3: needs \
+                 app.kind = \"transfer\" and app.http3 = true"
+                    .into(),
+            ));
         }
         let variants: Vec<Variant> = match table.get("variants") {
             Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| {
