@@ -13,7 +13,7 @@ use crate::robin::{SkIdentifier, SkLossRule};
 /// examples use for downloads (`sidekick-transfer --sidekick-eack-inflight`'s default).
 pub(crate) const DEFAULT_EACK_INFLIGHT_ALLOWANCE: u32 = 16;
 
-/// The session configuration requested from the proxy in Init (seed 001 §4.1, seed 002 §6.1).
+/// The session configuration requested from the proxy in Init (Sidekick (NSDI '24) §4.1, Packrat (CoNEXT '26) §6.1).
 /// Fill with `sk_session_config_robin` / `sk_session_config_packrat` and adjust; both modes may
 /// be enabled.
 #[repr(C)]
