@@ -200,10 +200,10 @@ static void sample_engines(SkCurl *h) {
 
 static void flush(SkCurl *h) {
     size_t len;
-    /* Datagrams curl may read now. */
-    while (h->front_fd >= 0 &&
-           sk_client_poll_deliver(h->client, h->buf, sizeof h->buf, &len) == SK_STATUS_OK) {
-        if (!h->have_curl_addr)
+    /* Datagrams curl may read now (dropped once the loopback port is closed or before curl
+     * sent anything: nobody to hand them to). */
+    while (sk_client_poll_deliver(h->client, h->buf, sizeof h->buf, &len) == SK_STATUS_OK) {
+        if (h->front_fd < 0 || !h->have_curl_addr)
             continue;
         if (sendto(h->front_fd, h->buf, len, 0, (struct sockaddr *)&h->curl_addr,
                    h->curl_addr_len) < 0) {

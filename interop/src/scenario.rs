@@ -458,6 +458,30 @@ set = ["lan.loss=0%"]
     }
 
     #[test]
+    fn curl_client_needs_http3_transfer() {
+        let sets = |v: &[&str]| v.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+        assert!(matches!(
+            Scenario::parse(S, &sets(&["app.client_stack=curl"])),
+            Err(ScenarioError::Invalid(_))
+        ));
+        let s = Scenario::parse(S, &sets(&["app.client_stack=curl", "app.http3=true"])).unwrap();
+        assert_eq!(s.app.client_stack.as_deref(), Some("curl"));
+        assert!(matches!(
+            Scenario::parse(
+                S,
+                &sets(&["app.client_stack=curl", "app.http3=true", "app.kind=media"])
+            ),
+            Err(ScenarioError::Invalid(_))
+        ));
+        // The shipped curl scenario parses.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/curl-fail-open.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let s = Scenario::parse(&text, &[]).unwrap();
+        assert_eq!(s.variants.len(), 4);
+        assert!(s.variants.iter().any(|v| v.kill_proxy_at == Some(0.3)));
+    }
+
+    #[test]
     fn value_types() {
         let mut t = toml::Table::new();
         apply_set(&mut t, "x=3").unwrap();
