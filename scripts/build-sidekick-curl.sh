@@ -12,19 +12,22 @@ mkdir -p "$out" "$target_dir"
 out="$(cd "$out" && pwd)"
 target_dir="$(cd "$target_dir" && pwd)"
 prefix="$(bash scripts/build-curl.sh | tail -1)"
-# SIDEKICK_CAPI_PROFILE=debug links the debug library that `cargo test --workspace` leaves in
-# target/debug (scripts/test.sh, for the lab tests) instead of building the release one.
+# SIDEKICK_CAPI_PROFILE=debug links the debug library that `cargo test --workspace` just left
+# in target/debug/deps (scripts/test.sh, for the lab tests) instead of building the release one.
 profile="${SIDEKICK_CAPI_PROFILE:-release}"
+lib="$target_dir/$profile/libsidekick_capi.a"
 if [ "$profile" = release ]; then
     cargo build --release -p sidekick-capi --quiet
-elif [ ! -f "$target_dir/$profile/libsidekick_capi.a" ]; then
+elif [ -f "$target_dir/$profile/deps/libsidekick_capi.a" ]; then
+    lib="$target_dir/$profile/deps/libsidekick_capi.a"
+else
     cargo build -p sidekick-capi --quiet
 fi
 cc="${CC:-cc}"
 "$cc" -std=c11 -O2 -Wall -Wextra -Werror \
     -I bindings/include -I bindings/curl -I "$prefix/include" \
     bindings/curl/sidekick_curl_main.c bindings/curl/sidekick_curl.c \
-    "$target_dir/$profile/libsidekick_capi.a" \
+    "$lib" \
     -L "$prefix/lib" -Wl,-rpath,"$prefix/lib" -lcurl -lpthread -ldl -lm \
     -o "$out/sidekick-curl"
 echo "build-sidekick-curl: $out/sidekick-curl" >&2
