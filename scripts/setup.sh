@@ -3,7 +3,7 @@
 set -euo pipefail
 
 need_apt=()
-for pkg in build-essential cmake pkg-config iproute2 nftables ethtool iputils-ping procps fonts-dejavu-core; do
+for pkg in build-essential cmake pkg-config perl libssl-dev iproute2 nftables ethtool iputils-ping procps fonts-dejavu-core; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

@@ -22,6 +22,14 @@ bash scripts/build-quicgo.sh
 # examples/tests/rtc.rs runs it against the quinn and quiche clients; here a missing binary fails.
 export SIDEKICK_REQUIRE_QUICGO=1
 
+stage "curl: HTTP/3 libcurl from registry sources (cached under the target directory)"
+# Cold: 2 min 19 s of CPU (5 min 51 s wall on 2 busy cores; quiche's C library with BoringSSL,
+# then curl); cached: 0.03 s.
+bash scripts/build-curl.sh
+# bindings/tests/curl_adapter.rs runs the curl adapter's C test against it; here a missing
+# libcurl or server binary fails instead of skipping.
+export SIDEKICK_REQUIRE_CURL=1
+
 stage "cargo test"
 cargo test --workspace --locked
 
@@ -30,6 +38,8 @@ if [ "$(id -u)" -eq 0 ]; then
     # The lab tests launch sidekick-transfer and sidekick-proxy from the same debug build that
     # `cargo test --workspace` just made (it builds every package's binaries for its integration
     # tests); selecting the whole workspace again keeps the feature set, so nothing is rebuilt.
+    # sidekick-curl for the curl lab tests, linked with the debug C library just built (cc only).
+    SIDEKICK_CAPI_PROFILE=debug bash scripts/build-sidekick-curl.sh
     SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test afpacket --test netns_e2e \
         -- --test-threads=1
     sidekick_lab_bin="${CARGO_TARGET_DIR:-target}/debug/sidekick-lab"

@@ -27,7 +27,7 @@ typedef enum SkStatus {
     // Nothing to return: no event, no datagram, no timer, value not known yet.
     SK_STATUS_EMPTY = 1,
     // Decoding succeeded but some missing log entries collide with others in the field and
-    // cannot be told apart (seed 001 §3: reported, never guessed); the determinate ones were
+    // cannot be told apart (Sidekick (NSDI '24) §3: reported, never guessed); the determinate ones were
     // written.
     SK_STATUS_INDETERMINATE = 2,
     // A required pointer was null.
@@ -168,7 +168,7 @@ typedef struct SkIdentifier {
     uint8_t hash_key[16];
 } SkIdentifier;
 
-// The session configuration requested from the proxy in Init (seed 001 §4.1, seed 002 §6.1).
+// The session configuration requested from the proxy in Init (Sidekick (NSDI '24) §4.1, Packrat (CoNEXT '26) §6.1).
 // Fill with `sk_session_config_robin` / `sk_session_config_packrat` and adjust; both modes may
 // be enabled.
 typedef struct SkSessionConfig {
@@ -198,6 +198,12 @@ typedef struct SkSessionConfig {
     uint32_t reorder_delay_ms;
     // How the proxy and the client read identifiers (4 bytes wide).
     struct SkIdentifier identifier;
+    // Packrat, client side only (not sent to the proxy): packets added to the open gaps when
+    // sizing an eACK. The proxy's view includes packets it forwarded that had not reached the
+    // client when the eACK was built; an eACK sized for the gaps alone fails to decode there
+    // and the proxy resets the epoch (too many resets end the session).
+    // `sk_session_config_packrat` sets 16.
+    uint32_t eack_inflight_allowance;
 } SkSessionConfig;
 
 // One session event; fields not meaningful for the kind are zero (`packet_number` -1).
@@ -248,29 +254,45 @@ typedef struct SkClientStats {
     uint64_t events_dropped;
 } SkClientStats;
 
-// Packrat parameters; fill with `sk_packrat_config_default` (the WiFi scenario of seed 002).
-typedef struct SkPackratConfig {
-    // Local eACK coded symbols (160 for downloads, 40 for media), 1..=`SK_PACKRAT_MAX_SYMBOLS`.
-    size_t local_symbols;
-    // Identifier rule.
-    struct SkIdentifier identifier;
-    // Send an eACK at least this often while packets arrive (microseconds).
-    uint64_t eack_interval_us;
-    // …or after this many packets.
-    uint32_t eack_every_packets;
-    // Non-zero: selective eACKs, only while a gap is open (seed 002 §5.2.3).
-    uint8_t selective;
-    // Target decoding probability used to size each eACK, in (0, 1).
-    double success_probability;
-    // The reorder window in microseconds (30 ms WiFi/cellular, 65 ms satellite).
-    uint64_t reorder_window_us;
-    // Packets added to the open gaps when sizing an eACK.
-    size_t inflight_allowance;
-    // Cap on held datagrams.
-    size_t max_held;
-    // Cap on tracked missing packet numbers.
-    size_t max_gaps;
-} SkPackratConfig;
+// Robin counters.
+typedef struct SkRobinStats {
+    // Datagrams logged.
+    uint64_t sent_logged;
+    // Datagrams too short to carry an identifier.
+    uint64_t unidentifiable;
+    // quACKs accepted.
+    uint64_t quacks;
+    // Malformed quACKs.
+    uint64_t wire_errors;
+    // Stale quACKs ignored.
+    uint64_t stale;
+    // quACKs claiming receipts of packets never sent.
+    uint64_t never_sent;
+    // quACKs whose last element is unknown.
+    uint64_t unknown_last;
+    // quACKs that did not decode.
+    uint64_t undecodable;
+    // Threshold mismatches.
+    uint64_t threshold_mismatch;
+    // Datagrams confirmed received by the proxy.
+    uint64_t delivered;
+    // Losses by the reordering rule.
+    uint64_t lost_by_reordering;
+    // Losses by the time rule.
+    uint64_t lost_by_time;
+    // Datagrams resent.
+    uint64_t retransmitted;
+    // Losses with no copy to resend.
+    uint64_t retransmit_unavailable;
+    // Log entries evicted by the cap.
+    uint64_t log_evicted;
+    // Events dropped because a queue was full (engine and C API queue).
+    uint64_t events_dropped;
+    // Resets performed.
+    uint64_t resets;
+    // Datagrams awaiting a verdict now.
+    uint64_t outstanding;
+} SkRobinStats;
 
 // Packrat counters.
 typedef struct SkPackratStats {
@@ -309,6 +331,30 @@ typedef struct SkPackratStats {
     // Ready datagrams dropped because the caller did not poll (cap 4096).
     uint64_t ready_dropped;
 } SkPackratStats;
+
+// Packrat parameters; fill with `sk_packrat_config_default` (the WiFi scenario of Packrat (CoNEXT '26)).
+typedef struct SkPackratConfig {
+    // Local eACK coded symbols (160 for downloads, 40 for media), 1..=`SK_PACKRAT_MAX_SYMBOLS`.
+    size_t local_symbols;
+    // Identifier rule.
+    struct SkIdentifier identifier;
+    // Send an eACK at least this often while packets arrive (microseconds).
+    uint64_t eack_interval_us;
+    // …or after this many packets.
+    uint32_t eack_every_packets;
+    // Non-zero: selective eACKs, only while a gap is open (Packrat (CoNEXT '26) §5.2.3).
+    uint8_t selective;
+    // Target decoding probability used to size each eACK, in (0, 1).
+    double success_probability;
+    // The reorder window in microseconds (30 ms WiFi/cellular, 65 ms satellite).
+    uint64_t reorder_window_us;
+    // Packets added to the open gaps when sizing an eACK.
+    size_t inflight_allowance;
+    // Cap on held datagrams.
+    size_t max_held;
+    // Cap on tracked missing packet numbers.
+    size_t max_gaps;
+} SkPackratConfig;
 
 // PACUBIC parameters (windows in bytes); fill with `sk_pacubic_config_default`.
 typedef struct SkPacubicConfig {
@@ -380,52 +426,15 @@ typedef struct SkRobinEvent {
     size_t datagram_len;
 } SkRobinEvent;
 
-// Robin counters.
-typedef struct SkRobinStats {
-    // Datagrams logged.
-    uint64_t sent_logged;
-    // Datagrams too short to carry an identifier.
-    uint64_t unidentifiable;
-    // quACKs accepted.
-    uint64_t quacks;
-    // Malformed quACKs.
-    uint64_t wire_errors;
-    // Stale quACKs ignored.
-    uint64_t stale;
-    // quACKs claiming receipts of packets never sent.
-    uint64_t never_sent;
-    // quACKs whose last element is unknown.
-    uint64_t unknown_last;
-    // quACKs that did not decode.
-    uint64_t undecodable;
-    // Threshold mismatches.
-    uint64_t threshold_mismatch;
-    // Datagrams confirmed received by the proxy.
-    uint64_t delivered;
-    // Losses by the reordering rule.
-    uint64_t lost_by_reordering;
-    // Losses by the time rule.
-    uint64_t lost_by_time;
-    // Datagrams resent.
-    uint64_t retransmitted;
-    // Losses with no copy to resend.
-    uint64_t retransmit_unavailable;
-    // Log entries evicted by the cap.
-    uint64_t log_evicted;
-    // Events dropped because a queue was full (engine and C API queue).
-    uint64_t events_dropped;
-    // Resets performed.
-    uint64_t resets;
-    // Datagrams awaiting a verdict now.
-    uint64_t outstanding;
-} SkRobinStats;
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // Fills `out` with a Robin-only configuration: a quACK every `interval_ms` with threshold `t`
-// (seed 001 Table 5: 30 ms and t = 10 for the upload scenario), QUIC identifiers.
+// (Sidekick (NSDI '24) Table 5: 30 ms and t = 10 for the upload scenario), QUIC identifiers.
+//
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
 //
 // # Safety
 // `out` is valid for a write.
@@ -433,8 +442,12 @@ enum SkStatus sk_session_config_robin(uint32_t interval_ms,
                                       uint32_t threshold,
                                       struct SkSessionConfig *out);
 
-// Fills `out` with a Packrat-only configuration with the WiFi defaults of seed 002 (eACK every
-// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window).
+// Fills `out` with a Packrat-only configuration with the WiFi defaults of Packrat (CoNEXT '26) (eACK every
+// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window; eACKs sized for 16
+// packets in flight beyond the open gaps).
+//
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
 //
 // # Safety
 // `out` is valid for a write.
@@ -443,11 +456,18 @@ enum SkStatus sk_session_config_packrat(struct SkSessionConfig *out);
 // Creates a client session for one base connection (not started). `SK_STATUS_INVALID_ARGUMENT`
 // if the configuration breaks the protocol's constraints. Free it with `sk_client_free`.
 //
+// Ownership: the caller owns the new handle written to `*out` and releases it with
+// `sk_client_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+// callable from any thread; the new handle may move between threads.
+//
 // # Safety
 // `config` is valid for a read; `out` is valid for a pointer write.
 enum SkStatus sk_client_new(const struct SkSessionConfig *config, struct SkClient **out);
 
 // Frees a client (null is ignored).
+//
+// Ownership: takes the handle back and releases it; it must not be used again.
+// Thread safety: not concurrently with any other call on the same handle.
 //
 // # Safety
 // `c` is null or a client from this API, not freed before and not used afterwards.
@@ -456,6 +476,10 @@ void sk_client_free(struct SkClient *c);
 // Starts discovery at `now_us`: a discovery request is queued for the base socket
 // (`sk_client_poll_transmit`). `SK_STATUS_PROTOCOL` if already started.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently.
 enum SkStatus sk_client_start(struct SkClient *c, uint64_t now_us);
@@ -463,6 +487,10 @@ enum SkStatus sk_client_start(struct SkClient *c, uint64_t now_us);
 // The QUIC stack sends `datagram` on the base socket at `now_us`: call just before the send
 // (a quACK naming it may arrive before the send returns). `out_logged` (optional) tells
 // whether Robin logged it.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `c` is null or a live client not used concurrently; `datagram` is valid for `len` reads;
@@ -475,6 +503,10 @@ enum SkStatus sk_client_on_base_sent(struct SkClient *c,
 
 // The last `n` datagrams reported by `sk_client_on_base_sent` were not sent after all.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently.
 enum SkStatus sk_client_withdraw_sent(struct SkClient *c, size_t n);
@@ -482,6 +514,10 @@ enum SkStatus sk_client_withdraw_sent(struct SkClient *c, size_t n);
 // A datagram arrived on the base socket from the base peer at `now_us`. Discovery replies are
 // consumed; every other datagram becomes available from `sk_client_poll_deliver` (at once, or
 // after Packrat's reorder window when it follows a gap).
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `c` is null or a live client not used concurrently; `datagram` is valid for `len` reads.
@@ -493,6 +529,10 @@ enum SkStatus sk_client_on_base_received(struct SkClient *c,
 // Pops the next datagram the QUIC stack may receive now into `buf` (`out_len` gets its
 // length). `SK_STATUS_EMPTY` if none; `SK_STATUS_BUFFER_TOO_SMALL` keeps it queued.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently; `buf` is valid for `cap` byte writes
 // (null if `cap` is 0); `out_len` is valid for a write.
@@ -501,6 +541,10 @@ enum SkStatus sk_client_poll_deliver(struct SkClient *c, uint8_t *buf, size_t ca
 // A datagram arrived on the sidekick socket from `from` (a `struct sockaddr_in` or
 // `sockaddr_in6` of `from_len` bytes) at `now_us`. Forged, replayed or malformed frames are
 // counted and ignored (`SK_STATUS_OK`): they never switch the sidekick off.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `c` is null or a live client not used concurrently; `from` is valid for `from_len` reads;
@@ -518,6 +562,10 @@ enum SkStatus sk_client_on_sidekick_received(struct SkClient *c,
 // `out_addr_len` bytes; both optional for base-only callers). `SK_STATUS_EMPTY` if nothing is
 // queued; `SK_STATUS_BUFFER_TOO_SMALL` keeps it queued.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently; `buf` is valid for `cap` byte writes
 // (null if `cap` is 0); `out_len` and `out_dest` are valid for writes; `out_addr` and
@@ -532,12 +580,20 @@ enum SkStatus sk_client_poll_transmit(struct SkClient *c,
 
 // Pops the next session event (`SK_STATUS_EMPTY` if none).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently; `out_event` is valid for a write.
 enum SkStatus sk_client_poll_event(struct SkClient *c, struct SkClientEvent *out_event);
 
 // The next instant (caller's microseconds) at which `sk_client_handle_timeout` must run;
 // `SK_STATUS_EMPTY` if no timer is armed.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `c` is null or a live client; `out_us` is valid for a write.
@@ -546,6 +602,10 @@ enum SkStatus sk_client_poll_timeout(struct SkClient *c, uint64_t *out_us);
 // Runs the timers due at `now_us` (discovery and Init retries, quota refresh, idle timeout,
 // Robin's time rule, Packrat's reorder window and eACK timer).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently.
 enum SkStatus sk_client_handle_timeout(struct SkClient *c, uint64_t now_us);
@@ -553,12 +613,20 @@ enum SkStatus sk_client_handle_timeout(struct SkClient *c, uint64_t now_us);
 // Stops using the sidekick at `now_us` (cause `SK_FALLBACK_CAUSE_APPLICATION`): the session is
 // closed and every held datagram is released.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently.
 enum SkStatus sk_client_fall_back(struct SkClient *c, uint64_t now_us);
 
 // Whether the sidekick is in use (`out_active`) and, if the client fell back, why
 // (`out_cause`, `SK_FALLBACK_CAUSE_NONE` otherwise). Both outputs are optional.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `c` is null or a live client; `out_active` and `out_cause` are null or valid for writes.
@@ -568,11 +636,19 @@ enum SkStatus sk_client_state(struct SkClient *c,
 
 // Feeds the transport's end-to-end RTT (for PACUBIC's `r`).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently.
 enum SkStatus sk_client_on_e2e_rtt(struct SkClient *c, uint64_t rtt_us);
 
 // PACUBIC's `r` once both RTTs are known (`SK_STATUS_EMPTY` before).
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `c` is null or a live client; `out_ratio` is valid for a write.
@@ -584,6 +660,10 @@ enum SkStatus sk_client_rtt_ratio(struct SkClient *c, double *out_ratio);
 // packet numbers in loss events). `SK_STATUS_MALFORMED` if the line does not parse; lines of
 // other labels are accepted and ignored.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently; `line` is valid for `len` reads (no NUL
 // terminator needed).
@@ -593,18 +673,51 @@ enum SkStatus sk_client_keylog_line(struct SkClient *c, const uint8_t *line, siz
 // (`outgoing` non-zero) or receives, when the stack knows it (otherwise it is learnt from long
 // headers). At most 20.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client not used concurrently.
 enum SkStatus sk_client_set_dcid_len(struct SkClient *c, uint8_t outgoing, size_t len);
 
 // Counters.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `c` is null or a live client; `out` is valid for a write.
 enum SkStatus sk_client_stats(struct SkClient *c, struct SkClientStats *out);
 
+// Robin's counters while the session runs Robin (the session drops its engines when it falls
+// back, so sample them while it is active); `SK_STATUS_EMPTY` when no Robin engine runs.
+// `events_dropped` counts the engine's queue only.
+//
+// Ownership: the caller owns `out`; nothing is kept. Thread safety: as every `sk_client_*`
+// call, not concurrently with another call on the same client.
+//
+// # Safety
+// `c` is null or a live client not used concurrently; `out` is valid for a write.
+enum SkStatus sk_client_robin_stats(struct SkClient *c, struct SkRobinStats *out);
+
+// Packrat's counters while the session runs Packrat; `SK_STATUS_EMPTY` when no Packrat
+// engine runs. `ready_now` and `ready_dropped` are 0: the session hands datagrams out through
+// `sk_client_poll_deliver`, not the engine's queue.
+//
+// Ownership: the caller owns `out`; nothing is kept. Thread safety: as every `sk_client_*`
+// call, not concurrently with another call on the same client.
+//
+// # Safety
+// `c` is null or a live client not used concurrently; `out` is valid for a write.
+enum SkStatus sk_client_packrat_stats(struct SkClient *c, struct SkPackratStats *out);
+
 // Fills `out` with the defaults (160 symbols, last 4 bytes, eACK every 10 ms / 16 packets,
 // 95 % decoding target, 30 ms reorder window).
+//
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
 //
 // # Safety
 // `out` is valid for a write.
@@ -612,11 +725,18 @@ enum SkStatus sk_packrat_config_default(struct SkPackratConfig *out);
 
 // Creates a receiver in epoch 0 (`config` null: defaults). Free it with `sk_packrat_free`.
 //
+// Ownership: the caller owns the new handle written to `*out` and releases it with
+// `sk_packrat_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+// callable from any thread; the new handle may move between threads.
+//
 // # Safety
 // `config` is null or valid for a read; `out` is valid for a pointer write.
 enum SkStatus sk_packrat_new(const struct SkPackratConfig *config, struct SkPackrat **out);
 
 // Frees a receiver (null is ignored).
+//
+// Ownership: takes the handle back and releases it; it must not be used again.
+// Thread safety: not concurrently with any other call on the same handle.
 //
 // # Safety
 // `p` is null or a receiver from this API, not freed before and not used afterwards.
@@ -625,6 +745,10 @@ void sk_packrat_free(struct SkPackrat *p);
 // A datagram arrived at `now_us` with QUIC packet number `packet_number_or_neg` (-1 if the
 // lens could not read it). Its identifier enters the eACK; the datagram becomes available from
 // `sk_packrat_poll_ready` at once or, after a gap, when the gap fills or the window expires.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `p` is null or a live receiver not used concurrently; `datagram` is valid for `len` reads.
@@ -637,6 +761,10 @@ enum SkStatus sk_packrat_on_received(struct SkPackrat *p,
 // Pops the next datagram the QUIC stack may receive, in order, into `buf`; `out_len` gets its
 // length. `SK_STATUS_EMPTY` if none; `SK_STATUS_BUFFER_TOO_SMALL` keeps it queued.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `p` is null or a live receiver not used concurrently; `buf` is valid for `cap` byte writes
 // (null if `cap` is 0); `out_len` is valid for a write.
@@ -646,6 +774,10 @@ enum SkStatus sk_packrat_poll_ready(struct SkPackrat *p, uint8_t *buf, size_t ca
 // (`out_len` gets the length). `SK_STATUS_EMPTY` if none is due; `SK_STATUS_BUFFER_TOO_SMALL`
 // keeps it for the next call. In a sidekick session the bytes travel in an Eack message
 // (`sk_client_*` does that itself).
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `p` is null or a live receiver not used concurrently; `buf` is valid for `cap` byte writes
@@ -659,6 +791,10 @@ enum SkStatus sk_packrat_poll_eack(struct SkPackrat *p,
 // Advances time to `now_us`: gaps older than the reorder window expire and release what they
 // held.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `p` is null or a live receiver not used concurrently.
 enum SkStatus sk_packrat_on_timeout(struct SkPackrat *p, uint64_t now_us);
@@ -666,11 +802,19 @@ enum SkStatus sk_packrat_on_timeout(struct SkPackrat *p, uint64_t now_us);
 // The proxy reported it has nothing to retransmit: gaps the last eACK covered are not going
 // to be repaired, so what they held is released.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `p` is null or a live receiver not used concurrently.
 enum SkStatus sk_packrat_on_proxy_nothing_missing(struct SkPackrat *p, uint64_t now_us);
 
 // The proxy started epoch `epoch` (Reset): the local eACK restarts empty.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `p` is null or a live receiver not used concurrently.
@@ -679,11 +823,19 @@ enum SkStatus sk_packrat_reset(struct SkPackrat *p, uint32_t epoch);
 // The next instant (caller's microseconds) at which `sk_packrat_on_timeout` or
 // `sk_packrat_poll_eack` has work; `SK_STATUS_EMPTY` if none.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `p` is null or a live receiver; `out_us` is valid for a write.
 enum SkStatus sk_packrat_next_timeout(struct SkPackrat *p, uint64_t *out_us);
 
 // Counters and current occupancy.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `p` is null or a live receiver; `out` is valid for a write.
@@ -692,6 +844,9 @@ enum SkStatus sk_packrat_stats(struct SkPackrat *p, struct SkPackratStats *out);
 // Fills `out` with the defaults (MSS 1200, initial window 10 MSS, minimum 2 MSS, β* 0.7,
 // C* 0.4, fast convergence on).
 //
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
+//
 // # Safety
 // `out` is valid for a write.
 enum SkStatus sk_pacubic_config_default(struct SkPacubicConfig *out);
@@ -699,11 +854,18 @@ enum SkStatus sk_pacubic_config_default(struct SkPacubicConfig *out);
 // Creates a controller in slow start (`config` null: defaults). Free it with
 // `sk_pacubic_free`.
 //
+// Ownership: the caller owns the new handle written to `*out` and releases it with
+// `sk_pacubic_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+// callable from any thread; the new handle may move between threads.
+//
 // # Safety
 // `config` is null or valid for a read; `out` is valid for a pointer write.
 enum SkStatus sk_pacubic_new(const struct SkPacubicConfig *config, struct SkPacubic **out);
 
 // Frees a controller (null is ignored).
+//
+// Ownership: takes the handle back and releases it; it must not be used again.
+// Thread safety: not concurrently with any other call on the same handle.
 //
 // # Safety
 // `cc` is null or a controller from this API, not freed before and not used afterwards.
@@ -711,6 +873,10 @@ void sk_pacubic_free(struct SkPacubic *cc);
 
 // `bytes` newly acknowledged end to end at `now_us`; `sent_us` is the send time of the newest
 // acknowledged packet, `rtt_us` the smoothed end-to-end RTT.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `cc` is null or a live controller not used concurrently.
@@ -726,6 +892,10 @@ enum SkStatus sk_pacubic_on_ack(struct SkPacubic *cc,
 // clamped to [0.01, 1]); pass 0 to keep the one set by `sk_pacubic_set_rtt_ratio`.
 // `out_reduced` (optional) tells whether the window shrank (one reduction per recovery period).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `cc` is null or a live controller not used concurrently; `out_reduced` is null or valid for
 // a write.
@@ -739,11 +909,19 @@ enum SkStatus sk_pacubic_on_loss(struct SkPacubic *cc,
 // Sets PACUBIC's `r` for later quACK-detected events (clamped to [0.01, 1]; non-finite or
 // non-positive values are refused).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `cc` is null or a live controller not used concurrently.
 enum SkStatus sk_pacubic_set_rtt_ratio(struct SkPacubic *cc, double r);
 
 // Persistent congestion (RFC 9002 §7.6): the window collapses to the minimum.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `cc` is null or a live controller not used concurrently.
@@ -751,11 +929,19 @@ enum SkStatus sk_pacubic_on_persistent_congestion(struct SkPacubic *cc, uint64_t
 
 // A new maximum datagram size (0 is refused).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `cc` is null or a live controller not used concurrently.
 enum SkStatus sk_pacubic_on_mtu_update(struct SkPacubic *cc, uint64_t mss);
 
 // The congestion window in bytes.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `cc` is null or a live controller; `out_cwnd` is valid for a write.
@@ -763,17 +949,29 @@ enum SkStatus sk_pacubic_cwnd(struct SkPacubic *cc, uint64_t *out_cwnd);
 
 // The slow-start threshold in bytes (`UINT64_MAX` before the first event).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `cc` is null or a live controller; `out_ssthresh` is valid for a write.
 enum SkStatus sk_pacubic_ssthresh(struct SkPacubic *cc, uint64_t *out_ssthresh);
 
 // Whether the controller is in slow start.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `cc` is null or a live controller; `out` is valid for a write.
 enum SkStatus sk_pacubic_in_slow_start(struct SkPacubic *cc, bool *out);
 
 // Counters.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `cc` is null or a live controller; `out` is valid for a write.
@@ -782,11 +980,18 @@ enum SkStatus sk_pacubic_stats(struct SkPacubic *cc, struct SkPacubicStats *out)
 // Creates an empty quACK with `threshold` power sums (at most `SK_QUACK_MAX_THRESHOLD`).
 // Free it with `sk_quack_free`.
 //
+// Ownership: the caller owns the new handle written to `*out` and releases it with
+// `sk_quack_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+// callable from any thread; the new handle may move between threads.
+//
 // # Safety
 // `out` is valid for a pointer write.
 enum SkStatus sk_quack_new(size_t threshold, struct SkQuack **out);
 
 // Frees a quACK (null is ignored).
+//
+// Ownership: takes the handle back and releases it; it must not be used again.
+// Thread safety: not concurrently with any other call on the same handle.
 //
 // # Safety
 // `q` is null or a quACK from this API, not freed before and not used afterwards.
@@ -794,11 +999,19 @@ void sk_quack_free(struct SkQuack *q);
 
 // Inserts an identifier (multiset semantics: an identical resend counts twice).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `q` is null or a live quACK not used concurrently.
 enum SkStatus sk_quack_insert(struct SkQuack *q, uint32_t id);
 
 // Inserts `len` identifiers from `ids` in order.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `q` as in `sk_quack_insert`; `ids` is valid for `len` reads (may be null if `len` is 0).
@@ -806,17 +1019,29 @@ enum SkStatus sk_quack_insert_batch(struct SkQuack *q, const uint32_t *ids, size
 
 // Removes one occurrence of an identifier (the inverse of `sk_quack_insert`).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `q` is null or a live quACK not used concurrently.
 enum SkStatus sk_quack_remove(struct SkQuack *q, uint32_t id);
 
 // The number of identifiers (insertions minus removals, wrapping at 2^32).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `q` is null or a live quACK; `out_count` is valid for a write.
 enum SkStatus sk_quack_count(struct SkQuack *q, uint32_t *out_count);
 
 // The threshold `t`.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `q` is null or a live quACK; `out_threshold` is valid for a write.
@@ -825,11 +1050,19 @@ enum SkStatus sk_quack_threshold(struct SkQuack *q, size_t *out_threshold);
 // The identifier inserted last; `SK_STATUS_EMPTY` if there is none (cleared by removal of it
 // and by subtraction).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `q` is null or a live quACK; `out_id` is valid for a write.
 enum SkStatus sk_quack_last_value(struct SkQuack *q, uint32_t *out_id);
 
 // The length of the wire form (`8 + 4 + 4·t` bytes).
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `q` is null or a live quACK; `out_len` is valid for a write.
@@ -837,6 +1070,10 @@ enum SkStatus sk_quack_encoded_len(struct SkQuack *q, size_t *out_len);
 
 // Serialises the quACK into `buf` (the wire form of `quack::wire`). Writes the length to
 // `out_len`; if `cap` is too small returns `SK_STATUS_BUFFER_TOO_SMALL` with the needed length.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `q` is null or a live quACK; `buf` is valid for `cap` byte writes (null if `cap` is 0);
@@ -846,12 +1083,19 @@ enum SkStatus sk_quack_serialize(struct SkQuack *q, uint8_t *buf, size_t cap, si
 // Parses a serialised quACK of 32-bit identifiers into a new handle. Malformed bytes (any
 // width other than 32 bits, a bad length, non-canonical sums…) give `SK_STATUS_MALFORMED`.
 //
+// Ownership: the caller owns the new handle written to `*out` and releases it with
+// `sk_quack_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+// callable from any thread; the new handle may move between threads.
+//
 // # Safety
 // `bytes` is valid for `len` reads; `out` is valid for a pointer write.
 enum SkStatus sk_quack_parse(const uint8_t *bytes, size_t len, struct SkQuack **out);
 
 // `q -= other`: the multiset difference (power sums and counts). With different thresholds
 // the result keeps the smaller one. `q` and `other` may be the same handle.
+//
+// Ownership: both handles stay the caller's; `other` is only read. Thread safety: not
+// concurrently with another call on either handle (other handles are independent).
 //
 // # Safety
 // `q` and `other` are null or live quACKs not used concurrently.
@@ -869,6 +1113,10 @@ enum SkStatus sk_quack_subtract(struct SkQuack *q, const struct SkQuack *other);
 // other log entries (identical resends) and cannot be attributed: those are not written.
 // Errors: `SK_STATUS_TOO_MANY_MISSING` (more than `t`), `SK_STATUS_INCONSISTENT`.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `diff` is null or a live quACK; `log` is valid for `log_len` reads; `out_indices` and
 // `out_ids` are null or valid for `cap` writes; `out_len` is valid for a write.
@@ -884,6 +1132,9 @@ enum SkStatus sk_quack_decode(struct SkQuack *diff,
 // counts from the end (`-4`: the last 4 bytes, the QUIC default). `SK_STATUS_NO_IDENTIFIER` if
 // the payload is too short.
 //
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
+//
 // # Safety
 // `payload` is valid for `len` reads; `out_id` is valid for a write.
 enum SkStatus sk_identifier_at(const uint8_t *payload,
@@ -894,17 +1145,27 @@ enum SkStatus sk_identifier_at(const uint8_t *payload,
 // Fills `out` with the defaults (t = 10, last 4 bytes, 3 packets, 9/8, 30 ms, 8192 entries,
 // 4 MiB of copies, 2 retransmissions).
 //
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
+//
 // # Safety
 // `out` is valid for a write.
 enum SkStatus sk_robin_config_default(struct SkRobinConfig *out);
 
 // Creates a Robin engine (`config` null: defaults). Free it with `sk_robin_free`.
 //
+// Ownership: the caller owns the new handle written to `*out` and releases it with
+// `sk_robin_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+// callable from any thread; the new handle may move between threads.
+//
 // # Safety
 // `config` is null or valid for a read; `out` is valid for a pointer write.
 enum SkStatus sk_robin_new(const struct SkRobinConfig *config, struct SkRobin **out);
 
 // Frees a Robin engine (null is ignored).
+//
+// Ownership: takes the handle back and releases it; it must not be used again.
+// Thread safety: not concurrently with any other call on the same handle.
 //
 // # Safety
 // `r` is null or an engine from this API, not freed before and not used afterwards.
@@ -913,6 +1174,10 @@ void sk_robin_free(struct SkRobin *r);
 // Logs a datagram the transport sends at `now_us` (call just before the send). `packet_number`
 // is its QUIC packet number or -1. Writes the engine sequence number to `out_seq` (optional).
 // `SK_STATUS_NO_IDENTIFIER` if the datagram carries no identifier (not logged).
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `r` is null or a live engine not used concurrently; `datagram` is valid for `len` reads;
@@ -926,6 +1191,10 @@ enum SkStatus sk_robin_on_sent(struct SkRobin *r,
 
 // Withdraws the last `n` logged sends (the socket refused them).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `r` is null or a live engine not used concurrently.
 enum SkStatus sk_robin_withdraw_last(struct SkRobin *r, size_t n);
@@ -934,6 +1203,10 @@ enum SkStatus sk_robin_withdraw_last(struct SkRobin *r, size_t n);
 // retransmissions and deliveries become events (`sk_robin_poll_event`). A rejected quACK
 // changes no state and returns its reason (`SK_STATUS_MALFORMED`, `_THRESHOLD_MISMATCH`,
 // `_STALE`, `_NEVER_SENT`, `_UNKNOWN_LAST`, `_INCONSISTENT`).
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `r` is null or a live engine not used concurrently; `bytes` is valid for `len` reads.
@@ -946,6 +1219,10 @@ enum SkStatus sk_robin_on_quack(struct SkRobin *r,
 // copies the datagram into `buf`; if `cap` is too small it returns
 // `SK_STATUS_BUFFER_TOO_SMALL` with `datagram_len` set and keeps the event queued.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `r` is null or a live engine not used concurrently; `out_event` is valid for a write; `buf`
 // is valid for `cap` byte writes (null if `cap` is 0).
@@ -956,11 +1233,19 @@ enum SkStatus sk_robin_poll_event(struct SkRobin *r,
 
 // Applies the time rule at `now_us` (call when `sk_robin_next_timeout` expires).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `r` is null or a live engine not used concurrently.
 enum SkStatus sk_robin_on_timeout(struct SkRobin *r, uint64_t now_us);
 
 // When the time rule next needs to run (caller's microseconds); `SK_STATUS_EMPTY` if no timer.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `r` is null or a live engine; `out_us` is valid for a write.
@@ -968,12 +1253,20 @@ enum SkStatus sk_robin_next_timeout(struct SkRobin *r, uint64_t *out_us);
 
 // Feeds the end-to-end RTT measured by the transport (for PACUBIC's `r`).
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `r` is null or a live engine not used concurrently.
 enum SkStatus sk_robin_on_e2e_rtt(struct SkRobin *r, uint64_t rtt_us);
 
-// PACUBIC's `r` = min near-segment RTT / min end-to-end RTT (seed 001 §4.3.2);
+// PACUBIC's `r` = min near-segment RTT / min end-to-end RTT (Sidekick (NSDI '24) §4.3.2);
 // `SK_STATUS_EMPTY` until both are known.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `r` is null or a live engine; `out_ratio` is valid for a write.
@@ -981,11 +1274,19 @@ enum SkStatus sk_robin_rtt_ratio(struct SkRobin *r, double *out_ratio);
 
 // Starts a new epoch after a Reset was agreed with the proxy.
 //
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
+//
 // # Safety
 // `r` is null or a live engine not used concurrently.
 enum SkStatus sk_robin_reset(struct SkRobin *r);
 
 // Counters.
+//
+// Ownership: borrows the handle and the caller's buffers for the duration of the call
+// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+// not concurrently with another call on the same handle; distinct handles are independent.
 //
 // # Safety
 // `r` is null or a live engine; `out` is valid for a write.

@@ -39,7 +39,10 @@ impl Handle for SkClient {
 }
 
 /// Fills `out` with a Robin-only configuration: a quACK every `interval_ms` with threshold `t`
-/// (seed 001 Table 5: 30 ms and t = 10 for the upload scenario), QUIC identifiers.
+/// (Sidekick (NSDI '24) Table 5: 30 ms and t = 10 for the upload scenario), QUIC identifiers.
+///
+/// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+/// kept. Thread safety: no shared state, callable from any thread at any time.
 ///
 /// # Safety
 /// `out` is valid for a write.
@@ -57,8 +60,12 @@ pub unsafe extern "C" fn sk_session_config_robin(
     })
 }
 
-/// Fills `out` with a Packrat-only configuration with the WiFi defaults of seed 002 (eACK every
-/// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window).
+/// Fills `out` with a Packrat-only configuration with the WiFi defaults of Packrat (CoNEXT '26) (eACK every
+/// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window; eACKs sized for 16
+/// packets in flight beyond the open gaps).
+///
+/// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+/// kept. Thread safety: no shared state, callable from any thread at any time.
 ///
 /// # Safety
 /// `out` is valid for a write.
@@ -75,6 +82,10 @@ pub unsafe extern "C" fn sk_session_config_packrat(out: *mut SkSessionConfig) ->
 /// Creates a client session for one base connection (not started). `SK_STATUS_INVALID_ARGUMENT`
 /// if the configuration breaks the protocol's constraints. Free it with `sk_client_free`.
 ///
+/// Ownership: the caller owns the new handle written to `*out` and releases it with
+/// `sk_client_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+/// callable from any thread; the new handle may move between threads.
+///
 /// # Safety
 /// `config` is valid for a read; `out` is valid for a pointer write.
 #[unsafe(no_mangle)]
@@ -89,9 +100,12 @@ pub unsafe extern "C" fn sk_client_new(
             }
             // SAFETY: `config` is null or valid for a read (caller contract).
             let c = unsafe { config.as_ref() }.ok_or(SkStatus::NullPointer)?;
+            let inflight = c.eack_inflight_allowance as usize;
             let session = c.to_rust()?;
+            let mut config = SidekickConfig::with_session(session);
+            config.packrat.inflight_allowance = inflight;
             let h = into_raw(SkClient {
-                client: SidekickClient::new(SidekickConfig::with_session(session)),
+                client: SidekickClient::new(config),
                 clock: Clock::new(),
                 pending_transmit: None,
                 pending_deliver: None,
@@ -106,6 +120,9 @@ pub unsafe extern "C" fn sk_client_new(
 
 /// Frees a client (null is ignored).
 ///
+/// Ownership: takes the handle back and releases it; it must not be used again.
+/// Thread safety: not concurrently with any other call on the same handle.
+///
 /// # Safety
 /// `c` is null or a client from this API, not freed before and not used afterwards.
 #[unsafe(no_mangle)]
@@ -116,6 +133,10 @@ pub unsafe extern "C" fn sk_client_free(c: *mut SkClient) {
 
 /// Starts discovery at `now_us`: a discovery request is queued for the base socket
 /// (`sk_client_poll_transmit`). `SK_STATUS_PROTOCOL` if already started.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client not used concurrently.
@@ -136,6 +157,10 @@ pub unsafe extern "C" fn sk_client_start(c: *mut SkClient, now_us: u64) -> SkSta
 /// The QUIC stack sends `datagram` on the base socket at `now_us`: call just before the send
 /// (a quACK naming it may arrive before the send returns). `out_logged` (optional) tells
 /// whether Robin logged it.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client not used concurrently; `datagram` is valid for `len` reads;
@@ -164,6 +189,10 @@ pub unsafe extern "C" fn sk_client_on_base_sent(
 
 /// The last `n` datagrams reported by `sk_client_on_base_sent` were not sent after all.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `c` is null or a live client not used concurrently.
 #[unsafe(no_mangle)]
@@ -180,6 +209,10 @@ pub unsafe extern "C" fn sk_client_withdraw_sent(c: *mut SkClient, n: usize) -> 
 /// A datagram arrived on the base socket from the base peer at `now_us`. Discovery replies are
 /// consumed; every other datagram becomes available from `sk_client_poll_deliver` (at once, or
 /// after Packrat's reorder window when it follows a gap).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client not used concurrently; `datagram` is valid for `len` reads.
@@ -205,6 +238,10 @@ pub unsafe extern "C" fn sk_client_on_base_received(
 
 /// Pops the next datagram the QUIC stack may receive now into `buf` (`out_len` gets its
 /// length). `SK_STATUS_EMPTY` if none; `SK_STATUS_BUFFER_TOO_SMALL` keeps it queued.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client not used concurrently; `buf` is valid for `cap` byte writes
@@ -243,6 +280,10 @@ pub unsafe extern "C" fn sk_client_poll_deliver(
 /// `sockaddr_in6` of `from_len` bytes) at `now_us`. Forged, replayed or malformed frames are
 /// counted and ignored (`SK_STATUS_OK`): they never switch the sidekick off.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `c` is null or a live client not used concurrently; `from` is valid for `from_len` reads;
 /// `datagram` is valid for `len` reads.
@@ -274,6 +315,10 @@ pub unsafe extern "C" fn sk_client_on_sidekick_received(
 /// `SK_DESTINATION_SIDEKICK` (the sidekick socket, to the address written to `out_addr`,
 /// `out_addr_len` bytes; both optional for base-only callers). `SK_STATUS_EMPTY` if nothing is
 /// queued; `SK_STATUS_BUFFER_TOO_SMALL` keeps it queued.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client not used concurrently; `buf` is valid for `cap` byte writes
@@ -324,6 +369,10 @@ pub unsafe extern "C" fn sk_client_poll_transmit(
 }
 
 /// Pops the next session event (`SK_STATUS_EMPTY` if none).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client not used concurrently; `out_event` is valid for a write.
@@ -379,6 +428,10 @@ pub unsafe extern "C" fn sk_client_poll_event(
 /// The next instant (caller's microseconds) at which `sk_client_handle_timeout` must run;
 /// `SK_STATUS_EMPTY` if no timer is armed.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `c` is null or a live client; `out_us` is valid for a write.
 #[unsafe(no_mangle)]
@@ -394,6 +447,10 @@ pub unsafe extern "C" fn sk_client_poll_timeout(c: *mut SkClient, out_us: *mut u
 
 /// Runs the timers due at `now_us` (discovery and Init retries, quota refresh, idle timeout,
 /// Robin's time rule, Packrat's reorder window and eACK timer).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client not used concurrently.
@@ -414,6 +471,10 @@ pub unsafe extern "C" fn sk_client_handle_timeout(c: *mut SkClient, now_us: u64)
 /// Stops using the sidekick at `now_us` (cause `SK_FALLBACK_CAUSE_APPLICATION`): the session is
 /// closed and every held datagram is released.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `c` is null or a live client not used concurrently.
 #[unsafe(no_mangle)]
@@ -432,6 +493,10 @@ pub unsafe extern "C" fn sk_client_fall_back(c: *mut SkClient, now_us: u64) -> S
 
 /// Whether the sidekick is in use (`out_active`) and, if the client fell back, why
 /// (`out_cause`, `SK_FALLBACK_CAUSE_NONE` otherwise). Both outputs are optional.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client; `out_active` and `out_cause` are null or valid for writes.
@@ -457,6 +522,10 @@ pub unsafe extern "C" fn sk_client_state(
 
 /// Feeds the transport's end-to-end RTT (for PACUBIC's `r`).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `c` is null or a live client not used concurrently.
 #[unsafe(no_mangle)]
@@ -471,6 +540,10 @@ pub unsafe extern "C" fn sk_client_on_e2e_rtt(c: *mut SkClient, rtt_us: u64) -> 
 }
 
 /// PACUBIC's `r` once both RTTs are known (`SK_STATUS_EMPTY` before).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client; `out_ratio` is valid for a write.
@@ -490,6 +563,10 @@ pub unsafe extern "C" fn sk_client_rtt_ratio(c: *mut SkClient, out_ratio: *mut f
 /// the packet numbers of the base connection (needed for Packrat's reorder window and for
 /// packet numbers in loss events). `SK_STATUS_MALFORMED` if the line does not parse; lines of
 /// other labels are accepted and ignored.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `c` is null or a live client not used concurrently; `line` is valid for `len` reads (no NUL
@@ -520,6 +597,10 @@ pub unsafe extern "C" fn sk_client_keylog_line(
 /// (`outgoing` non-zero) or receives, when the stack knows it (otherwise it is learnt from long
 /// headers). At most 20.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `c` is null or a live client not used concurrently.
 #[unsafe(no_mangle)]
@@ -547,6 +628,10 @@ pub unsafe extern "C" fn sk_client_set_dcid_len(
 
 /// Counters.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `c` is null or a live client; `out` is valid for a write.
 #[unsafe(no_mangle)]
@@ -567,6 +652,64 @@ pub unsafe extern "C" fn sk_client_stats(c: *mut SkClient, out: *mut SkClientSta
                 retransmissions: s.retransmissions,
                 events_dropped: s.events_dropped,
             };
+            status(write_out(out, stats).map(|()| SkStatus::Ok))
+        })
+    }
+}
+
+/// Robin's counters while the session runs Robin (the session drops its engines when it falls
+/// back, so sample them while it is active); `SK_STATUS_EMPTY` when no Robin engine runs.
+/// `events_dropped` counts the engine's queue only.
+///
+/// Ownership: the caller owns `out`; nothing is kept. Thread safety: as every `sk_client_*`
+/// call, not concurrently with another call on the same client.
+///
+/// # Safety
+/// `c` is null or a live client not used concurrently; `out` is valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_client_robin_stats(
+    c: *mut SkClient,
+    out: *mut crate::robin::SkRobinStats,
+) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        with_handle(c, |h| {
+            let Some(r) = h.client.robin() else {
+                return SkStatus::Empty;
+            };
+            let stats = crate::robin::robin_stats_to_c(&r.stats(), r.outstanding() as u64, 0);
+            status(write_out(out, stats).map(|()| SkStatus::Ok))
+        })
+    }
+}
+
+/// Packrat's counters while the session runs Packrat; `SK_STATUS_EMPTY` when no Packrat
+/// engine runs. `ready_now` and `ready_dropped` are 0: the session hands datagrams out through
+/// `sk_client_poll_deliver`, not the engine's queue.
+///
+/// Ownership: the caller owns `out`; nothing is kept. Thread safety: as every `sk_client_*`
+/// call, not concurrently with another call on the same client.
+///
+/// # Safety
+/// `c` is null or a live client not used concurrently; `out` is valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_client_packrat_stats(
+    c: *mut SkClient,
+    out: *mut crate::packrat::SkPackratStats,
+) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        with_handle(c, |h| {
+            let Some(p) = h.client.packrat() else {
+                return SkStatus::Empty;
+            };
+            let stats = crate::packrat::packrat_stats_to_c(
+                &p.stats(),
+                p.held() as u64,
+                p.open_gaps() as u64,
+                0,
+                0,
+            );
             status(write_out(out, stats).map(|()| SkStatus::Ok))
         })
     }

@@ -9,7 +9,11 @@ use sidekick_sdk::session::FallbackCause;
 use crate::ffi::SkStatus;
 use crate::robin::{SkIdentifier, SkLossRule};
 
-/// The session configuration requested from the proxy in Init (seed 001 §4.1, seed 002 §6.1).
+/// `SkSessionConfig::eack_inflight_allowance` of `sk_session_config_packrat`: the allowance the
+/// examples use for downloads (`sidekick-transfer --sidekick-eack-inflight`'s default).
+pub(crate) const DEFAULT_EACK_INFLIGHT_ALLOWANCE: u32 = 16;
+
+/// The session configuration requested from the proxy in Init (Sidekick (NSDI '24) §4.1, Packrat (CoNEXT '26) §6.1).
 /// Fill with `sk_session_config_robin` / `sk_session_config_packrat` and adjust; both modes may
 /// be enabled.
 #[repr(C)]
@@ -41,9 +45,16 @@ pub struct SkSessionConfig {
     pub reorder_delay_ms: u32,
     /// How the proxy and the client read identifiers (4 bytes wide).
     pub identifier: SkIdentifier,
+    /// Packrat, client side only (not sent to the proxy): packets added to the open gaps when
+    /// sizing an eACK. The proxy's view includes packets it forwarded that had not reached the
+    /// client when the eACK was built; an eACK sized for the gaps alone fails to decode there
+    /// and the proxy resets the epoch (too many resets end the session).
+    /// `sk_session_config_packrat` sets 16.
+    pub eack_inflight_allowance: u32,
 }
 
 impl SkSessionConfig {
+    /// The configuration with the defaults of the C API for fields the protocol does not carry.
     pub(crate) fn from_rust(s: &SessionConfig) -> Self {
         let r = s.robin.clone().unwrap_or_default();
         let p = s.packrat.clone().unwrap_or_default();
@@ -77,6 +88,11 @@ impl SkSessionConfig {
             cache_capacity_bytes: p.cache_capacity_bytes,
             reorder_delay_ms: p.reorder_delay_ms,
             identifier,
+            eack_inflight_allowance: if s.packrat.is_some() {
+                DEFAULT_EACK_INFLIGHT_ALLOWANCE
+            } else {
+                0
+            },
         }
     }
 

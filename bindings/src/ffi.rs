@@ -21,7 +21,7 @@ pub enum SkStatus {
     /// Nothing to return: no event, no datagram, no timer, value not known yet.
     Empty = 1,
     /// Decoding succeeded but some missing log entries collide with others in the field and
-    /// cannot be told apart (seed 001 §3: reported, never guessed); the determinate ones were
+    /// cannot be told apart (Sidekick (NSDI '24) §3: reported, never guessed); the determinate ones were
     /// written.
     Indeterminate = 2,
     /// A required pointer was null.

@@ -1,4 +1,4 @@
-//! C API of the Packrat receiver engine (seed 002 §4, §5.2): eACKs of received datagrams and
+//! C API of the Packrat receiver engine (Packrat (CoNEXT '26) §4, §5.2): eACKs of received datagrams and
 //! the reorder window that holds datagrams after a gap back from the QUIC stack.
 
 // FFI boundary: raw pointers from C are checked and converted in `ffi`; every unsafe block here
@@ -22,7 +22,7 @@ pub const SK_PACKRAT_MAX_SYMBOLS: usize = 65_536;
 /// Cap on released datagrams waiting for `sk_packrat_poll_ready`.
 const MAX_READY: usize = 4096;
 
-/// Packrat parameters; fill with `sk_packrat_config_default` (the WiFi scenario of seed 002).
+/// Packrat parameters; fill with `sk_packrat_config_default` (the WiFi scenario of Packrat (CoNEXT '26)).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SkPackratConfig {
@@ -34,7 +34,7 @@ pub struct SkPackratConfig {
     pub eack_interval_us: u64,
     /// …or after this many packets.
     pub eack_every_packets: u32,
-    /// Non-zero: selective eACKs, only while a gap is open (seed 002 §5.2.3).
+    /// Non-zero: selective eACKs, only while a gap is open (Packrat (CoNEXT '26) §5.2.3).
     pub selective: u8,
     /// Target decoding probability used to size each eACK, in (0, 1).
     pub success_probability: f64,
@@ -174,6 +174,9 @@ impl SkPackrat {
 /// Fills `out` with the defaults (160 symbols, last 4 bytes, eACK every 10 ms / 16 packets,
 /// 95 % decoding target, 30 ms reorder window).
 ///
+/// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+/// kept. Thread safety: no shared state, callable from any thread at any time.
+///
 /// # Safety
 /// `out` is valid for a write.
 #[unsafe(no_mangle)]
@@ -186,6 +189,10 @@ pub unsafe extern "C" fn sk_packrat_config_default(out: *mut SkPackratConfig) ->
 }
 
 /// Creates a receiver in epoch 0 (`config` null: defaults). Free it with `sk_packrat_free`.
+///
+/// Ownership: the caller owns the new handle written to `*out` and releases it with
+/// `sk_packrat_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+/// callable from any thread; the new handle may move between threads.
 ///
 /// # Safety
 /// `config` is null or valid for a read; `out` is valid for a pointer write.
@@ -221,6 +228,9 @@ pub unsafe extern "C" fn sk_packrat_new(
 
 /// Frees a receiver (null is ignored).
 ///
+/// Ownership: takes the handle back and releases it; it must not be used again.
+/// Thread safety: not concurrently with any other call on the same handle.
+///
 /// # Safety
 /// `p` is null or a receiver from this API, not freed before and not used afterwards.
 #[unsafe(no_mangle)]
@@ -232,6 +242,10 @@ pub unsafe extern "C" fn sk_packrat_free(p: *mut SkPackrat) {
 /// A datagram arrived at `now_us` with QUIC packet number `packet_number_or_neg` (-1 if the
 /// lens could not read it). Its identifier enters the eACK; the datagram becomes available from
 /// `sk_packrat_poll_ready` at once or, after a gap, when the gap fills or the window expires.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `p` is null or a live receiver not used concurrently; `datagram` is valid for `len` reads.
@@ -259,6 +273,10 @@ pub unsafe extern "C" fn sk_packrat_on_received(
 
 /// Pops the next datagram the QUIC stack may receive, in order, into `buf`; `out_len` gets its
 /// length. `SK_STATUS_EMPTY` if none; `SK_STATUS_BUFFER_TOO_SMALL` keeps it queued.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `p` is null or a live receiver not used concurrently; `buf` is valid for `cap` byte writes
@@ -291,6 +309,10 @@ pub unsafe extern "C" fn sk_packrat_poll_ready(
 /// (`out_len` gets the length). `SK_STATUS_EMPTY` if none is due; `SK_STATUS_BUFFER_TOO_SMALL`
 /// keeps it for the next call. In a sidekick session the bytes travel in an Eack message
 /// (`sk_client_*` does that itself).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `p` is null or a live receiver not used concurrently; `buf` is valid for `cap` byte writes
@@ -331,6 +353,10 @@ pub unsafe extern "C" fn sk_packrat_poll_eack(
 /// Advances time to `now_us`: gaps older than the reorder window expire and release what they
 /// held.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `p` is null or a live receiver not used concurrently.
 #[unsafe(no_mangle)]
@@ -350,6 +376,10 @@ pub unsafe extern "C" fn sk_packrat_on_timeout(p: *mut SkPackrat, now_us: u64) -
 
 /// The proxy reported it has nothing to retransmit: gaps the last eACK covered are not going
 /// to be repaired, so what they held is released.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `p` is null or a live receiver not used concurrently.
@@ -373,6 +403,10 @@ pub unsafe extern "C" fn sk_packrat_on_proxy_nothing_missing(
 
 /// The proxy started epoch `epoch` (Reset): the local eACK restarts empty.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `p` is null or a live receiver not used concurrently.
 #[unsafe(no_mangle)]
@@ -390,6 +424,10 @@ pub unsafe extern "C" fn sk_packrat_reset(p: *mut SkPackrat, epoch: u32) -> SkSt
 /// The next instant (caller's microseconds) at which `sk_packrat_on_timeout` or
 /// `sk_packrat_poll_eack` has work; `SK_STATUS_EMPTY` if none.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `p` is null or a live receiver; `out_us` is valid for a write.
 #[unsafe(no_mangle)]
@@ -405,6 +443,10 @@ pub unsafe extern "C" fn sk_packrat_next_timeout(p: *mut SkPackrat, out_us: *mut
 
 /// Counters and current occupancy.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `p` is null or a live receiver; `out` is valid for a write.
 #[unsafe(no_mangle)]
@@ -412,27 +454,43 @@ pub unsafe extern "C" fn sk_packrat_stats(p: *mut SkPackrat, out: *mut SkPackrat
     // SAFETY: forwarded caller contract.
     unsafe {
         with_handle(p, |h| {
-            let s = h.rx.stats();
-            let stats = SkPackratStats {
-                received: s.received,
-                unidentifiable: s.unidentifiable,
-                no_packet_number: s.no_packet_number,
-                held: s.held,
-                gaps_opened: s.gaps_opened,
-                gaps_filled: s.gaps_filled,
-                gaps_expired: s.gaps_expired,
-                gaps_cleared_by_proxy: s.gaps_cleared_by_proxy,
-                gaps_untracked: s.gaps_untracked,
-                held_overflow: s.held_overflow,
-                eacks: s.eacks,
-                eack_symbols: s.eack_symbols,
-                resets: s.resets,
-                held_now: h.rx.held() as u64,
-                open_gaps: h.rx.open_gaps() as u64,
-                ready_now: h.ready.len() as u64,
-                ready_dropped: h.ready_dropped,
-            };
+            let stats = packrat_stats_to_c(
+                &h.rx.stats(),
+                h.rx.held() as u64,
+                h.rx.open_gaps() as u64,
+                h.ready.len() as u64,
+                h.ready_dropped,
+            );
             status(write_out(out, stats).map(|()| SkStatus::Ok))
         })
+    }
+}
+
+/// The C form of Packrat's counters with the current occupancy.
+pub(crate) fn packrat_stats_to_c(
+    s: &sidekick_sdk::packrat::PackratStats,
+    held_now: u64,
+    open_gaps: u64,
+    ready_now: u64,
+    ready_dropped: u64,
+) -> SkPackratStats {
+    SkPackratStats {
+        received: s.received,
+        unidentifiable: s.unidentifiable,
+        no_packet_number: s.no_packet_number,
+        held: s.held,
+        gaps_opened: s.gaps_opened,
+        gaps_filled: s.gaps_filled,
+        gaps_expired: s.gaps_expired,
+        gaps_cleared_by_proxy: s.gaps_cleared_by_proxy,
+        gaps_untracked: s.gaps_untracked,
+        held_overflow: s.held_overflow,
+        eacks: s.eacks,
+        eack_symbols: s.eack_symbols,
+        resets: s.resets,
+        held_now,
+        open_gaps,
+        ready_now,
+        ready_dropped,
     }
 }

@@ -1,4 +1,4 @@
-//! C API of PACUBIC, the path-aware CUBIC congestion controller (seed 001 §4.3.2, App. A).
+//! C API of PACUBIC, the path-aware CUBIC congestion controller (Sidekick (NSDI '24) §4.3.2, App. A).
 
 // FFI boundary: raw pointers from C are checked and converted in `ffi`; every unsafe block here
 // forwards the caller contract stated in the function's `# Safety` section.
@@ -85,6 +85,9 @@ impl Handle for SkPacubic {
 /// Fills `out` with the defaults (MSS 1200, initial window 10 MSS, minimum 2 MSS, β* 0.7,
 /// C* 0.4, fast convergence on).
 ///
+/// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+/// kept. Thread safety: no shared state, callable from any thread at any time.
+///
 /// # Safety
 /// `out` is valid for a write.
 #[unsafe(no_mangle)]
@@ -106,6 +109,10 @@ pub unsafe extern "C" fn sk_pacubic_config_default(out: *mut SkPacubicConfig) ->
 
 /// Creates a controller in slow start (`config` null: defaults). Free it with
 /// `sk_pacubic_free`.
+///
+/// Ownership: the caller owns the new handle written to `*out` and releases it with
+/// `sk_pacubic_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+/// callable from any thread; the new handle may move between threads.
 ///
 /// # Safety
 /// `config` is null or valid for a read; `out` is valid for a pointer write.
@@ -138,6 +145,9 @@ pub unsafe extern "C" fn sk_pacubic_new(
 
 /// Frees a controller (null is ignored).
 ///
+/// Ownership: takes the handle back and releases it; it must not be used again.
+/// Thread safety: not concurrently with any other call on the same handle.
+///
 /// # Safety
 /// `cc` is null or a controller from this API, not freed before and not used afterwards.
 #[unsafe(no_mangle)]
@@ -148,6 +158,10 @@ pub unsafe extern "C" fn sk_pacubic_free(cc: *mut SkPacubic) {
 
 /// `bytes` newly acknowledged end to end at `now_us`; `sent_us` is the send time of the newest
 /// acknowledged packet, `rtt_us` the smoothed end-to-end RTT.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `cc` is null or a live controller not used concurrently.
@@ -177,6 +191,10 @@ pub unsafe extern "C" fn sk_pacubic_on_ack(
 /// `r` (near RTT / end-to-end RTT) replaces the stored ratio when it is finite and > 0 (it is
 /// clamped to [0.01, 1]); pass 0 to keep the one set by `sk_pacubic_set_rtt_ratio`.
 /// `out_reduced` (optional) tells whether the window shrank (one reduction per recovery period).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `cc` is null or a live controller not used concurrently; `out_reduced` is null or valid for
@@ -215,6 +233,10 @@ pub unsafe extern "C" fn sk_pacubic_on_loss(
 /// Sets PACUBIC's `r` for later quACK-detected events (clamped to [0.01, 1]; non-finite or
 /// non-positive values are refused).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `cc` is null or a live controller not used concurrently.
 #[unsafe(no_mangle)]
@@ -232,6 +254,10 @@ pub unsafe extern "C" fn sk_pacubic_set_rtt_ratio(cc: *mut SkPacubic, r: f64) ->
 }
 
 /// Persistent congestion (RFC 9002 §7.6): the window collapses to the minimum.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `cc` is null or a live controller not used concurrently.
@@ -254,6 +280,10 @@ pub unsafe extern "C" fn sk_pacubic_on_persistent_congestion(
 
 /// A new maximum datagram size (0 is refused).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `cc` is null or a live controller not used concurrently.
 #[unsafe(no_mangle)]
@@ -272,6 +302,10 @@ pub unsafe extern "C" fn sk_pacubic_on_mtu_update(cc: *mut SkPacubic, mss: u64) 
 
 /// The congestion window in bytes.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `cc` is null or a live controller; `out_cwnd` is valid for a write.
 #[unsafe(no_mangle)]
@@ -285,6 +319,10 @@ pub unsafe extern "C" fn sk_pacubic_cwnd(cc: *mut SkPacubic, out_cwnd: *mut u64)
 }
 
 /// The slow-start threshold in bytes (`UINT64_MAX` before the first event).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `cc` is null or a live controller; `out_ssthresh` is valid for a write.
@@ -303,6 +341,10 @@ pub unsafe extern "C" fn sk_pacubic_ssthresh(
 
 /// Whether the controller is in slow start.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `cc` is null or a live controller; `out` is valid for a write.
 #[unsafe(no_mangle)]
@@ -316,6 +358,10 @@ pub unsafe extern "C" fn sk_pacubic_in_slow_start(cc: *mut SkPacubic, out: *mut 
 }
 
 /// Counters.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `cc` is null or a live controller; `out` is valid for a write.

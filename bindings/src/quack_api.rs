@@ -1,4 +1,4 @@
-//! C API of the power-sum quACK over 32-bit identifiers (seed 001 §3).
+//! C API of the power-sum quACK over 32-bit identifiers (Sidekick (NSDI '24) §3).
 
 // FFI boundary: raw pointers from C are checked and converted in `ffi`; every unsafe block here
 // forwards the caller contract stated in the function's `# Safety` section.
@@ -30,6 +30,10 @@ const _: () = assert!(SK_QUACK_MAX_THRESHOLD == MAX_THRESHOLD);
 /// Creates an empty quACK with `threshold` power sums (at most `SK_QUACK_MAX_THRESHOLD`).
 /// Free it with `sk_quack_free`.
 ///
+/// Ownership: the caller owns the new handle written to `*out` and releases it with
+/// `sk_quack_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+/// callable from any thread; the new handle may move between threads.
+///
 /// # Safety
 /// `out` is valid for a pointer write.
 #[unsafe(no_mangle)]
@@ -49,6 +53,9 @@ pub unsafe extern "C" fn sk_quack_new(threshold: usize, out: *mut *mut SkQuack) 
 
 /// Frees a quACK (null is ignored).
 ///
+/// Ownership: takes the handle back and releases it; it must not be used again.
+/// Thread safety: not concurrently with any other call on the same handle.
+///
 /// # Safety
 /// `q` is null or a quACK from this API, not freed before and not used afterwards.
 #[unsafe(no_mangle)]
@@ -58,6 +65,10 @@ pub unsafe extern "C" fn sk_quack_free(q: *mut SkQuack) {
 }
 
 /// Inserts an identifier (multiset semantics: an identical resend counts twice).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `q` is null or a live quACK not used concurrently.
@@ -73,6 +84,10 @@ pub unsafe extern "C" fn sk_quack_insert(q: *mut SkQuack, id: u32) -> SkStatus {
 }
 
 /// Inserts `len` identifiers from `ids` in order.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `q` as in `sk_quack_insert`; `ids` is valid for `len` reads (may be null if `len` is 0).
@@ -99,6 +114,10 @@ pub unsafe extern "C" fn sk_quack_insert_batch(
 
 /// Removes one occurrence of an identifier (the inverse of `sk_quack_insert`).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `q` is null or a live quACK not used concurrently.
 #[unsafe(no_mangle)]
@@ -114,6 +133,10 @@ pub unsafe extern "C" fn sk_quack_remove(q: *mut SkQuack, id: u32) -> SkStatus {
 
 /// The number of identifiers (insertions minus removals, wrapping at 2^32).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `q` is null or a live quACK; `out_count` is valid for a write.
 #[unsafe(no_mangle)]
@@ -128,6 +151,10 @@ pub unsafe extern "C" fn sk_quack_count(q: *mut SkQuack, out_count: *mut u32) ->
 }
 
 /// The threshold `t`.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `q` is null or a live quACK; `out_threshold` is valid for a write.
@@ -148,6 +175,10 @@ pub unsafe extern "C" fn sk_quack_threshold(
 /// The identifier inserted last; `SK_STATUS_EMPTY` if there is none (cleared by removal of it
 /// and by subtraction).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `q` is null or a live quACK; `out_id` is valid for a write.
 #[unsafe(no_mangle)]
@@ -164,6 +195,10 @@ pub unsafe extern "C" fn sk_quack_last_value(q: *mut SkQuack, out_id: *mut u32) 
 
 /// The length of the wire form (`8 + 4 + 4·t` bytes).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `q` is null or a live quACK; `out_len` is valid for a write.
 #[unsafe(no_mangle)]
@@ -179,6 +214,10 @@ pub unsafe extern "C" fn sk_quack_encoded_len(q: *mut SkQuack, out_len: *mut usi
 
 /// Serialises the quACK into `buf` (the wire form of `quack::wire`). Writes the length to
 /// `out_len`; if `cap` is too small returns `SK_STATUS_BUFFER_TOO_SMALL` with the needed length.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `q` is null or a live quACK; `buf` is valid for `cap` byte writes (null if `cap` is 0);
@@ -202,6 +241,10 @@ pub unsafe extern "C" fn sk_quack_serialize(
 
 /// Parses a serialised quACK of 32-bit identifiers into a new handle. Malformed bytes (any
 /// width other than 32 bits, a bad length, non-canonical sums…) give `SK_STATUS_MALFORMED`.
+///
+/// Ownership: the caller owns the new handle written to `*out` and releases it with
+/// `sk_quack_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+/// callable from any thread; the new handle may move between threads.
 ///
 /// # Safety
 /// `bytes` is valid for `len` reads; `out` is valid for a pointer write.
@@ -231,6 +274,9 @@ pub unsafe extern "C" fn sk_quack_parse(
 
 /// `q -= other`: the multiset difference (power sums and counts). With different thresholds
 /// the result keeps the smaller one. `q` and `other` may be the same handle.
+///
+/// Ownership: both handles stay the caller's; `other` is only read. Thread safety: not
+/// concurrently with another call on either handle (other handles are independent).
 ///
 /// # Safety
 /// `q` and `other` are null or live quACKs not used concurrently.
@@ -271,6 +317,10 @@ pub unsafe extern "C" fn sk_quack_subtract(q: *mut SkQuack, other: *const SkQuac
 /// Returns `SK_STATUS_OK`, or `SK_STATUS_INDETERMINATE` when some missing entries collide with
 /// other log entries (identical resends) and cannot be attributed: those are not written.
 /// Errors: `SK_STATUS_TOO_MANY_MISSING` (more than `t`), `SK_STATUS_INCONSISTENT`.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `diff` is null or a live quACK; `log` is valid for `log_len` reads; `out_indices` and
@@ -331,6 +381,9 @@ pub unsafe extern "C" fn sk_quack_decode(
 /// Reads a 32-bit identifier (little-endian) at `offset` of a UDP payload; a negative offset
 /// counts from the end (`-4`: the last 4 bytes, the QUIC default). `SK_STATUS_NO_IDENTIFIER` if
 /// the payload is too short.
+///
+/// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+/// kept. Thread safety: no shared state, callable from any thread at any time.
 ///
 /// # Safety
 /// `payload` is valid for `len` reads; `out_id` is valid for a write.

@@ -1,4 +1,4 @@
-//! C API of the Robin sender engine (seed 001 §4.3.1): logs sent datagrams, decodes the proxy's
+//! C API of the Robin sender engine (Sidekick (NSDI '24) §4.3.1): logs sent datagrams, decodes the proxy's
 //! quACKs, reports near-segment losses and hands back copies to retransmit.
 
 // FFI boundary: raw pointers from C are checked and converted in `ffi`; every unsafe block here
@@ -262,6 +262,9 @@ impl SkRobin {
 /// Fills `out` with the defaults (t = 10, last 4 bytes, 3 packets, 9/8, 30 ms, 8192 entries,
 /// 4 MiB of copies, 2 retransmissions).
 ///
+/// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+/// kept. Thread safety: no shared state, callable from any thread at any time.
+///
 /// # Safety
 /// `out` is valid for a write.
 #[unsafe(no_mangle)]
@@ -274,6 +277,10 @@ pub unsafe extern "C" fn sk_robin_config_default(out: *mut SkRobinConfig) -> SkS
 }
 
 /// Creates a Robin engine (`config` null: defaults). Free it with `sk_robin_free`.
+///
+/// Ownership: the caller owns the new handle written to `*out` and releases it with
+/// `sk_robin_free`; inputs are copied, nothing of the caller's is kept. Thread safety:
+/// callable from any thread; the new handle may move between threads.
 ///
 /// # Safety
 /// `config` is null or valid for a read; `out` is valid for a pointer write.
@@ -308,6 +315,9 @@ pub unsafe extern "C" fn sk_robin_new(
 
 /// Frees a Robin engine (null is ignored).
 ///
+/// Ownership: takes the handle back and releases it; it must not be used again.
+/// Thread safety: not concurrently with any other call on the same handle.
+///
 /// # Safety
 /// `r` is null or an engine from this API, not freed before and not used afterwards.
 #[unsafe(no_mangle)]
@@ -319,6 +329,10 @@ pub unsafe extern "C" fn sk_robin_free(r: *mut SkRobin) {
 /// Logs a datagram the transport sends at `now_us` (call just before the send). `packet_number`
 /// is its QUIC packet number or -1. Writes the engine sequence number to `out_seq` (optional).
 /// `SK_STATUS_NO_IDENTIFIER` if the datagram carries no identifier (not logged).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `r` is null or a live engine not used concurrently; `datagram` is valid for `len` reads;
@@ -350,6 +364,10 @@ pub unsafe extern "C" fn sk_robin_on_sent(
 
 /// Withdraws the last `n` logged sends (the socket refused them).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `r` is null or a live engine not used concurrently.
 #[unsafe(no_mangle)]
@@ -367,6 +385,10 @@ pub unsafe extern "C" fn sk_robin_withdraw_last(r: *mut SkRobin, n: usize) -> Sk
 /// retransmissions and deliveries become events (`sk_robin_poll_event`). A rejected quACK
 /// changes no state and returns its reason (`SK_STATUS_MALFORMED`, `_THRESHOLD_MISMATCH`,
 /// `_STALE`, `_NEVER_SENT`, `_UNKNOWN_LAST`, `_INCONSISTENT`).
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `r` is null or a live engine not used concurrently; `bytes` is valid for `len` reads.
@@ -402,6 +424,10 @@ pub unsafe extern "C" fn sk_robin_on_quack(
 /// Pops the next event into `out_event` (`SK_STATUS_EMPTY` if none). A `RETRANSMIT` event
 /// copies the datagram into `buf`; if `cap` is too small it returns
 /// `SK_STATUS_BUFFER_TOO_SMALL` with `datagram_len` set and keeps the event queued.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `r` is null or a live engine not used concurrently; `out_event` is valid for a write; `buf`
@@ -465,6 +491,10 @@ pub unsafe extern "C" fn sk_robin_poll_event(
 
 /// Applies the time rule at `now_us` (call when `sk_robin_next_timeout` expires).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `r` is null or a live engine not used concurrently.
 #[unsafe(no_mangle)]
@@ -484,6 +514,10 @@ pub unsafe extern "C" fn sk_robin_on_timeout(r: *mut SkRobin, now_us: u64) -> Sk
 
 /// When the time rule next needs to run (caller's microseconds); `SK_STATUS_EMPTY` if no timer.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `r` is null or a live engine; `out_us` is valid for a write.
 #[unsafe(no_mangle)]
@@ -499,6 +533,10 @@ pub unsafe extern "C" fn sk_robin_next_timeout(r: *mut SkRobin, out_us: *mut u64
 
 /// Feeds the end-to-end RTT measured by the transport (for PACUBIC's `r`).
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `r` is null or a live engine not used concurrently.
 #[unsafe(no_mangle)]
@@ -512,8 +550,12 @@ pub unsafe extern "C" fn sk_robin_on_e2e_rtt(r: *mut SkRobin, rtt_us: u64) -> Sk
     }
 }
 
-/// PACUBIC's `r` = min near-segment RTT / min end-to-end RTT (seed 001 §4.3.2);
+/// PACUBIC's `r` = min near-segment RTT / min end-to-end RTT (Sidekick (NSDI '24) §4.3.2);
 /// `SK_STATUS_EMPTY` until both are known.
+///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
 ///
 /// # Safety
 /// `r` is null or a live engine; `out_ratio` is valid for a write.
@@ -530,6 +572,10 @@ pub unsafe extern "C" fn sk_robin_rtt_ratio(r: *mut SkRobin, out_ratio: *mut f64
 
 /// Starts a new epoch after a Reset was agreed with the proxy.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `r` is null or a live engine not used concurrently.
 #[unsafe(no_mangle)]
@@ -545,6 +591,10 @@ pub unsafe extern "C" fn sk_robin_reset(r: *mut SkRobin) -> SkStatus {
 
 /// Counters.
 ///
+/// Ownership: borrows the handle and the caller's buffers for the duration of the call
+/// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
+/// not concurrently with another call on the same handle; distinct handles are independent.
+///
 /// # Safety
 /// `r` is null or a live engine; `out` is valid for a write.
 #[unsafe(no_mangle)]
@@ -552,28 +602,36 @@ pub unsafe extern "C" fn sk_robin_stats(r: *mut SkRobin, out: *mut SkRobinStats)
     // SAFETY: forwarded caller contract.
     unsafe {
         with_handle(r, |h| {
-            let s = h.robin.stats();
-            let stats = SkRobinStats {
-                sent_logged: s.sent_logged,
-                unidentifiable: s.unidentifiable,
-                quacks: s.quacks,
-                wire_errors: s.wire_errors,
-                stale: s.stale,
-                never_sent: s.never_sent,
-                unknown_last: s.unknown_last,
-                undecodable: s.undecodable,
-                threshold_mismatch: s.threshold_mismatch,
-                delivered: s.delivered,
-                lost_by_reordering: s.lost_by_reordering,
-                lost_by_time: s.lost_by_time,
-                retransmitted: s.retransmitted,
-                retransmit_unavailable: s.retransmit_unavailable,
-                log_evicted: s.log_evicted,
-                events_dropped: s.events_dropped + h.dropped,
-                resets: s.resets,
-                outstanding: h.robin.outstanding() as u64,
-            };
+            let stats = robin_stats_to_c(&h.robin.stats(), h.robin.outstanding() as u64, h.dropped);
             status(write_out(out, stats).map(|()| SkStatus::Ok))
         })
+    }
+}
+
+/// The C form of Robin's counters; `extra_dropped` adds events a C-side queue dropped.
+pub(crate) fn robin_stats_to_c(
+    s: &sidekick_sdk::robin::RobinStats,
+    outstanding: u64,
+    extra_dropped: u64,
+) -> SkRobinStats {
+    SkRobinStats {
+        sent_logged: s.sent_logged,
+        unidentifiable: s.unidentifiable,
+        quacks: s.quacks,
+        wire_errors: s.wire_errors,
+        stale: s.stale,
+        never_sent: s.never_sent,
+        unknown_last: s.unknown_last,
+        undecodable: s.undecodable,
+        threshold_mismatch: s.threshold_mismatch,
+        delivered: s.delivered,
+        lost_by_reordering: s.lost_by_reordering,
+        lost_by_time: s.lost_by_time,
+        retransmitted: s.retransmitted,
+        retransmit_unavailable: s.retransmit_unavailable,
+        log_evicted: s.log_evicted,
+        events_dropped: s.events_dropped + extra_dropped,
+        resets: s.resets,
+        outstanding,
     }
 }

@@ -22,13 +22,29 @@ pub const QUIC_GO: &str = "quic-go";
 /// The quic-go RTC server's binary (built by scripts/build-quicgo.sh beside the Rust ones).
 pub const RTC_QUICGO_BINARY: &str = "sidekick-rtc-quicgo";
 
+/// The client stack that selects libcurl (`sidekick-curl`, bindings/curl) as the `transfer`
+/// client over HTTP/3.
+pub const CURL: &str = "curl";
+
+/// The curl client's binary (built by scripts/build-sidekick-curl.sh beside the Rust ones).
+pub const CURL_BINARY: &str = "sidekick-curl";
+
+/// Whether the scenario's transfer client is libcurl (`app.client_stack = "curl"`).
+pub fn curl_client(app: &AppSpec) -> bool {
+    app.kind == "transfer" && app.client_stack.as_deref() == Some(CURL)
+}
+
 /// Binary names of an application's server and client. They are the same binary except for
 /// `rtc` on `quic-go`: the quic-go server (the sender PEMI assists) with `sidekick-rtc` as the
-/// client.
+/// client; and `transfer` with `client_stack = "curl"`: `sidekick-transfer` serves, libcurl
+/// (`sidekick-curl`) is the client.
 pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
     let client = app_binary(&app.kind)?;
     if app.kind == "rtc" && app.stack == QUIC_GO {
         return Some((RTC_QUICGO_BINARY, client));
+    }
+    if curl_client(app) {
+        return Some((client, CURL_BINARY));
     }
     Some((client, client))
 }
@@ -48,6 +64,9 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 ///   `sidekick-rtc-quicgo server --once` and the client `sidekick-rtc client --stack C` with
 ///   `C = app.client_stack` (default quinn); on quinn and quiche `app.client_stack`, when set,
 ///   overrides the client's stack too (the pairs interoperate).
+/// - `transfer` with `client_stack = "curl"` (needs `http3`): the server as above, the client
+///   `sidekick-curl https://SERVER:PORT/download/BYTES` (or `/upload/BYTES --upload-bytes
+///   BYTES`) `--insecure --timeout T` (the lab's servers have self-signed certificates).
 pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
     let connect = format!("{}:{port}", Topology::server_addr());
@@ -122,6 +141,22 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
             if app.http3 {
                 srv.push("--http3".into());
                 cli.push("--http3".into());
+            }
+            if curl_client(app) {
+                cli = vec![format!(
+                    "https://{}:{port}/{}/{}",
+                    Topology::server_addr(),
+                    app.direction,
+                    app.bytes
+                )];
+                if app.direction == "upload" {
+                    cli.extend(["--upload-bytes".into(), app.bytes.to_string()]);
+                }
+                cli.extend([
+                    "--insecure".into(),
+                    "--timeout".into(),
+                    format!("{}", app.timeout_s),
+                ]);
             }
             (srv, cli)
         }
@@ -237,5 +272,62 @@ mod tests {
         let (srv, cli) = app_args(&app, 4433);
         assert_eq!(&srv[..3], ["server", "--stack", "quinn"]);
         assert_eq!(&cli[..3], ["client", "--stack", "quiche"]);
+    }
+
+    #[test]
+    fn curl_client_command_lines() {
+        let mut app = AppSpec {
+            kind: "transfer".into(),
+            stack: "quiche".into(),
+            direction: "download".into(),
+            bytes: 25_000_000,
+            duration_s: 30.0,
+            timeout_s: 420.0,
+            http3: true,
+            client_args: Vec::new(),
+            client_stack: Some(CURL.into()),
+        };
+        assert_eq!(
+            app_binaries(&app),
+            Some(("sidekick-transfer", "sidekick-curl"))
+        );
+        let (srv, cli) = app_args(&app, 4433);
+        assert_eq!(
+            srv,
+            [
+                "server",
+                "--stack",
+                "quiche",
+                "--listen",
+                "0.0.0.0:4433",
+                "--http3"
+            ]
+        );
+        assert_eq!(
+            cli,
+            [
+                "https://10.0.1.1:4433/download/25000000",
+                "--insecure",
+                "--timeout",
+                "420"
+            ]
+        );
+        app.direction = "upload".into();
+        app.bytes = 10_000_000;
+        let (_, cli) = app_args(&app, 4433);
+        assert_eq!(
+            cli,
+            [
+                "https://10.0.1.1:4433/upload/10000000",
+                "--upload-bytes",
+                "10000000",
+                "--insecure",
+                "--timeout",
+                "420"
+            ]
+        );
+        // Only `transfer` has a curl client.
+        app.kind = "rtc".into();
+        assert!(!curl_client(&app));
     }
 }

@@ -72,7 +72,8 @@ pub struct AppSpec {
     pub stack: String,
     /// `rtc`: the stack of the measuring `sidekick-rtc` client (`quinn` or `quiche`; its ACKs
     /// are the replies PEMI matches) when it differs from the server's; unset: `stack`, and
-    /// quinn for `quic-go`.
+    /// quinn for `quic-go`. `transfer`: `curl` runs libcurl (`sidekick-curl`, bindings/curl) as
+    /// the client over HTTP/3 (needs `http3 = true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_stack: Option<String>,
     /// `download` (server → client) or `upload`.
@@ -267,6 +268,15 @@ impl Scenario {
                 app.direction
             )));
         }
+        if app.client_stack.as_deref() == Some(crate::apps::CURL)
+            && (app.kind != "transfer" || !app.http3)
+        {
+            return Err(ScenarioError::Invalid(
+                "app.client_stack = \"curl\" runs the transfer client over HTTP/3: needs \
+                 app.kind = \"transfer\" and app.http3 = true"
+                    .into(),
+            ));
+        }
         let variants: Vec<Variant> = match table.get("variants") {
             Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| {
                 ScenarioError::Invalid(format!("[[variants]]: {e}"))
@@ -445,6 +455,30 @@ set = ["lan.loss=0%"]
         ));
         let bad = text.replace("0.3", "1.5");
         assert!(Scenario::parse(&bad, &[]).is_err());
+    }
+
+    #[test]
+    fn curl_client_needs_http3_transfer() {
+        let sets = |v: &[&str]| v.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+        assert!(matches!(
+            Scenario::parse(S, &sets(&["app.client_stack=curl"])),
+            Err(ScenarioError::Invalid(_))
+        ));
+        let s = Scenario::parse(S, &sets(&["app.client_stack=curl", "app.http3=true"])).unwrap();
+        assert_eq!(s.app.client_stack.as_deref(), Some("curl"));
+        assert!(matches!(
+            Scenario::parse(
+                S,
+                &sets(&["app.client_stack=curl", "app.http3=true", "app.kind=media"])
+            ),
+            Err(ScenarioError::Invalid(_))
+        ));
+        // The shipped curl scenario parses.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/curl-fail-open.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let s = Scenario::parse(&text, &[]).unwrap();
+        assert_eq!(s.variants.len(), 4);
+        assert!(s.variants.iter().any(|v| v.kill_proxy_at == Some(0.3)));
     }
 
     #[test]
