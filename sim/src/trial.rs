@@ -1,0 +1,479 @@
+//! One trial: the topology, the stacks, the proxy and the event loop in virtual time.
+//!
+//! ```text
+//!  client (quinn-proto + SDK) ── lan0 link ── ap (routes; proxy sniffs lan0) ── wan link ── server
+//!     10.0.2.2                              10.0.2.1 | 10.0.1.2                         10.0.1.1
+//! ```
+//!
+//! Each step pops the earliest deadline (a link delivering a frame, a connection's timer, the SDK's
+//! or the proxy's timer), runs it at that virtual instant, then lets every node react until
+//! nothing more happens at that instant, and re-announces every deadline.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use sidekick::integrations::quinn_cc::{PacubicFactory, SharedSignals};
+use sidekick::keylog::KeyLogStore;
+use sidekick::pacubic::PacubicConfig;
+use sidekick::session::SidekickClient;
+use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
+use sidekick_examples::transfer::{Direction, SenderStats, Stack, TransferReport};
+use sidekick_lab::spec::LinkSpec;
+use sidekick_proxy::config::Config as ProxyConfig;
+
+use crate::net::{
+    self, Hop, IfCounters, Links, MAX_FRAME, client_addr, client_sidekick_addr, mac, server_addr,
+    udp_frame, udp_of,
+};
+use crate::proxy_node::{ProxyNode, ProxyOut};
+use crate::quic::{self, Peer, QuicError};
+use crate::sched::{Clock, Scheduler};
+use crate::sdk::{Out, SdkGlue};
+use crate::transfer::{UploadClient, UploadServer};
+
+/// What one trial runs.
+#[derive(Debug, Clone)]
+pub struct TrialSetup {
+    /// ap — server link (both directions).
+    pub wan: LinkSpec,
+    /// client — ap link (both directions).
+    pub lan: LinkSpec,
+    /// Bytes to upload.
+    pub bytes: u64,
+    /// Virtual-time limit of the transfer.
+    pub timeout: Duration,
+    /// The proxy on the ap, if the variant runs one.
+    pub proxy: Option<ProxyConfig>,
+    /// The client's sidekick session, if the variant runs the SDK (`--sidekick`).
+    pub sidekick: Option<SidekickParams>,
+    /// Seeds the links' loss draws (the same for every variant of a trial).
+    pub link_seed: u64,
+    /// Seeds the stacks (endpoint RNGs, connection IDs, keys).
+    pub stack_seed: u64,
+}
+
+/// What a trial produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialOutcome {
+    /// The lab's metrics of the trial.
+    pub metrics: BTreeMap<String, f64>,
+    /// Why the trial failed, if it did.
+    pub error: Option<String>,
+    /// Events processed (for speed measurements; not part of the results).
+    pub events: u64,
+}
+
+const HOPS: usize = 4;
+const CLIENT_TIMER: usize = 4;
+const SERVER_TIMER: usize = 5;
+const SDK_TIMER: usize = 6;
+const PROXY_TIMER: usize = 7;
+const COMPONENTS: usize = 8;
+/// A runaway guard: far more events than any scenario needs.
+const MAX_EVENTS: u64 = 200_000_000;
+
+/// Interface counters, in the lab's naming.
+#[derive(Debug, Default)]
+struct Interfaces {
+    cli0: IfCounters,
+    ap_lan0: IfCounters,
+    ap_wan0: IfCounters,
+    srv: IfCounters,
+}
+
+struct World {
+    clock: Clock,
+    t: Duration,
+    sched: Scheduler,
+    links: Links,
+    ifs: Interfaces,
+    client: Peer,
+    server: Peer,
+    upload: UploadClient,
+    receiver: UploadServer,
+    sdk: Option<SdkGlue>,
+    proxy: Option<ProxyNode>,
+    client_out: Vec<(SocketAddr, Vec<u8>)>,
+    server_out: Vec<(SocketAddr, Vec<u8>)>,
+    sdk_out: Vec<Out>,
+    proxy_out: Vec<ProxyOut>,
+    oversize_drops: u64,
+}
+
+/// Runs one trial.
+pub fn run_trial(setup: &TrialSetup) -> TrialOutcome {
+    match World::new(setup) {
+        Ok(mut w) => {
+            let (error, events) = w.run(setup.timeout);
+            let metrics = w.metrics(setup);
+            TrialOutcome {
+                metrics,
+                error,
+                events,
+            }
+        }
+        Err(e) => TrialOutcome {
+            metrics: BTreeMap::new(),
+            error: Some(e.to_string()),
+            events: 0,
+        },
+    }
+}
+
+impl World {
+    fn new(s: &TrialSetup) -> Result<Self, QuicError> {
+        let clock = Clock::new(Instant::now());
+        let now = clock.at(Duration::ZERO);
+        let mut rng = StdRng::seed_from_u64(s.stack_seed);
+        let (sep, scfg) = quic::server_endpoint(&mut rng, quic::transport_config())?;
+        let server = Peer::server(sep, scfg, server_addr());
+        let mut transport = quic::transport_config();
+        let mut sdk_parts = None;
+        if let Some(p) = &s.sidekick {
+            let signals = SharedSignals::new();
+            transport.congestion_controller_factory(Arc::new(PacubicFactory::new(
+                PacubicConfig::default(),
+                signals.clone(),
+            )));
+            if let Some(n) = p.ack_reduction {
+                let mut af = quinn_proto::AckFrequencyConfig::default();
+                af.ack_eliciting_threshold(quinn_proto::VarInt::from_u32(n.saturating_sub(1)))
+                    .max_ack_delay(Some(Duration::from_millis(100)));
+                transport.ack_frequency_config(Some(af));
+                signals.set_ack_reduction(true);
+            }
+            sdk_parts = Some((KeyLogStore::new(64), signals, *p));
+        }
+        let keylog = sdk_parts
+            .as_ref()
+            .map(|(k, _, _)| Arc::new(k.clone()) as Arc<dyn rustls::KeyLog>);
+        let (cep, ccfg) = quic::client_endpoint(&mut rng, transport, keylog)?;
+        let client = Peer::client(cep, ccfg, client_addr(), server_addr(), now)?;
+        let sdk = sdk_parts.map(|(keylog, signals, p)| {
+            SdkGlue::new(
+                SidekickClient::new(p.config(Direction::Upload)),
+                keylog,
+                Some(signals),
+                server_addr(),
+                Mode::Robin,
+            )
+        });
+        let proxy = s.proxy.as_ref().map(|c| {
+            use rand::RngCore as _;
+            ProxyNode::new(c, (rng.next_u64(), rng.next_u64()))
+        });
+        Ok(Self {
+            clock,
+            t: Duration::ZERO,
+            sched: Scheduler::new(COMPONENTS),
+            links: Links::new(s.wan, s.lan, s.link_seed),
+            ifs: Interfaces::default(),
+            client,
+            server,
+            upload: UploadClient::new(s.bytes),
+            receiver: UploadServer::new(),
+            sdk,
+            proxy,
+            client_out: Vec::new(),
+            server_out: Vec::new(),
+            sdk_out: Vec::new(),
+            proxy_out: Vec::new(),
+            oversize_drops: 0,
+        })
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.at(self.t)
+    }
+
+    /// Runs until the client is done or the time limit; returns the error and the event count.
+    fn run(&mut self, timeout: Duration) -> (Option<String>, u64) {
+        let mut events = 0u64;
+        self.settle();
+        loop {
+            if self.upload.done() && self.client_closed() {
+                break;
+            }
+            let Some((t, k)) = self.sched.pop() else {
+                return (Some("simulation stalled: nothing pending".into()), events);
+            };
+            if t > timeout {
+                return (Some("client timed out".into()), events);
+            }
+            events += 1;
+            if events > MAX_EVENTS {
+                return (Some("event limit reached".into()), events);
+            }
+            self.t = self.t.max(t);
+            self.step(k);
+            self.settle();
+        }
+        let err = self
+            .upload
+            .error
+            .clone()
+            .or_else(|| self.receiver.error.clone());
+        (err, events)
+    }
+
+    fn client_closed(&mut self) -> bool {
+        self.client.connection().is_none_or(|c| c.is_closed())
+    }
+
+    fn step(&mut self, k: usize) {
+        let now = self.now();
+        match k {
+            0..HOPS => {
+                let hop = Hop::ALL[k];
+                while let Some(frame) = self.links.hop(hop).pop_due(self.t) {
+                    match hop {
+                        Hop::LanUp => self.ap_from_lan(frame),
+                        Hop::LanDown => self.client_from_lan(&frame),
+                        Hop::WanUp => self.server_from_wan(&frame),
+                        Hop::WanDown => self.ap_from_wan(frame),
+                    }
+                }
+            }
+            CLIENT_TIMER => self.client.handle_timeout(now),
+            SERVER_TIMER => self.server.handle_timeout(now),
+            SDK_TIMER => {
+                if let Some(s) = self.sdk.as_mut() {
+                    s.handle_timeout(now, &mut self.sdk_out);
+                }
+                self.send_sdk_out();
+            }
+            _ => {
+                if let Some(p) = self.proxy.as_mut() {
+                    p.on_timeout(now, &mut self.proxy_out);
+                }
+                self.handle_proxy_out();
+            }
+        }
+    }
+
+    /// Lets every node react at the current instant until quiet, then re-announces deadlines.
+    fn settle(&mut self) {
+        let now = self.now();
+        loop {
+            let mut busy = false;
+            if let Some(s) = self.sdk.as_mut() {
+                while let Some((from, d)) = s.deliver() {
+                    self.client.receive(now, from, &d, &mut self.client_out);
+                }
+            }
+            if let Some(c) = self.client.connection() {
+                self.upload.drive(self.t, now, c);
+            }
+            self.client.poll(now, &mut self.client_out);
+            for (dst, d) in std::mem::take(&mut self.client_out) {
+                busy = true;
+                if let Some(s) = self.sdk.as_mut()
+                    && dst == server_addr()
+                {
+                    s.on_sent(now, &d, &mut self.sdk_out);
+                }
+                self.client_send(client_addr(), dst, &d);
+                self.send_sdk_out();
+            }
+            if let Some(c) = self.server.connection() {
+                self.receiver.drive(self.t, c);
+            }
+            self.server.poll(now, &mut self.server_out);
+            for (dst, d) in std::mem::take(&mut self.server_out) {
+                busy = true;
+                self.server_send(dst, &d);
+            }
+            if !busy {
+                break;
+            }
+        }
+        self.reschedule();
+    }
+
+    fn reschedule(&mut self) {
+        for (i, hop) in Hop::ALL.iter().enumerate() {
+            let due = self.links.next_due(*hop);
+            self.sched.set(i, due);
+        }
+        let t = self.t;
+        let off = |c: Clock, i: Option<Instant>| i.map(|i| c.offset(i).max(t));
+        let c = self.clock;
+        let ct = off(c, self.client.poll_timeout());
+        self.sched.set(CLIENT_TIMER, ct);
+        let st = off(c, self.server.poll_timeout());
+        self.sched.set(SERVER_TIMER, st);
+        let kt = off(c, self.sdk.as_ref().and_then(SdkGlue::poll_timeout));
+        self.sched.set(SDK_TIMER, kt);
+        let pt = off(c, self.proxy.as_ref().and_then(ProxyNode::next_timeout));
+        self.sched.set(PROXY_TIMER, pt);
+    }
+
+    fn send_sdk_out(&mut self) {
+        for o in std::mem::take(&mut self.sdk_out) {
+            match o {
+                Out::Base(d) => self.client_send(client_addr(), server_addr(), &d),
+                Out::Sidekick(to, d) => self.client_send(client_sidekick_addr(), to, &d),
+            }
+        }
+    }
+
+    fn client_send(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
+        let f = udp_frame(mac::CLIENT, mac::AP_LAN, src, dst, payload);
+        if f.len() > MAX_FRAME {
+            self.oversize_drops += 1;
+            return;
+        }
+        self.ifs.cli0.tx(f.len());
+        self.links.hop(Hop::LanUp).offer(self.t, f);
+    }
+
+    fn server_send(&mut self, dst: SocketAddr, payload: &[u8]) {
+        let f = udp_frame(mac::SERVER, mac::AP_WAN, server_addr(), dst, payload);
+        if f.len() > MAX_FRAME {
+            self.oversize_drops += 1;
+            return;
+        }
+        self.ifs.srv.tx(f.len());
+        self.links.hop(Hop::WanDown).offer(self.t, f);
+    }
+
+    fn ap_from_lan(&mut self, mut frame: Vec<u8>) {
+        let now = self.now();
+        self.ifs.ap_lan0.rx(frame.len());
+        if let Some(p) = self.proxy.as_mut() {
+            p.on_frame(now, true, &frame, &mut self.proxy_out);
+        }
+        self.handle_proxy_out();
+        let Some((src, dst, payload)) = udp_of(&frame) else {
+            return;
+        };
+        if let Some(p) = self.proxy.as_mut()
+            && dst == p.listen()
+        {
+            p.on_sidekick(now, src, payload, &mut self.proxy_out);
+            self.handle_proxy_out();
+        } else if dst.ip() == net::SERVER_IP {
+            net::rewrite_macs(&mut frame, mac::AP_WAN, mac::SERVER);
+            self.ifs.ap_wan0.tx(frame.len());
+            self.links.hop(Hop::WanUp).offer(self.t, frame);
+        }
+        // Anything else (the ap's own address without a proxy) is dropped, as the kernel would
+        // (with an ICMP error nobody here reads).
+    }
+
+    fn ap_from_wan(&mut self, mut frame: Vec<u8>) {
+        self.ifs.ap_wan0.rx(frame.len());
+        if udp_of(&frame).is_some_and(|(_, d, _)| d.ip() == net::CLIENT_IP) {
+            net::rewrite_macs(&mut frame, mac::AP_LAN, mac::CLIENT);
+            self.ap_lan_egress(frame, true);
+        }
+    }
+
+    /// A frame leaves the ap on lan0; the proxy captures it unless it injected it itself.
+    fn ap_lan_egress(&mut self, frame: Vec<u8>, capture: bool) {
+        if capture && let Some(p) = self.proxy.as_mut() {
+            let now = self.clock.at(self.t);
+            p.on_frame(now, false, &frame, &mut self.proxy_out);
+        }
+        self.ifs.ap_lan0.tx(frame.len());
+        self.links.hop(Hop::LanDown).offer(self.t, frame);
+        self.handle_proxy_out();
+    }
+
+    fn handle_proxy_out(&mut self) {
+        while !self.proxy_out.is_empty() {
+            for o in std::mem::take(&mut self.proxy_out) {
+                match o {
+                    ProxyOut::Sidekick { to, bytes } => {
+                        let from = self.proxy.as_ref().map_or(to, ProxyNode::listen);
+                        let f = udp_frame(mac::AP_LAN, mac::CLIENT, from, to, &bytes);
+                        self.ap_lan_egress(f, true);
+                    }
+                    ProxyOut::Inject(f) => self.ap_lan_egress(f, false),
+                }
+            }
+        }
+    }
+
+    fn client_from_lan(&mut self, frame: &[u8]) {
+        let now = self.now();
+        self.ifs.cli0.rx(frame.len());
+        let Some((src, dst, payload)) = udp_of(frame) else {
+            return;
+        };
+        if dst == client_sidekick_addr() {
+            if let Some(s) = self.sdk.as_mut() {
+                s.on_sidekick(now, src, payload, &mut self.sdk_out);
+            }
+            self.send_sdk_out();
+        } else if dst == client_addr() {
+            if let Some(s) = self.sdk.as_mut() {
+                s.on_base_received(now, src, payload, &mut self.sdk_out);
+                self.send_sdk_out();
+            } else {
+                self.client.receive(now, src, payload, &mut self.client_out);
+            }
+        }
+    }
+
+    fn server_from_wan(&mut self, frame: &[u8]) {
+        let now = self.now();
+        self.ifs.srv.rx(frame.len());
+        if let Some((src, dst, payload)) = udp_of(frame)
+            && dst == server_addr()
+        {
+            self.server.receive(now, src, payload, &mut self.server_out);
+        }
+    }
+
+    fn metrics(&mut self, s: &TrialSetup) -> BTreeMap<String, f64> {
+        let mut m = BTreeMap::new();
+        for (name, c) in [
+            ("cli0", self.ifs.cli0),
+            ("ap_lan0", self.ifs.ap_lan0),
+            ("ap_wan0", self.ifs.ap_wan0),
+            ("srv", self.ifs.srv),
+        ] {
+            m.insert(format!("{name}_tx_packets"), c.tx_packets as f64);
+            m.insert(format!("{name}_tx_bytes"), c.tx_bytes as f64);
+            m.insert(format!("{name}_rx_packets"), c.rx_packets as f64);
+            m.insert(format!("{name}_rx_bytes"), c.rx_bytes as f64);
+        }
+        self.links.metrics(&mut m);
+        if let Some(p) = &self.proxy {
+            p.metrics(&mut m);
+        }
+        if self.oversize_drops > 0 {
+            m.insert("sim_oversize_drops".into(), self.oversize_drops as f64);
+        }
+        if let (Some(start), Some(end), Some(summary), Some((sent, lost))) = (
+            self.upload.started,
+            self.receiver.last_byte,
+            self.upload.summary,
+            self.upload.stats,
+        ) {
+            let mut report = TransferReport::new(
+                Stack::Quinn,
+                Direction::Upload,
+                s.bytes,
+                end.saturating_sub(start),
+                SenderStats {
+                    sent_packets: sent,
+                    lost_packets: lost,
+                    retransmissions: lost,
+                    receiver_sent_packets: summary.sent_packets,
+                },
+            );
+            report.sidekick = self.sdk.as_ref().map(SdkGlue::counters);
+            if let Ok(j) = serde_json::to_value(&report) {
+                sidekick_lab::runner::add_client_json(&mut m, &j);
+            }
+            sidekick_lab::runner::derive_metrics(&mut m, "upload");
+        }
+        m
+    }
+}
