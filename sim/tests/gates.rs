@@ -1,0 +1,39 @@
+//! The headline gains of docs/results.md as tests in virtual time: each fails when its gain is
+//! lost. The scenarios are the lab's files, unchanged but for the overrides named here.
+
+mod common;
+
+use common::{ratio, run_scenario};
+
+/// Robin #2 (Sidekick (NSDI '24) §6.2, Fig. 4b): 10 MB upload, 1 % near-link loss; the
+/// sidekick's goodput is at least 2.5× end to end's.
+#[test]
+fn robin2_upload_one_percent_loss_gains_2_5x() {
+    let r = run_scenario("robin-2-upload", &[], 5, 1);
+    let (g, s, e) = ratio(&r, "sidekick", "e2e", "goodput_mbps");
+    eprintln!("robin-2-upload 1 %: sidekick {s:.3} vs e2e {e:.3} Mbit/s = {g:.2}x");
+    assert!(
+        g >= 2.5,
+        "sidekick/e2e goodput {g:.2}x < 2.5x ({s:.3} vs {e:.3})"
+    );
+    // The gain comes from the sidekick: quACKs arrived and revealed the near-link losses.
+    let quacks = r.median("sidekick", "sidekick_quacks").unwrap_or(0.0);
+    let found = r
+        .median("sidekick", "sidekick_losses_detected")
+        .unwrap_or(0.0);
+    let dropped = r.median("sidekick", "lan0_up_dropped_loss").unwrap_or(0.0);
+    assert!(quacks > 100.0, "{quacks} quACKs");
+    assert!(
+        found >= 0.9 * dropped && dropped > 0.0,
+        "{found} of {dropped} losses found"
+    );
+}
+
+/// Robin #2 without loss: the sidekick costs no goodput (within 2 %).
+#[test]
+fn robin2_upload_zero_loss_within_2_percent() {
+    let r = run_scenario("robin-2-upload", &["lan.loss=0%"], 3, 1);
+    let (g, s, e) = ratio(&r, "sidekick", "e2e", "goodput_mbps");
+    eprintln!("robin-2-upload 0 %: sidekick {s:.3} vs e2e {e:.3} Mbit/s = {g:.3}x");
+    assert!((g - 1.0).abs() <= 0.02, "sidekick/e2e goodput {g:.3}x");
+}
