@@ -121,12 +121,6 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
             &format!("`{}` (the simulator runs `transfer`)", app.kind),
         ));
     }
-    if app.direction != "upload" {
-        return Err(not_modelled(
-            "app.direction",
-            "`download` (Packrat) is not modelled yet",
-        ));
-    }
     if app.http3 {
         return Err(not_modelled(
             "app.http3",
@@ -239,7 +233,13 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
             )
         }
     };
+    let direction = if vs.app.direction == "upload" {
+        sidekick_examples::transfer::Direction::Upload
+    } else {
+        sidekick_examples::transfer::Direction::Download
+    };
     Ok(TrialSetup {
+        direction,
         wan: vs.wan,
         lan: vs.lan,
         bytes: vs.app.bytes,
@@ -293,7 +293,6 @@ client_args = ["--sidekick", "--sidekick-quack-threshold", "12"]
             ("app.frobs=3", "app.frobs"),
             ("colour=blue", "colour"),
             ("topology.ap=bridge", "topology.ap"),
-            ("app.direction=download", "app.direction"),
         ] {
             let s = Scenario::parse(S, &[set.into()]).unwrap();
             let e = check_keys(&s).unwrap_err().to_string();

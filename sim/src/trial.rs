@@ -33,7 +33,7 @@ use crate::proxy_node::{ProxyNode, ProxyOut};
 use crate::quic::{self, Peer, QuicError};
 use crate::sched::{Clock, Scheduler};
 use crate::sdk::{Out, SdkGlue};
-use crate::transfer::{UploadClient, UploadServer};
+use crate::transfer::{DownloadClient, DownloadServer, UploadClient, UploadServer};
 
 /// What one trial runs.
 #[derive(Debug, Clone)]
@@ -42,7 +42,9 @@ pub struct TrialSetup {
     pub wan: LinkSpec,
     /// client — ap link (both directions).
     pub lan: LinkSpec,
-    /// Bytes to upload.
+    /// Which way the bulk data flows.
+    pub direction: Direction,
+    /// Bytes to transfer.
     pub bytes: u64,
     /// Virtual-time limit of the transfer.
     pub timeout: Duration,
@@ -76,6 +78,74 @@ const COMPONENTS: usize = 8;
 /// A runaway guard: far more events than any scenario needs.
 const MAX_EVENTS: u64 = 200_000_000;
 
+/// The application of the trial: both ends of the bulk transfer.
+#[derive(Debug)]
+enum App {
+    Upload(UploadClient, UploadServer),
+    Download(DownloadClient, DownloadServer),
+}
+
+impl App {
+    fn done(&self) -> bool {
+        match self {
+            App::Upload(c, _) => c.done(),
+            App::Download(c, _) => c.done(),
+        }
+    }
+
+    fn error(&self) -> Option<String> {
+        match self {
+            App::Upload(c, s) => c.error.clone().or_else(|| s.error.clone()),
+            App::Download(c, s) => c.error.clone().or_else(|| s.error.clone()),
+        }
+    }
+
+    fn drive_client(&mut self, t: Duration, now: Instant, conn: &mut quinn_proto::Connection) {
+        match self {
+            App::Upload(c, _) => c.drive(t, now, conn),
+            App::Download(c, _) => c.drive(t, now, conn),
+        }
+    }
+
+    fn drive_server(&mut self, t: Duration, conn: &mut quinn_proto::Connection) {
+        match self {
+            App::Upload(_, s) => s.drive(t, conn),
+            App::Download(_, s) => s.drive(conn),
+        }
+    }
+
+    /// Duration and the data sender's statistics, as the lab's client reports them.
+    fn report(&self) -> Option<(Duration, SenderStats)> {
+        match self {
+            App::Upload(c, s) => {
+                let (sent, lost) = c.stats?;
+                let summary = c.summary?;
+                Some((
+                    s.last_byte?.saturating_sub(c.started?),
+                    SenderStats {
+                        sent_packets: sent,
+                        lost_packets: lost,
+                        retransmissions: lost,
+                        receiver_sent_packets: summary.sent_packets,
+                    },
+                ))
+            }
+            App::Download(c, _) => {
+                let summary = c.summary?;
+                Some((
+                    c.last_byte?.saturating_sub(c.started?),
+                    SenderStats {
+                        sent_packets: summary.sent_packets,
+                        lost_packets: summary.lost_packets,
+                        retransmissions: summary.retransmissions,
+                        receiver_sent_packets: c.sent_packets?,
+                    },
+                ))
+            }
+        }
+    }
+}
+
 /// Interface counters, in the lab's naming.
 #[derive(Debug, Default)]
 struct Interfaces {
@@ -93,8 +163,7 @@ struct World {
     ifs: Interfaces,
     client: Peer,
     server: Peer,
-    upload: UploadClient,
-    receiver: UploadServer,
+    app: App,
     sdk: Option<SdkGlue>,
     proxy: Option<ProxyNode>,
     client_out: Vec<(SocketAddr, Vec<u8>)>,
@@ -133,13 +202,17 @@ impl World {
         let server = Peer::server(sep, scfg, server_addr());
         let mut transport = quic::transport_config();
         let mut sdk_parts = None;
+        let mode = Mode::for_direction(s.direction);
         if let Some(p) = &s.sidekick {
             let signals = SharedSignals::new();
-            transport.congestion_controller_factory(Arc::new(PacubicFactory::new(
-                PacubicConfig::default(),
-                signals.clone(),
-            )));
-            if let Some(n) = p.ack_reduction {
+            // Uploads: PACUBIC replaces the client's controller (Robin #2).
+            if mode == Mode::Robin {
+                transport.congestion_controller_factory(Arc::new(PacubicFactory::new(
+                    PacubicConfig::default(),
+                    signals.clone(),
+                )));
+            }
+            if let Some(n) = p.ack_reduction.filter(|_| mode == Mode::Robin) {
                 let mut af = quinn_proto::AckFrequencyConfig::default();
                 af.ack_eliciting_threshold(quinn_proto::VarInt::from_u32(n.saturating_sub(1)))
                     .max_ack_delay(Some(Duration::from_millis(100)));
@@ -155,11 +228,11 @@ impl World {
         let client = Peer::client(cep, ccfg, client_addr(), server_addr(), now)?;
         let sdk = sdk_parts.map(|(keylog, signals, p)| {
             SdkGlue::new(
-                SidekickClient::new(p.config(Direction::Upload)),
+                SidekickClient::new(p.config(s.direction)),
                 keylog,
-                Some(signals),
+                (mode == Mode::Robin).then_some(signals),
                 server_addr(),
-                Mode::Robin,
+                mode,
             )
         });
         let proxy = s.proxy.as_ref().map(|c| {
@@ -174,8 +247,12 @@ impl World {
             ifs: Interfaces::default(),
             client,
             server,
-            upload: UploadClient::new(s.bytes),
-            receiver: UploadServer::new(),
+            app: match s.direction {
+                Direction::Upload => App::Upload(UploadClient::new(s.bytes), UploadServer::new()),
+                Direction::Download => {
+                    App::Download(DownloadClient::new(s.bytes), DownloadServer::new())
+                }
+            },
             sdk,
             proxy,
             client_out: Vec::new(),
@@ -195,7 +272,7 @@ impl World {
         let mut events = 0u64;
         self.settle();
         loop {
-            if self.upload.done() && self.client_closed() {
+            if self.app.done() && self.client_closed() {
                 break;
             }
             let Some((t, k)) = self.sched.pop() else {
@@ -212,12 +289,7 @@ impl World {
             self.step(k);
             self.settle();
         }
-        let err = self
-            .upload
-            .error
-            .clone()
-            .or_else(|| self.receiver.error.clone());
-        (err, events)
+        (self.app.error(), events)
     }
 
     fn client_closed(&mut self) -> bool {
@@ -266,7 +338,7 @@ impl World {
                 }
             }
             if let Some(c) = self.client.connection() {
-                self.upload.drive(self.t, now, c);
+                self.app.drive_client(self.t, now, c);
             }
             self.client.poll(now, &mut self.client_out);
             for (dst, d) in std::mem::take(&mut self.client_out) {
@@ -280,7 +352,7 @@ impl World {
                 self.send_sdk_out();
             }
             if let Some(c) = self.server.connection() {
-                self.receiver.drive(self.t, c);
+                self.app.drive_server(self.t, c);
             }
             self.server.poll(now, &mut self.server_out);
             for (dst, d) in std::mem::take(&mut self.server_out) {
@@ -450,29 +522,14 @@ impl World {
         if self.oversize_drops > 0 {
             m.insert("sim_oversize_drops".into(), self.oversize_drops as f64);
         }
-        if let (Some(start), Some(end), Some(summary), Some((sent, lost))) = (
-            self.upload.started,
-            self.receiver.last_byte,
-            self.upload.summary,
-            self.upload.stats,
-        ) {
-            let mut report = TransferReport::new(
-                Stack::Quinn,
-                Direction::Upload,
-                s.bytes,
-                end.saturating_sub(start),
-                SenderStats {
-                    sent_packets: sent,
-                    lost_packets: lost,
-                    retransmissions: lost,
-                    receiver_sent_packets: summary.sent_packets,
-                },
-            );
+        if let Some((duration, stats)) = self.app.report() {
+            let mut report =
+                TransferReport::new(Stack::Quinn, s.direction, s.bytes, duration, stats);
             report.sidekick = self.sdk.as_ref().map(SdkGlue::counters);
             if let Ok(j) = serde_json::to_value(&report) {
                 sidekick_lab::runner::add_client_json(&mut m, &j);
             }
-            sidekick_lab::runner::derive_metrics(&mut m, "upload");
+            sidekick_lab::runner::derive_metrics(&mut m, s.direction.name());
         }
         m
     }

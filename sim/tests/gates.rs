@@ -37,3 +37,23 @@ fn robin2_upload_zero_loss_within_2_percent() {
     eprintln!("robin-2-upload 0 %: sidekick {s:.3} vs e2e {e:.3} Mbit/s = {g:.3}x");
     assert!((g - 1.0).abs() <= 0.02, "sidekick/e2e goodput {g:.3}x");
 }
+
+/// Packrat WiFi (Packrat (CoNEXT '26) §7.2.1, Fig. 5a): 25 MB download, 4 % last-hop loss; the
+/// proxy's retransmissions and the client's ACK withholding give at least 2× the goodput, and
+/// withholding cuts the server's spurious retransmissions at least 10× (§7.3.1, Fig. 8a).
+#[test]
+fn packrat_wifi_gains_2x_and_withholding_cuts_spurious_retx_10x() {
+    let r = run_scenario("packrat-wifi", &[], 3, 1);
+    let (g, s, e) = ratio(&r, "sidekick", "e2e", "goodput_mbps");
+    eprintln!("packrat-wifi: sidekick {s:.3} vs e2e {e:.3} Mbit/s = {g:.2}x");
+    assert!(g >= 2.0, "sidekick/e2e goodput {g:.2}x < 2x");
+    let with = r.median("sidekick", "spurious_retx").unwrap_or(f64::NAN);
+    let without = r
+        .median("sidekick-no-withholding", "spurious_retx")
+        .unwrap_or(f64::NAN);
+    eprintln!("packrat-wifi: spurious_retx without / with withholding {without} / {with}");
+    assert!(
+        without >= 10.0 * with.max(1.0),
+        "spurious retransmissions without / with withholding: {without} / {with}"
+    );
+}
