@@ -87,6 +87,53 @@ pub fn udp_of(frame: &[u8]) -> Option<(SocketAddr, SocketAddr, &[u8])> {
     Some((u.src, u.dst, u.payload(frame)))
 }
 
+/// The Internet checksum (RFC 1071) of `b`.
+fn internet_checksum(b: &[u8]) -> u16 {
+    let mut sum: u32 = b
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// The kernel's answer to an ICMP echo request frame addressed to `own` (PEMI's calibration
+/// probes): the echo reply, Ethernet and IP addresses swapped; `None` for any other frame.
+pub fn icmp_echo_reply(frame: &[u8], own: Ipv4Addr) -> Option<Vec<u8>> {
+    let ip = frame.get(14..)?;
+    let hdr = ip.get(..20)?;
+    let ihl = usize::from(hdr[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([hdr[2], hdr[3]]));
+    if frame.get(12..14)? != [0x08, 0x00]
+        || hdr[0] >> 4 != 4
+        || ihl < 20
+        || hdr[9] != 1
+        || hdr[16..20] != own.octets()
+        || total > ip.len()
+        || total < ihl + 8
+        || ip[ihl] != 8
+    {
+        return None;
+    }
+    let mut r = frame[..14 + total].to_vec();
+    r.copy_within(0..6, 6);
+    r[..6].copy_from_slice(&frame[6..12]);
+    let (src, dst) = (14 + 12, 14 + 16);
+    r[src..src + 4].copy_from_slice(&hdr[16..20]);
+    r[dst..dst + 4].copy_from_slice(&hdr[12..16]);
+    r[14 + 10..14 + 12].fill(0);
+    let c = internet_checksum(&r[14..14 + ihl]);
+    r[14 + 10..14 + 12].copy_from_slice(&c.to_be_bytes());
+    let icmp = 14 + ihl;
+    r[icmp] = 0;
+    r[icmp + 2..icmp + 4].fill(0);
+    let c = internet_checksum(&r[icmp..14 + total]);
+    r[icmp + 2..icmp + 4].copy_from_slice(&c.to_be_bytes());
+    Some(r)
+}
+
 /// Packet and byte counters of one interface, as `ip -s link` reports them (frame bytes without
 /// the FCS).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -211,6 +258,43 @@ mod tests {
         rewrite_macs(&mut g, mac::AP_WAN, mac::SERVER);
         assert_eq!(&g[..6], &mac::SERVER);
         assert_eq!(udp_of(&g).unwrap().2, b"hello");
+    }
+
+    #[test]
+    fn echo_requests_are_answered() {
+        // An echo request from the server to the client, as PEMI's probes are built.
+        let mut f = vec![0u8; 14];
+        f[..6].copy_from_slice(&mac::CLIENT);
+        f[6..12].copy_from_slice(&mac::SERVER);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&36u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 1;
+        ip[12..16].copy_from_slice(&SERVER_IP.octets());
+        ip[16..20].copy_from_slice(&CLIENT_IP.octets());
+        let c = internet_checksum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&ip);
+        let mut icmp = [
+            8u8, 0, 0, 0, 0, 7, 0, 1, b'S', b'K', b'P', b'E', b'M', b'I', b'0', b'1',
+        ];
+        let c = internet_checksum(&icmp);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&icmp);
+        assert!(icmp_echo_reply(&f, SERVER_IP).is_none(), "not ours");
+        let r = icmp_echo_reply(&f, CLIENT_IP).unwrap();
+        assert_eq!(&r[..6], &mac::SERVER);
+        assert_eq!(&r[26..30], &CLIENT_IP.octets());
+        assert_eq!(r[34], 0, "echo reply");
+        assert_eq!(internet_checksum(&r[14..34]), 0);
+        assert_eq!(internet_checksum(&r[34..]), 0);
+        assert_eq!(&r[42..], b"SKPEMI01");
+        assert!(
+            icmp_echo_reply(&r, SERVER_IP).is_none(),
+            "a reply is not answered"
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! that changes to the core's interface touch one place.
 //!
 //! What stands in for the daemon's I/O (proxy/src/daemon.rs):
-//! - capture (`--mode sniff --interface lan0 --faces client`): frames the ap receives on lan0 are
+//! - bridging (`--mode bridge --client-interface lan0 --server-interface wan0`, PEMI): every
+//!   frame between the ap's ports passes the core, which may delay it ([`Verdict::Delay`]);
+//! - sniffing (`--mode sniff --interface lan0 --faces client`): frames the ap receives on lan0 are
 //!   [`Direction::FromClient`], frames it sends on lan0 (forwarded from the wan, or from its own
 //!   sidekick socket) are [`Direction::ToClient`]; injected frames are not captured again (the
 //!   kernel does not hand a packet socket its own frames);
@@ -92,18 +94,21 @@ pub fn parse_args(args: &[String]) -> Result<Config, ProxyArgError> {
     })?;
     cfg.validate()
         .map_err(|e| ProxyArgError::Config(e.to_string()))?;
-    match (cfg.mode, cfg.faces, cfg.interface.as_str()) {
-        (Mode::Sniff, Faces::Client, "lan0") => {}
-        _ => {
-            return Err(ProxyArgError::NotModelled(format!(
-                "--mode {:?} --faces {:?} --interface {} (the simulator models sniffing lan0 \
-                 facing the client)",
-                cfg.mode, cfg.faces, cfg.interface
-            )));
-        }
-    }
-    if cfg.pemi {
-        return Err(ProxyArgError::NotModelled("--pemi".into()));
+    let modelled = match cfg.mode {
+        Mode::Sniff => cfg.faces == Faces::Client && cfg.interface == "lan0",
+        Mode::Bridge => cfg.client_interface == "lan0" && cfg.server_interface == "wan0",
+    };
+    if !modelled {
+        return Err(ProxyArgError::NotModelled(format!(
+            "--mode {:?} on {} (the simulator models sniffing lan0 facing the client, and \
+             bridging lan0 to wan0)",
+            cfg.mode,
+            if cfg.mode == Mode::Sniff {
+                cfg.interface.clone()
+            } else {
+                format!("{} / {}", cfg.client_interface, cfg.server_interface)
+            }
+        )));
     }
     Ok(cfg)
 }
@@ -123,12 +128,27 @@ pub enum ProxyOut {
         /// Payload.
         bytes: Vec<u8>,
     },
-    /// Send a frame on the capture interface (towards the client); not captured again.
-    Inject(Vec<u8>),
+    /// Send a frame on a capture interface; not captured again.
+    Inject {
+        /// Towards the client (sniffing: always; bridging: by the frame's direction).
+        to_client: bool,
+        /// The frame.
+        frame: Vec<u8>,
+    },
+}
+
+/// What happens to a captured frame in bridge mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Forward now (always, when sniffing: the kernel forwards).
+    Forward,
+    /// Forward no earlier than this (PEMI's bounded reply delay).
+    Delay(Instant),
 }
 
 /// The simulated proxy.
 pub struct ProxyNode {
+    bridge: bool,
     core: ProxyCore<ProtocolSessions>,
     listen: SocketAddr,
     actions: Vec<Action>,
@@ -172,11 +192,17 @@ impl ProxyNode {
         let core = ProxyCore::new(core_cfg, ProtocolSessions::new(policy), hash_key)
             .with_pemi(cfg.pemi_config());
         Self {
+            bridge: cfg.mode == Mode::Bridge,
             core,
             listen: cfg.sidekick_listen,
             actions: Vec::new(),
             next_housekeeping: None,
         }
+    }
+
+    /// Whether the proxy bridges the ap's interfaces (it forwards every frame itself).
+    pub fn bridges(&self) -> bool {
+        self.bridge
     }
 
     /// The sidekick socket's address.
@@ -189,8 +215,11 @@ impl ProxyNode {
             match a {
                 Action::SendSidekick { to, bytes } => out.push(ProxyOut::Sidekick { to, bytes }),
                 // Sniffing: injected frames leave on the capture interface whatever their
-                // direction (daemon.rs).
-                Action::Inject { frame, .. } => out.push(ProxyOut::Inject(frame)),
+                // direction (daemon.rs); bridging: on the interface their direction leads to.
+                Action::Inject { dir, frame } => out.push(ProxyOut::Inject {
+                    to_client: !self.bridge || dir == Direction::ToClient,
+                    frame,
+                }),
                 Action::Message(_) | Action::Forward | Action::Delay { .. } => {}
             }
         }
@@ -203,25 +232,28 @@ impl ProxyNode {
     }
 
     /// A frame crossed the capture interface at `now` (`from_client`: received from the client
-    /// side; else sent towards it).
+    /// side; else sent towards it). The verdict matters in bridge mode only.
     pub fn on_frame(
         &mut self,
         now: Instant,
         from_client: bool,
         frame: &[u8],
         out: &mut Vec<ProxyOut>,
-    ) {
+    ) -> Verdict {
         self.arm_housekeeping(now);
         let dir = if from_client {
             Direction::FromClient
         } else {
             Direction::ToClient
         };
-        // Sniff mode: the kernel forwards the frame whatever the verdict.
-        let _verdict = self
+        let verdict = self
             .core
             .on_frame(now, dir, frame, FrameMeta::default(), &mut self.actions);
         self.drain(out);
+        match verdict {
+            Action::Delay { until } if self.bridge => Verdict::Delay(until),
+            _ => Verdict::Forward,
+        }
     }
 
     /// A datagram reached the sidekick socket.

@@ -95,12 +95,10 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
         }
     }
     if let Some(topo) = t.get("topology").and_then(toml::Value::as_table) {
-        for (k, v) in topo {
-            if k != "ap" || v.as_str() != Some("router") {
-                return Err(not_modelled(
-                    format!("topology.{k}"),
-                    "the simulated ap routes (bridged aps are not modelled)",
-                ));
+        for k in topo.keys() {
+            // `ap` itself (router or bridge) is checked by the lab's parser.
+            if k != "ap" {
+                return Err(not_modelled(format!("topology.{k}"), "unknown key"));
             }
         }
     }
@@ -225,12 +223,19 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
                     &format!("`{prog}` (the simulator runs the sidekick-proxy core)"),
                 ));
             }
-            Some(
-                proxy_node::parse_args(rest).map_err(|e| SimScenarioError::Proxy {
-                    variant: v.name.clone(),
-                    source: e,
-                })?,
-            )
+            let cfg = proxy_node::parse_args(rest).map_err(|e| SimScenarioError::Proxy {
+                variant: v.name.clone(),
+                source: e,
+            })?;
+            let bridging = cfg.mode == sidekick_proxy::config::Mode::Bridge;
+            if bridging != vs.ap_bridge {
+                return Err(not_modelled(
+                    format!("variants.{}.proxy", v.name),
+                    "a bridging proxy needs topology.ap = \"bridge\" and a sniffing one a \
+                     routing ap",
+                ));
+            }
+            Some(cfg)
         }
     };
     let direction = if vs.app.direction == "upload" {
@@ -240,6 +245,7 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
     };
     Ok(TrialSetup {
         direction,
+        ap_bridge: vs.ap_bridge,
         wan: vs.wan,
         lan: vs.lan,
         bytes: vs.app.bytes,
@@ -292,7 +298,7 @@ client_args = ["--sidekick", "--sidekick-quack-threshold", "12"]
             ("app.http3=true", "app.http3"),
             ("app.frobs=3", "app.frobs"),
             ("colour=blue", "colour"),
-            ("topology.ap=bridge", "topology.ap"),
+            ("topology.wires=3", "topology.wires"),
         ] {
             let s = Scenario::parse(S, &[set.into()]).unwrap();
             let e = check_keys(&s).unwrap_err().to_string();

@@ -29,7 +29,7 @@ use crate::net::{
     self, Hop, IfCounters, Links, MAX_FRAME, client_addr, client_sidekick_addr, mac, server_addr,
     udp_frame, udp_of,
 };
-use crate::proxy_node::{ProxyNode, ProxyOut};
+use crate::proxy_node::{ProxyNode, ProxyOut, Verdict};
 use crate::quic::{self, Peer, QuicError};
 use crate::sched::{Clock, Scheduler};
 use crate::sdk::{Out, SdkGlue};
@@ -48,6 +48,8 @@ pub struct TrialSetup {
     pub bytes: u64,
     /// Virtual-time limit of the transfer.
     pub timeout: Duration,
+    /// The ap bridges its ports (`topology.ap = "bridge"`) instead of routing.
+    pub ap_bridge: bool,
     /// The proxy on the ap, if the variant runs one.
     pub proxy: Option<ProxyConfig>,
     /// The client's sidekick session, if the variant runs the SDK (`--sidekick`).
@@ -74,7 +76,11 @@ const CLIENT_TIMER: usize = 4;
 const SERVER_TIMER: usize = 5;
 const SDK_TIMER: usize = 6;
 const PROXY_TIMER: usize = 7;
-const COMPONENTS: usize = 8;
+const DELAYED: usize = 8;
+const COMPONENTS: usize = 9;
+/// Frames the bridging proxy holds for PEMI's reply delay at most (daemon.rs `DELAY_CAP`); beyond
+/// it frames are forwarded at once.
+const DELAY_CAP: usize = 4096;
 /// A runaway guard: far more events than any scenario needs.
 const MAX_EVENTS: u64 = 200_000_000;
 
@@ -171,6 +177,12 @@ struct World {
     sdk_out: Vec<Out>,
     proxy_out: Vec<ProxyOut>,
     oversize_drops: u64,
+    /// Bridged ap: frames go client ↔ server at layer 2, through the proxy when it bridges.
+    bridge: bool,
+    /// Frames the bridging proxy delays: (release time, towards the client, frame), FIFO.
+    delayed: std::collections::VecDeque<(Duration, bool, Vec<u8>)>,
+    /// The timer component that ran last, at the current instant.
+    just_ran: Option<usize>,
 }
 
 /// Runs one trial.
@@ -260,6 +272,9 @@ impl World {
             sdk_out: Vec::new(),
             proxy_out: Vec::new(),
             oversize_drops: 0,
+            bridge: s.ap_bridge,
+            delayed: std::collections::VecDeque::new(),
+            just_ran: None,
         })
     }
 
@@ -270,6 +285,7 @@ impl World {
     /// Runs until the client is done or the time limit; returns the error and the event count.
     fn run(&mut self, timeout: Duration) -> (Option<String>, u64) {
         let mut events = 0u64;
+        let mut same_instant = 0u32;
         self.settle();
         loop {
             if self.app.done() && self.client_closed() {
@@ -285,9 +301,25 @@ impl World {
             if events > MAX_EVENTS {
                 return (Some("event limit reached".into()), events);
             }
+            if t <= self.t {
+                same_instant += 1;
+                if same_instant > 100_000 {
+                    return (
+                        Some(format!(
+                            "simulation stuck at {:?}: component {k} keeps its deadline",
+                            self.t
+                        )),
+                        events,
+                    );
+                }
+            } else {
+                same_instant = 0;
+            }
             self.t = self.t.max(t);
             self.step(k);
+            self.just_ran = Some(k);
             self.settle();
+            self.just_ran = None;
         }
         (self.app.error(), events)
     }
@@ -318,11 +350,18 @@ impl World {
                 }
                 self.send_sdk_out();
             }
-            _ => {
+            PROXY_TIMER => {
                 if let Some(p) = self.proxy.as_mut() {
                     p.on_timeout(now, &mut self.proxy_out);
                 }
                 self.handle_proxy_out();
+            }
+            _ => {
+                while self.delayed.front().is_some_and(|d| d.0 <= self.t) {
+                    if let Some((_, to_client, f)) = self.delayed.pop_front() {
+                        self.bridge_out(to_client, f);
+                    }
+                }
             }
         }
     }
@@ -372,16 +411,34 @@ impl World {
             self.sched.set(i, due);
         }
         let t = self.t;
-        let off = |c: Clock, i: Option<Instant>| i.map(|i| c.offset(i).max(t));
+        // A timer still due right after it ran (a component that acts only once the clock has
+        // passed its deadline, as PEMI's flowlet timers do) runs again a microsecond later, as a
+        // real-time loop would soon after; otherwise virtual time would stand still.
+        let just_ran = self.just_ran;
         let c = self.clock;
-        let ct = off(c, self.client.poll_timeout());
+        let off = |k: usize, i: Option<Instant>| {
+            i.map(|i| {
+                let d = c.offset(i).max(t);
+                if just_ran == Some(k) && d <= t {
+                    t + Duration::from_micros(1)
+                } else {
+                    d
+                }
+            })
+        };
+        let ct = off(CLIENT_TIMER, self.client.poll_timeout());
         self.sched.set(CLIENT_TIMER, ct);
-        let st = off(c, self.server.poll_timeout());
+        let st = off(SERVER_TIMER, self.server.poll_timeout());
         self.sched.set(SERVER_TIMER, st);
-        let kt = off(c, self.sdk.as_ref().and_then(SdkGlue::poll_timeout));
+        let kt = off(SDK_TIMER, self.sdk.as_ref().and_then(SdkGlue::poll_timeout));
         self.sched.set(SDK_TIMER, kt);
-        let pt = off(c, self.proxy.as_ref().and_then(ProxyNode::next_timeout));
+        let pt = off(
+            PROXY_TIMER,
+            self.proxy.as_ref().and_then(ProxyNode::next_timeout),
+        );
         self.sched.set(PROXY_TIMER, pt);
+        let dt = self.delayed.front().map(|d| d.0.max(t));
+        self.sched.set(DELAYED, dt);
     }
 
     fn send_sdk_out(&mut self) {
@@ -394,7 +451,12 @@ impl World {
     }
 
     fn client_send(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
-        let f = udp_frame(mac::CLIENT, mac::AP_LAN, src, dst, payload);
+        let next = if self.bridge {
+            mac::SERVER
+        } else {
+            mac::AP_LAN
+        };
+        let f = udp_frame(mac::CLIENT, next, src, dst, payload);
         if f.len() > MAX_FRAME {
             self.oversize_drops += 1;
             return;
@@ -404,7 +466,12 @@ impl World {
     }
 
     fn server_send(&mut self, dst: SocketAddr, payload: &[u8]) {
-        let f = udp_frame(mac::SERVER, mac::AP_WAN, server_addr(), dst, payload);
+        let next = if self.bridge {
+            mac::CLIENT
+        } else {
+            mac::AP_WAN
+        };
+        let f = udp_frame(mac::SERVER, next, server_addr(), dst, payload);
         if f.len() > MAX_FRAME {
             self.oversize_drops += 1;
             return;
@@ -413,9 +480,42 @@ impl World {
         self.links.hop(Hop::WanDown).offer(self.t, f);
     }
 
+    /// Bridged ap: the frame passes the bridging proxy (which may delay it) or the kernel bridge.
+    fn bridge_in(&mut self, from_client: bool, frame: Vec<u8>) {
+        let now = self.now();
+        let mut verdict = Verdict::Forward;
+        if let Some(p) = self.proxy.as_mut()
+            && p.bridges()
+        {
+            verdict = p.on_frame(now, from_client, &frame, &mut self.proxy_out);
+        }
+        self.handle_proxy_out();
+        match verdict {
+            Verdict::Delay(until) if self.delayed.len() < DELAY_CAP => {
+                let at = self.clock.offset(until).max(self.t);
+                self.delayed.push_back((at, !from_client, frame));
+            }
+            _ => self.bridge_out(!from_client, frame),
+        }
+    }
+
+    fn bridge_out(&mut self, to_client: bool, frame: Vec<u8>) {
+        if to_client {
+            self.ifs.ap_lan0.tx(frame.len());
+            self.links.hop(Hop::LanDown).offer(self.t, frame);
+        } else {
+            self.ifs.ap_wan0.tx(frame.len());
+            self.links.hop(Hop::WanUp).offer(self.t, frame);
+        }
+    }
+
     fn ap_from_lan(&mut self, mut frame: Vec<u8>) {
         let now = self.now();
         self.ifs.ap_lan0.rx(frame.len());
+        if self.bridge {
+            self.bridge_in(true, frame);
+            return;
+        }
         if let Some(p) = self.proxy.as_mut() {
             p.on_frame(now, true, &frame, &mut self.proxy_out);
         }
@@ -439,6 +539,10 @@ impl World {
 
     fn ap_from_wan(&mut self, mut frame: Vec<u8>) {
         self.ifs.ap_wan0.rx(frame.len());
+        if self.bridge {
+            self.bridge_in(false, frame);
+            return;
+        }
         if udp_of(&frame).is_some_and(|(_, d, _)| d.ip() == net::CLIENT_IP) {
             net::rewrite_macs(&mut frame, mac::AP_LAN, mac::CLIENT);
             self.ap_lan_egress(frame, true);
@@ -449,7 +553,7 @@ impl World {
     fn ap_lan_egress(&mut self, frame: Vec<u8>, capture: bool) {
         if capture && let Some(p) = self.proxy.as_mut() {
             let now = self.clock.at(self.t);
-            p.on_frame(now, false, &frame, &mut self.proxy_out);
+            let _ = p.on_frame(now, false, &frame, &mut self.proxy_out);
         }
         self.ifs.ap_lan0.tx(frame.len());
         self.links.hop(Hop::LanDown).offer(self.t, frame);
@@ -465,7 +569,13 @@ impl World {
                         let f = udp_frame(mac::AP_LAN, mac::CLIENT, from, to, &bytes);
                         self.ap_lan_egress(f, true);
                     }
-                    ProxyOut::Inject(f) => self.ap_lan_egress(f, false),
+                    ProxyOut::Inject { to_client, frame } => {
+                        if self.bridge {
+                            self.bridge_out(to_client, frame);
+                        } else {
+                            self.ap_lan_egress(frame, false);
+                        }
+                    }
                 }
             }
         }
@@ -475,6 +585,11 @@ impl World {
         let now = self.now();
         self.ifs.cli0.rx(frame.len());
         let Some((src, dst, payload)) = udp_of(frame) else {
+            // The client's kernel answers echo requests (PEMI's calibration probes).
+            if let Some(r) = net::icmp_echo_reply(frame, net::CLIENT_IP) {
+                self.ifs.cli0.tx(r.len());
+                self.links.hop(Hop::LanUp).offer(self.t, r);
+            }
             return;
         };
         if dst == client_sidekick_addr() {

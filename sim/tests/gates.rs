@@ -57,3 +57,19 @@ fn packrat_wifi_gains_2x_and_withholding_cuts_spurious_retx_10x() {
         "spurious retransmissions without / with withholding: {without} / {with}"
     );
 }
+
+/// PEMI file download (PEMI §6.2.1, Fig. 9): 5 MB over a 1 % lossy last hop, the proxy in
+/// transparent mode on a bridged ap; at least 2× the goodput, and the proxy's own packets stay
+/// within PEMI's 10 % budget (§4.6).
+#[test]
+fn pemi_file_gains_2x() {
+    let r = run_scenario("pemi-file", &[], 3, 1);
+    let (g, s, e) = ratio(&r, "pemi", "e2e", "goodput_mbps");
+    eprintln!("pemi-file: pemi {s:.3} vs e2e {e:.3} Mbit/s = {g:.2}x");
+    assert!(g >= 2.0, "pemi/e2e goodput {g:.2}x < 2x");
+    let amp = r.median("pemi", "retx_amplification").unwrap_or(f64::NAN);
+    assert!(
+        (1.0..=1.1).contains(&amp),
+        "retransmission amplification {amp}"
+    );
+}
