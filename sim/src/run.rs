@@ -1,0 +1,171 @@
+//! Runs a scenario's variants in virtual time and reports them with the lab's JSON layout
+//! (`sidekick_lab::runner::RunResult`: per-trial metrics, per-variant median/IQR).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use sidekick_lab::runner::{RunResult, Trial, VariantResult};
+use sidekick_lab::scenario::Scenario;
+use sidekick_lab::stats::summarize;
+
+use crate::scenario::{self, SimScenarioError};
+use crate::trial::{TrialSetup, run_trial};
+
+/// Options of a simulated run.
+#[derive(Debug, Clone, Copy)]
+pub struct SimOptions {
+    /// Override of the scenario's trial count.
+    pub trials: Option<usize>,
+    /// The run's seed: the same seed gives the same results, byte for byte.
+    pub seed: u64,
+    /// Print one line per trial to stderr.
+    pub progress: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            trials: None,
+            seed: 1,
+            progress: false,
+        }
+    }
+}
+
+/// A simulated run: the lab's result layout with `link_backend = "simulated"` and the seed.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Scenario description.
+    pub description: String,
+    /// The scenario table after `--set` overrides.
+    pub settings: serde_json::Value,
+    /// Always `simulated`.
+    pub link_backend: &'static str,
+    /// The seed of the run.
+    pub seed: u64,
+    /// Link checks (none: the simulated links are the model itself).
+    pub link_checks: Vec<serde_json::Value>,
+    /// Per-variant results, in scenario order.
+    pub variants: Vec<VariantResult>,
+}
+
+impl SimResult {
+    /// The same results as the lab's type (for its tables and comparisons).
+    pub fn as_lab(&self) -> RunResult {
+        RunResult {
+            scenario: self.scenario.clone(),
+            description: self.description.clone(),
+            settings: self.settings.clone(),
+            link_backend: sidekick_lab::netem::LinkBackend::default(),
+            link_checks: Vec::new(),
+            variants: self.variants.clone(),
+        }
+    }
+
+    /// The median of `metric` for `variant`, if it ran.
+    pub fn median(&self, variant: &str, metric: &str) -> Option<f64> {
+        self.variants
+            .iter()
+            .find(|v| v.name == variant)?
+            .summary
+            .get(metric)
+            .map(|s| s.median)
+    }
+}
+
+/// Mixes the run seed and a trial index into a seed (splitmix64).
+fn mix(seed: u64, i: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Runs `scn`: every variant in alternation, trial by trial; a trial's seeds are the same for
+/// every variant (the links draw the same losses for the same packet sequence, as in the lab).
+pub fn run(scn: &Scenario, opts: &SimOptions) -> Result<SimResult, SimScenarioError> {
+    scenario::check_keys(scn)?;
+    let trials = opts.trials.unwrap_or(scn.trials).max(1);
+    let skipped = scenario::skip_reason(scn);
+    let mut setups: Vec<Option<TrialSetup>> = Vec::new();
+    let mut results: Vec<VariantResult> = Vec::new();
+    for v in &scn.variants {
+        let vs = scn.for_variant(v)?;
+        scenario::check_keys(&vs)?;
+        let setup = scenario::setup_for(&vs, v)?;
+        let skip = skipped.clone().or_else(|| scenario::skip_reason(&vs));
+        setups.push(skip.is_none().then_some(setup));
+        results.push(VariantResult {
+            name: v.name.clone(),
+            skipped: skip,
+            trials: Vec::new(),
+            summary: BTreeMap::new(),
+        });
+    }
+    for t in 0..trials {
+        for (i, setup) in setups.iter().enumerate() {
+            let Some(setup) = setup else { continue };
+            let mut s = setup.clone();
+            s.link_seed = mix(opts.seed, 2 * t as u64);
+            s.stack_seed = mix(opts.seed, 2 * t as u64 + 1);
+            let out = run_trial(&s);
+            let trial = Trial {
+                trial: t,
+                metrics: out.metrics,
+                error: out.error,
+            };
+            if opts.progress {
+                let g = trial
+                    .metrics
+                    .get("goodput_mbps")
+                    .map_or_else(|| "-".into(), |g| format!("{g:.2} Mbit/s"));
+                eprintln!(
+                    "[{}/{}] {:<12} {}{}",
+                    t + 1,
+                    trials,
+                    results[i].name,
+                    g,
+                    trial
+                        .error
+                        .as_deref()
+                        .map(|e| format!("  error: {e}"))
+                        .unwrap_or_default()
+                );
+            }
+            results[i].trials.push(trial);
+        }
+    }
+    for r in &mut results {
+        let mut keys: Vec<String> = r
+            .trials
+            .iter()
+            .flat_map(|t| t.metrics.keys().cloned())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            let vals: Vec<f64> = r
+                .trials
+                .iter()
+                .filter(|t| t.error.is_none())
+                .filter_map(|t| t.metrics.get(&k).copied())
+                .collect();
+            if let Some(s) = summarize(&vals) {
+                r.summary.insert(k, s);
+            }
+        }
+    }
+    Ok(SimResult {
+        scenario: scn.name.clone(),
+        description: scn.description.clone(),
+        settings: serde_json::to_value(&scn.table).unwrap_or_default(),
+        link_backend: "simulated",
+        seed: opts.seed,
+        link_checks: Vec::new(),
+        variants: results,
+    })
+}

@@ -1,0 +1,47 @@
+//! Shared helpers of the simulator's tests: the lab's scenario files, run in virtual time.
+
+use sidekick_lab::scenario::Scenario;
+use sidekick_sim::run::{SimOptions, SimResult, run};
+
+/// Runs the lab scenario `name` with overrides.
+pub fn run_scenario(name: &str, sets: &[&str], trials: usize, seed: u64) -> SimResult {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../interop/scenarios")
+        .join(format!("{name}.toml"));
+    let sets: Vec<String> = sets.iter().map(|s| (*s).to_string()).collect();
+    let scn = Scenario::load(&path, &sets).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let r = run(
+        &scn,
+        &SimOptions {
+            trials: Some(trials),
+            seed,
+            progress: false,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    for v in &r.variants {
+        assert!(v.skipped.is_none(), "{}: skipped: {:?}", v.name, v.skipped);
+        for t in &v.trials {
+            assert!(
+                t.error.is_none(),
+                "{} trial {}: {:?}",
+                v.name,
+                t.trial,
+                t.error
+            );
+        }
+    }
+    r
+}
+
+/// The ratio of two variants' medians of `metric` (and the two medians).
+#[allow(dead_code)] // each test binary compiles this module; not all use every helper
+pub fn ratio(r: &SimResult, a: &str, b: &str, metric: &str) -> (f64, f64, f64) {
+    let x = r
+        .median(a, metric)
+        .unwrap_or_else(|| panic!("{a}: no {metric}"));
+    let y = r
+        .median(b, metric)
+        .unwrap_or_else(|| panic!("{b}: no {metric}"));
+    (x / y, x, y)
+}
