@@ -594,7 +594,8 @@ impl<S: SessionLayer> ProxyCore<S> {
         while let Some(ev) = self.sessions.poll_event() {
             self.on_event(now, ev);
         }
-        while let Some(d) = self.deadlines.pop_due(now) {
+        let mark = self.deadlines.mark();
+        while let Some(d) = self.deadlines.pop_due(now, mark) {
             let Some(e) = self.table.get_mut(&d.key) else {
                 continue;
             };

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use sidekick_protocol::ProxyPolicy;
 use sidekick_proxy::config::{Config, Faces, Mode};
-use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
-use sidekick_proxy::engine::{Action, Direction};
+use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit};
+use sidekick_proxy::engine::Direction;
 use sidekick_proxy::flow::FlowTableConfig;
 use sidekick_proxy::packet::LinkType;
 use sidekick_proxy::session::ProtocolSessions;
@@ -151,8 +151,6 @@ pub struct ProxyNode {
     bridge: bool,
     core: ProxyCore<ProtocolSessions>,
     listen: SocketAddr,
-    actions: Vec<Action>,
-    next_housekeeping: Option<Instant>,
 }
 
 impl std::fmt::Debug for ProxyNode {
@@ -187,6 +185,7 @@ impl ProxyNode {
             },
             track_unassisted: cfg.track_unassisted,
             max_flow_memory: cfg.max_flow_memory,
+            memory_budget: cfg.memory_budget,
             ..CoreConfig::default()
         };
         let core = ProxyCore::new(core_cfg, ProtocolSessions::new(policy), hash_key)
@@ -195,8 +194,6 @@ impl ProxyNode {
             bridge: cfg.mode == Mode::Bridge,
             core,
             listen: cfg.sidekick_listen,
-            actions: Vec::new(),
-            next_housekeeping: None,
         }
     }
 
@@ -211,23 +208,16 @@ impl ProxyNode {
     }
 
     fn drain(&mut self, out: &mut Vec<ProxyOut>) {
-        for a in self.actions.drain(..) {
-            match a {
-                Action::SendSidekick { to, bytes } => out.push(ProxyOut::Sidekick { to, bytes }),
+        while let Some(t) = self.core.poll_transmit() {
+            match t {
+                Transmit::Sidekick { to, bytes } => out.push(ProxyOut::Sidekick { to, bytes }),
                 // Sniffing: injected frames leave on the capture interface whatever their
                 // direction (daemon.rs); bridging: on the interface their direction leads to.
-                Action::Inject { dir, frame } => out.push(ProxyOut::Inject {
+                Transmit::Inject { dir, frame } => out.push(ProxyOut::Inject {
                     to_client: !self.bridge || dir == Direction::ToClient,
                     frame,
                 }),
-                Action::Message(_) | Action::Forward | Action::Delay { .. } => {}
             }
-        }
-    }
-
-    fn arm_housekeeping(&mut self, now: Instant) {
-        if self.next_housekeeping.is_none() {
-            self.next_housekeeping = Some(now + Duration::from_secs(1));
         }
     }
 
@@ -240,7 +230,6 @@ impl ProxyNode {
         frame: &[u8],
         out: &mut Vec<ProxyOut>,
     ) -> Verdict {
-        self.arm_housekeeping(now);
         let dir = if from_client {
             Direction::FromClient
         } else {
@@ -248,10 +237,10 @@ impl ProxyNode {
         };
         let verdict = self
             .core
-            .on_frame(now, dir, frame, FrameMeta::default(), &mut self.actions);
+            .handle_frame(now, dir, frame, FrameMeta::default());
         self.drain(out);
         match verdict {
-            Action::Delay { until } if self.bridge => Verdict::Delay(until),
+            sidekick_proxy::core::Verdict::Delay { until } if self.bridge => Verdict::Delay(until),
             _ => Verdict::Forward,
         }
     }
@@ -264,26 +253,18 @@ impl ProxyNode {
         bytes: &[u8],
         out: &mut Vec<ProxyOut>,
     ) {
-        self.arm_housekeeping(now);
-        self.core.on_sidekick(now, from, bytes, &mut self.actions);
+        self.core.handle_sidekick(now, from, bytes);
         self.drain(out);
     }
 
     /// The next time [`Self::on_timeout`] must run.
     pub fn next_timeout(&self) -> Option<Instant> {
-        match (self.core.next_timeout(), self.next_housekeeping) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.core.poll_timeout()
     }
 
-    /// Runs the timers due at `now`, and the once-a-second flow expiry.
+    /// Runs the timers due at `now` (engine cadences and idle expiry).
     pub fn on_timeout(&mut self, now: Instant, out: &mut Vec<ProxyOut>) {
-        self.core.on_timeout(now, &mut self.actions);
-        if self.next_housekeeping.is_some_and(|t| t <= now) {
-            self.core.expire(now);
-            self.next_housekeeping = Some(now + Duration::from_secs(1));
-        }
+        self.core.handle_timeout(now);
         self.drain(out);
     }
 

@@ -170,10 +170,21 @@ impl DeadlineIndex {
         }
     }
 
-    /// The next deadline due at `now`, removed from the index: engine deadlines in time order,
-    /// then idle deadlines (which are due to within a slot).
-    pub fn pop_due(&mut self, now: Instant) -> Option<Deadline> {
-        if self.heap.peek().is_some_and(|Reverse(d)| d.at <= now) {
+    /// A mark of the entries registered so far (see [`DeadlineIndex::pop_due`]).
+    pub fn mark(&self) -> u64 {
+        self.seq
+    }
+
+    /// The next deadline due at `now` and registered no later than `mark`, removed from the
+    /// index: engine deadlines in time order, then idle deadlines (due to within a slot). The
+    /// mark bounds one round of timer work: an engine that re-arms a deadline already due runs
+    /// again in the next round, never in a loop within this one.
+    pub fn pop_due(&mut self, now: Instant, mark: u64) -> Option<Deadline> {
+        if self
+            .heap
+            .peek()
+            .is_some_and(|Reverse(d)| d.at <= now && d.seq <= mark)
+        {
             self.popped += 1;
             return self.heap.pop().map(|Reverse(d)| d);
         }
@@ -215,14 +226,18 @@ mod tests {
             d.push(t0 + Duration::from_millis(ms), key(i), 0, TimerKind::Engine);
         }
         assert_eq!(d.next(), Some(t0 + Duration::from_millis(10)));
-        let due: Vec<u16> = std::iter::from_fn(|| d.pop_due(t0 + Duration::from_millis(20)))
-            .map(|e| e.key.client.port())
-            .collect();
+        let due: Vec<u16> =
+            std::iter::from_fn(|| d.pop_due(t0 + Duration::from_millis(20), u64::MAX))
+                .map(|e| e.key.client.port())
+                .collect();
         // Equal deadlines fire in insertion order.
         assert_eq!(due, [2, 4, 3]);
         assert_eq!(d.len(), 1);
         assert_eq!(d.popped, 3);
-        assert!(d.pop_due(t0 + Duration::from_millis(29)).is_none());
+        assert!(
+            d.pop_due(t0 + Duration::from_millis(29), u64::MAX)
+                .is_none()
+        );
     }
 
     #[test]
@@ -234,12 +249,14 @@ mod tests {
         d.push(t0 + Duration::from_secs(1000), key(2), 0, TimerKind::Idle);
         let next = d.next().unwrap();
         assert!(next >= at && next <= at + WHEEL_SLOT, "{:?}", next - at);
-        assert!(d.pop_due(at).is_none());
-        let e = d.pop_due(next).unwrap();
+        assert!(d.pop_due(at, u64::MAX).is_none());
+        let e = d.pop_due(next, u64::MAX).unwrap();
         assert_eq!(e.key, key(1));
-        assert!(d.pop_due(next).is_none());
+        assert!(d.pop_due(next, u64::MAX).is_none());
         // Beyond the wheel's span: handed out early, at its last slot, for the owner to re-check.
-        let e = d.pop_due(at + WHEEL_SLOT * WHEEL_SLOTS as u32).unwrap();
+        let e = d
+            .pop_due(at + WHEEL_SLOT * WHEEL_SLOTS as u32, u64::MAX)
+            .unwrap();
         assert_eq!(e.key, key(2));
         assert_eq!(d.len(), 0);
         assert_eq!(d.next(), None);

@@ -282,8 +282,10 @@ impl Flowlets {
                 self.list.pop_front();
                 continue;
             };
-            let closed = self.list.len() > 1 || now.saturating_duration_since(end) > timeout;
-            if closed && now > end + rtt + margin + slack {
+            // At the deadline `next_deadline` announces, not only after it: a timer that fires
+            // at its deadline must make progress (virtual time would otherwise stand still).
+            let closed = self.list.len() > 1 || now.saturating_duration_since(end) >= timeout;
+            if closed && now >= end + rtt + margin + slack {
                 if let Some(f) = self.list.pop_front() {
                     self.buffered -= f.buffered();
                     out.push(f);
