@@ -69,6 +69,10 @@ fn budget_caps_a_stuck_window_attack() {
         ..PackratConfig::default()
     };
     let (fwd, inj, _) = stuck_window_attack(open, 500);
+    eprintln!(
+        "stuck-window attack, 500 eACKs, unbudgeted: {inj} bytes retransmitted for {fwd} forwarded ({:.1}x)",
+        inj as f64 / fwd as f64
+    );
     assert!(
         inj > 30 * fwd,
         "unbudgeted: {inj} bytes injected for {fwd} forwarded"
