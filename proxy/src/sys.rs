@@ -642,3 +642,26 @@ pub fn thread_cpu_time() -> std::time::Duration {
     }
     std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_layout_refuses_overflow_instead_of_wrapping() {
+        let ok = RingOptions::default().layout().unwrap();
+        assert_eq!(ok, (64 * 512, 64 << 20));
+        // 512 frames per 1 MiB block × 2^32−1 blocks overflows u32 (it used to wrap, or panic in
+        // a debug build).
+        let huge = RingOptions {
+            block_nr: u32::MAX,
+            ..RingOptions::default()
+        };
+        assert!(huge.layout().is_err());
+        let zero = RingOptions {
+            frame_size: 0,
+            ..RingOptions::default()
+        };
+        assert!(zero.layout().is_err());
+    }
+}
