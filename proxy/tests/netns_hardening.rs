@@ -472,4 +472,40 @@ fn bridge_fails_open_when_the_worker_dies_or_hangs() {
     }
     assert!(sup.try_wait().unwrap().is_some_and(|s| s.success()));
     assert!(bridge_exists(&ap, "skfo0"), "bridge removed on stop");
+
+    // `--restore-bridge` (the unit's ExecStopPost) builds the bridge from the configuration.
+    assert!(sh(&["ip", "-n", &ap, "link", "del", "skfo0"]));
+    let restore = |mode: &str| {
+        Command::new("ip")
+            .args(["netns", "exec", &ap, env!("CARGO_BIN_EXE_sidekick-proxy")])
+            .args([
+                "--mode",
+                mode,
+                "--client-interface",
+                "lan0",
+                "--interface",
+                "lan0",
+            ])
+            .args([
+                "--server-interface",
+                "wan0",
+                "--sidekick-listen",
+                "127.0.0.1:7788",
+            ])
+            .args(["--fail-open-bridge", "skfo0", "--restore-bridge"])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+    };
+    assert!(
+        !restore("sniff").success(),
+        "--restore-bridge acted in sniff mode"
+    );
+    assert!(restore("bridge").success());
+    let ports = Command::new("ip")
+        .args(["-n", &ap, "-o", "link", "show", "master", "skfo0"])
+        .output()
+        .unwrap();
+    let ports = String::from_utf8_lossy(&ports.stdout);
+    assert!(ports.contains("lan0") && ports.contains("wan0"), "{ports}");
 }
