@@ -2,6 +2,7 @@
 //! (`--key value`, dashes for underscores). See `docs/proxy.example.toml`.
 
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -113,6 +114,18 @@ pub struct Config {
     /// Write a PEMI trace of every UDP datagram seen (one line each, `pemi::trace`) to this
     /// file: for offline replay and scoring of the loss inference. Off by default.
     pub pemi_trace: Option<std::path::PathBuf>,
+    /// Packrat retransmission budget: the bytes retransmitted to a client stay within this
+    /// percentage of the bytes forwarded to it (`packrat::RetxBudget`).
+    pub packrat_retx_budget_percent: u32,
+    /// Bridge mode: keep frames flowing when the proxy exits or hangs. A small supervisor
+    /// process runs the proxy as its worker and, when the worker dies or stops feeding its
+    /// watchdog for `fail_open_hang_ms`, joins the two interfaces in the kernel bridge
+    /// `fail_open_bridge` (removed again once a new worker forwards). See `supervisor`.
+    pub fail_open: bool,
+    /// Name of the fail-open kernel bridge (an interface name: 1–15 bytes).
+    pub fail_open_bridge: String,
+    /// A bridge-mode worker silent this long (no watchdog message) counts as hung.
+    pub fail_open_hang_ms: u32,
 }
 
 impl Default for Config {
@@ -150,8 +163,25 @@ impl Default for Config {
             pemi: false,
             pemi_gap_signal: true,
             pemi_trace: None,
+            packrat_retx_budget_percent: crate::packrat::DEFAULT_RETX_BUDGET_PERCENT,
+            fail_open: true,
+            fail_open_bridge: "sidekick0".into(),
+            fail_open_hang_ms: 500,
         }
     }
+}
+
+/// Largest capture ring per socket (`ring_block_size × ring_blocks`).
+pub const MAX_RING_BYTES: u64 = 1 << 30;
+
+/// Whether `name` can name a Linux network interface (IFNAMSIZ − 1 bytes, no separators).
+fn is_interface_name(name: &str) -> bool {
+    (1..16).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && !name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
 }
 
 /// A configuration problem.
@@ -172,7 +202,69 @@ impl Config {
         Ok(c)
     }
 
-    /// Check consistency.
+    /// Every numeric key with its value and its allowed range (inclusive). The ranges are the
+    /// ones documented in docs/proxy.md ("Configuration keys and ranges") and
+    /// docs/proxy.example.toml; [`Config::validate`] refuses a value outside them.
+    pub fn numeric_keys(&self) -> [(&'static str, u64, RangeInclusive<u64>); 19] {
+        const GIB: u64 = 1 << 30;
+        let u = |v: usize| v as u64;
+        [
+            ("shards", u(self.shards), 1..=256),
+            ("max_flows", u(self.max_flows), 1..=16_777_216),
+            ("max_sessions", u(self.max_sessions), 1..=1_048_576),
+            ("max_half_open", u(self.max_half_open), 1..=1_048_576),
+            ("idle_timeout_s", self.idle_timeout_s, 1..=86_400),
+            (
+                "session_idle_timeout_s",
+                self.session_idle_timeout_s,
+                1..=86_400,
+            ),
+            ("max_flow_memory", u(self.max_flow_memory), 4096..=GIB),
+            (
+                "memory_budget",
+                u(self.memory_budget),
+                (1 << 20)..=1024 * GIB,
+            ),
+            (
+                "max_threshold",
+                self.max_threshold.into(),
+                1..=u(quack::MAX_THRESHOLD),
+            ),
+            (
+                "min_quack_interval_ms",
+                self.min_quack_interval_ms.into(),
+                0..=60_000,
+            ),
+            (
+                "max_symbols",
+                self.max_symbols.into(),
+                1..=u(eack::MAX_SYMBOLS),
+            ),
+            ("max_cache_bytes", self.max_cache_bytes, 1..=GIB),
+            ("discovery_rate", self.discovery_rate.into(), 1..=100_000),
+            ("discovery_burst", self.discovery_burst.into(), 1..=100_000),
+            (
+                "ring_block_size",
+                self.ring_block_size.into(),
+                4096..=64 << 20,
+            ),
+            ("ring_blocks", self.ring_blocks.into(), 1..=65_536),
+            ("ring_retire_ms", self.ring_retire_ms.into(), 0..=1000),
+            (
+                "packrat_retx_budget_percent",
+                self.packrat_retx_budget_percent.into(),
+                0..=100,
+            ),
+            (
+                "fail_open_hang_ms",
+                self.fail_open_hang_ms.into(),
+                100..=60_000,
+            ),
+        ]
+    }
+
+    /// Check every value against its range and the keys against each other. The message of an
+    /// error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
         match self.mode {
@@ -187,23 +279,38 @@ impl Config {
             }
             _ => {}
         }
-        if self.shards == 0 || self.max_flows == 0 || self.max_sessions == 0 {
-            return bad("shards, max_flows and max_sessions must be positive");
+        for (key, value, range) in self.numeric_keys() {
+            if !range.contains(&value) {
+                return Err(ConfigError::Invalid(format!(
+                    "`{key}` = {value} is outside its range {}..={}",
+                    range.start(),
+                    range.end()
+                )));
+            }
         }
         if self.max_sessions > self.max_flows {
-            return bad("max_sessions must not exceed max_flows");
+            return bad("`max_sessions` must not exceed `max_flows`");
         }
-        if self.idle_timeout_s == 0 || self.session_idle_timeout_s == 0 {
-            return bad("timeouts must be positive");
+        if !self.ring_block_size.is_power_of_two() {
+            return bad("`ring_block_size` must be a power of two");
         }
-        if self.ring_block_size < 4096 || !self.ring_block_size.is_power_of_two() {
-            return bad("ring_block_size must be a power of two ≥ 4096");
+        if u64::from(self.ring_block_size) * u64::from(self.ring_blocks) > MAX_RING_BYTES {
+            return bad("`ring_block_size` × `ring_blocks` must not exceed 1 GiB");
         }
-        if self.ring_blocks == 0 {
-            return bad("ring_blocks must be positive");
+        for (key, name) in [
+            ("interface", &self.interface),
+            ("client_interface", &self.client_interface),
+            ("server_interface", &self.server_interface),
+            ("fail_open_bridge", &self.fail_open_bridge),
+        ] {
+            if !name.is_empty() && !is_interface_name(name) {
+                return Err(ConfigError::Invalid(format!(
+                    "`{key}` = {name:?} is not an interface name (1–15 bytes, no '/', ':' or blanks)"
+                )));
+            }
         }
-        if self.max_threshold == 0 || self.max_symbols == 0 || self.max_cache_bytes == 0 {
-            return bad("max_threshold, max_symbols and max_cache_bytes must be positive");
+        if self.fail_open && self.mode == Mode::Bridge && self.fail_open_bridge.is_empty() {
+            return bad("`fail_open_bridge` is required for a fail-open bridge");
         }
         if self.sidekick_advertise.is_none() && self.sidekick_listen.ip().is_unspecified() {
             return bad(
@@ -211,6 +318,12 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// Whether this configuration runs under the fail-open supervisor (bridge mode with
+    /// `fail_open`).
+    pub fn supervised(&self) -> bool {
+        self.mode == Mode::Bridge && self.fail_open
     }
 
     /// Whether frames are read through the mmap ring (resolving `capture = "auto"`).

@@ -15,6 +15,7 @@ use crate::config::{Config, Faces, Mode};
 use crate::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
 use crate::engine::Direction;
 use crate::flow::FlowTableConfig;
+use crate::notify::Notifier;
 use crate::packet::LinkType;
 use crate::session::ProtocolSessions;
 use crate::sys::{FrameInfo, PacketSocket, RingOptions, StopSignals, poll_readable};
@@ -46,16 +47,14 @@ pub fn build_core(cfg: &Config) -> ProxyCore<ProtocolSessions> {
     };
     ProxyCore::new(
         core_cfg,
-        ProtocolSessions::new(policy),
+        ProtocolSessions::new(policy).with_packrat_retx_budget(cfg.packrat_retx_budget_percent),
         (rand::random(), rand::random()),
     )
     .with_pemi(cfg.pemi_config())
 }
 
-/// Serve `text` as Prometheus metrics on `addr` from a background thread.
-fn spawn_metrics(addr: std::net::SocketAddr, text: Arc<Mutex<String>>) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(addr).with_context(|| format!("metrics listen {addr}"))?;
-    tracing::info!(%addr, "metrics endpoint");
+/// Serve `text` as Prometheus metrics on `listener` from a background thread.
+fn spawn_metrics(listener: TcpListener, text: Arc<Mutex<String>>) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
@@ -167,16 +166,27 @@ impl TraceWriter {
 const DELAY_CAP: usize = 4096;
 
 /// Run the proxy until SIGINT/SIGTERM.
+///
+/// Every socket is opened first; then the process gives up all its capabilities (they are
+/// needed only to create AF_PACKET sockets, and capabilities are per thread: this happens
+/// before the metrics thread starts), tells the service manager it is ready (`READY=1`,
+/// [`Notifier`]) and feeds its watchdog from the loop.
 pub fn run(cfg: &Config) -> anyhow::Result<()> {
     let signals = StopSignals::new().context("block SIGINT/SIGTERM")?;
+    let mut notifier = Notifier::from_env().context("NOTIFY_SOCKET")?;
     let mut core = build_core(cfg);
     let udp = UdpSocket::bind(cfg.sidekick_listen)
         .with_context(|| format!("bind sidekick socket {}", cfg.sidekick_listen))?;
     udp.set_nonblocking(true)?;
     let metrics = Arc::new(Mutex::new(String::new()));
-    if let Some(addr) = cfg.metrics_listen {
-        spawn_metrics(addr, Arc::clone(&metrics))?;
-    }
+    let metrics_listener = match cfg.metrics_listen {
+        Some(addr) => {
+            let l = TcpListener::bind(addr).with_context(|| format!("metrics listen {addr}"))?;
+            tracing::info!(%addr, "metrics endpoint");
+            Some(l)
+        }
+        None => None,
+    };
     use std::os::fd::AsRawFd as _;
     let (mut a, mut b) = match cfg.mode {
         Mode::Sniff => {
@@ -194,6 +204,18 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
             (c, Some(s))
         }
     };
+    let mut trace = match &cfg.pemi_trace {
+        Some(p) => Some(TraceWriter::create(p)?),
+        None => None,
+    };
+    crate::sys::caps::restrict_to(&[]).context("drop capabilities")?;
+    tracing::info!("capabilities dropped");
+    if let Some(l) = metrics_listener {
+        spawn_metrics(l, Arc::clone(&metrics))?;
+    }
+    if let Some(n) = &notifier {
+        n.send("READY=1").context("notify READY=1")?;
+    }
     let mut fds = vec![signals.fd(), udp.as_raw_fd(), a.fd()];
     if let Some(s) = &b {
         fds.push(s.fd());
@@ -204,12 +226,11 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     let mut last_housekeeping = Instant::now();
     let faces = cfg.faces;
     let bridge = b.is_some();
-    let mut trace = match &cfg.pemi_trace {
-        Some(p) => Some(TraceWriter::create(p)?),
-        None => None,
-    };
     loop {
         let now = Instant::now();
+        if let Some(n) = notifier.as_mut() {
+            n.feed_watchdog(now);
+        }
         let wait = core
             .poll_timeout()
             .into_iter()
@@ -343,6 +364,9 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                 *m = core.snapshot().render_prometheus();
             }
         }
+    }
+    if let Some(n) = &notifier {
+        let _ = n.send("STOPPING=1");
     }
     if let Some(t) = trace {
         t.finish()?;

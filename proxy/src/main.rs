@@ -16,9 +16,18 @@ struct Cli {
     /// TOML configuration file.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Check the configuration, print it and exit.
+    /// Check the configuration (FILE, or the one `--config` and the flags give), print it and
+    /// exit; a value outside its documented range is refused with the key's name.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    #[allow(clippy::option_option)] // clap's form for "absent / alone / with a value"
+    check_config: Option<Option<PathBuf>>,
+    /// Join the bridge-mode interfaces in the fail-open kernel bridge and exit (for the
+    /// service's `ExecStopPost`: frames flow again when the whole service is gone).
     #[arg(long)]
-    check_config: bool,
+    restore_bridge: bool,
+    /// Run as the bridge-mode supervisor's worker (set by the supervisor itself).
+    #[arg(long, hide = true)]
+    worker: bool,
     /// `sniff` or `bridge`.
     #[arg(long, value_enum)]
     mode: Option<Mode>,
@@ -115,6 +124,19 @@ struct Cli {
     /// PEMI's reply-length gap signal (true/false; on by default, off = timing-only inference).
     #[arg(long)]
     pemi_gap_signal: Option<bool>,
+    /// Packrat retransmission budget, % of the bytes forwarded to each client (0–100).
+    #[arg(long)]
+    packrat_retx_budget_percent: Option<u32>,
+    /// Bridge mode: keep frames flowing through a kernel bridge when the proxy exits or hangs
+    /// (true/false).
+    #[arg(long)]
+    fail_open: Option<bool>,
+    /// Bridge mode: name of the fail-open kernel bridge.
+    #[arg(long)]
+    fail_open_bridge: Option<String>,
+    /// Bridge mode: a worker silent this long (ms) counts as hung.
+    #[arg(long)]
+    fail_open_hang_ms: Option<u32>,
     /// Write a trace of every UDP datagram seen to FILE (for `pemi_replay`; see pemi::trace).
     #[arg(long, value_name = "FILE")]
     pemi_trace: Option<std::path::PathBuf>,
@@ -125,7 +147,11 @@ macro_rules! apply {
 }
 
 fn load(cli: &Cli) -> anyhow::Result<Config> {
-    let mut cfg = match &cli.config {
+    let file = match &cli.check_config {
+        Some(Some(f)) => Some(f),
+        _ => cli.config.as_ref(),
+    };
+    let mut cfg = match file {
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).with_context(|| format!("read {}", p.display()))?;
@@ -164,7 +190,11 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         capture,
         vnet_hdr,
         pemi,
-        pemi_gap_signal
+        pemi_gap_signal,
+        packrat_retx_budget_percent,
+        fail_open,
+        fail_open_bridge,
+        fail_open_hang_ms
     );
     if cli.sidekick_advertise.is_some() {
         cfg.sidekick_advertise = cli.sidekick_advertise;
@@ -185,7 +215,7 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let cfg = load(&cli)?;
-    if cli.check_config {
+    if cli.check_config.is_some() {
         use std::io::Write as _;
         let _ = writeln!(std::io::stdout(), "configuration OK: {cfg:#?}");
         return Ok(());
@@ -194,5 +224,16 @@ fn main() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::new(&cfg.log))
         .with_writer(std::io::stderr)
         .init();
+    if cli.restore_bridge {
+        anyhow::ensure!(
+            cfg.mode == Mode::Bridge,
+            "--restore-bridge needs a bridge-mode configuration"
+        );
+        return sidekick_proxy::supervisor::FailOpenBridge::new(&cfg).open();
+    }
+    if cfg.supervised() && !cli.worker {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        return sidekick_proxy::supervisor::run(&cfg, args);
+    }
     sidekick_proxy::daemon::run(&cfg)
 }

@@ -153,6 +153,7 @@ impl Counters {
         add!(memory_reserved_bytes);
         add!(memory_refused);
         add!(timers_fired);
+        self.packrat.add(&o.packrat);
         self.pemi.add(&o.pemi);
     }
 
@@ -231,6 +232,24 @@ impl Counters {
             "counter",
             "Cached packets retransmitted.",
             self.packrat.retransmissions,
+        );
+        m(
+            "retransmitted_bytes_total",
+            "counter",
+            "Bytes of cached packets retransmitted.",
+            self.packrat.retransmitted_bytes,
+        );
+        m(
+            "packrat_forwarded_bytes_total",
+            "counter",
+            "Bytes forwarded to Packrat clients (the retransmission budget's base).",
+            self.packrat.forwarded_bytes,
+        );
+        m(
+            "retransmissions_refused_budget_total",
+            "counter",
+            "Retransmissions refused: over the budget (retx_budget_percent of forwarded bytes).",
+            self.packrat.retx_refused_budget,
         );
         m(
             "cache_bytes",
@@ -512,8 +531,14 @@ mod tests {
             ..Counters::default()
         };
         c.packrat.retransmissions = 3;
+        c.packrat.retx_refused_budget = 5;
+        c.packrat.retransmitted_bytes = 3600;
+        c.packrat.forwarded_bytes = 36_000;
         c.flow_table.refused_full = 9;
         let text = c.render_prometheus();
+        assert!(text.contains("sidekick_retransmissions_refused_budget_total 5\n"));
+        assert!(text.contains("sidekick_retransmitted_bytes_total 3600\n"));
+        assert!(text.contains("sidekick_packrat_forwarded_bytes_total 36000\n"));
         assert!(text.contains("sidekick_quacks_sent_total 7\n"));
         assert!(text.contains("sidekick_retransmissions_total 3\n"));
         assert!(text.contains("sidekick_drops_total{reason=\"flow_table_full\"} 9\n"));
@@ -524,6 +549,7 @@ mod tests {
         let mut d = c;
         d.merge(&c);
         assert_eq!(d.quacks_sent, 14);
+        assert_eq!(d.packrat.retx_refused_budget, 10);
         let mut p = Counters::default();
         p.pemi.giveup_budget = 4;
         p.pemi.retransmissions = 2;

@@ -43,6 +43,11 @@ pub struct PackratConfig {
     pub id: IdSource,
     /// rIBLT hash key shared with the client.
     pub key: HashKey,
+    /// Retransmission budget: the bytes retransmitted to the client stay within this percentage
+    /// of the bytes forwarded to it ([`RetxBudget`]). The eACKs that trigger retransmissions come
+    /// from the client, so without a budget a client (or anyone holding its session) could make
+    /// the proxy resend its whole cache on every eACK.
+    pub retx_budget_percent: u32,
 }
 
 impl Default for PackratConfig {
@@ -53,7 +58,64 @@ impl Default for PackratConfig {
             cache_bytes: 48 * 1024,
             id: IdSource::QUIC_DEFAULT,
             key: HashKey::DEFAULT,
+            retx_budget_percent: DEFAULT_RETX_BUDGET_PERCENT,
         }
+    }
+}
+
+/// Default retransmission budget: 10 % of the bytes forwarded to the client (PEMI's own budget
+/// is 1.1× the forwarded packets, `pemi::PemiConfig`).
+pub const DEFAULT_RETX_BUDGET_PERCENT: u32 = 10;
+
+/// Byte accounting of one client's retransmission budget: a retransmission of `n` bytes is
+/// allowed only while `retransmitted + n ≤ percent × forwarded / 100`, so the invariant holds at
+/// every instant, whatever eACKs arrive.
+///
+/// ```
+/// use sidekick_proxy::packrat::RetxBudget;
+/// let mut b = RetxBudget::default();
+/// b.on_forwarded(10_000);
+/// assert!(b.try_spend(1_000, 10));
+/// assert!(!b.try_spend(1, 10)); // 1 001 > 10 % of 10 000
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetxBudget {
+    forwarded: u64,
+    retransmitted: u64,
+}
+
+impl RetxBudget {
+    /// `bytes` more were forwarded to the client.
+    pub fn on_forwarded(&mut self, bytes: usize) {
+        self.forwarded = self.forwarded.saturating_add(bytes as u64);
+    }
+
+    /// Spends `bytes` on a retransmission if the budget (`percent` % of the forwarded bytes)
+    /// allows it; returns whether it did.
+    pub fn try_spend(&mut self, bytes: usize, percent: u32) -> bool {
+        let allowed = u128::from(self.forwarded) * u128::from(percent) / 100;
+        let after = self.retransmitted.saturating_add(bytes as u64);
+        if u128::from(after) > allowed {
+            return false;
+        }
+        self.retransmitted = after;
+        true
+    }
+
+    /// These accounts with `bytes` already retransmitted.
+    pub fn spent(mut self, bytes: u64) -> Self {
+        self.retransmitted = bytes;
+        self
+    }
+
+    /// Bytes forwarded so far.
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded
+    }
+
+    /// Bytes retransmitted so far.
+    pub fn retransmitted(&self) -> u64 {
+        self.retransmitted
     }
 }
 
@@ -84,6 +146,13 @@ pub struct PackratCounters {
     pub extra: u64,
     /// Resets started by the proxy.
     pub resets: u64,
+    /// Bytes forwarded to the client (frames, every packet of the flow; the budget's base).
+    pub forwarded_bytes: u64,
+    /// Bytes retransmitted to the client.
+    pub retransmitted_bytes: u64,
+    /// Retransmissions refused because they would exceed the retransmission budget (the packet
+    /// stays cached and may be retransmitted once the budget allows).
+    pub retx_refused_budget: u64,
 }
 
 impl PackratCounters {
@@ -101,6 +170,9 @@ impl PackratCounters {
         self.missing_in_flight += b.missing_in_flight;
         self.extra += b.extra;
         self.resets += b.resets;
+        self.forwarded_bytes += b.forwarded_bytes;
+        self.retransmitted_bytes += b.retransmitted_bytes;
+        self.retx_refused_budget += b.retx_refused_budget;
     }
 }
 
@@ -140,6 +212,7 @@ pub struct PackratEngine {
     decoder: Decoder,
     diff: Difference,
     missing: Vec<u32>,
+    budget: RetxBudget,
     /// Counters.
     pub counters: PackratCounters,
 }
@@ -159,6 +232,7 @@ impl PackratEngine {
             decoder: Decoder::new(),
             diff: Difference::default(),
             missing: Vec::new(),
+            budget: RetxBudget::default(),
             counters: PackratCounters::default(),
         }
     }
@@ -170,6 +244,11 @@ impl PackratEngine {
             + (cfg.cache_bytes / MIN_FRAME + 1) * std::mem::size_of::<Cached>()
             + 3 * cfg.local_symbols * 16
             + std::mem::size_of::<Self>()
+    }
+
+    /// The retransmission budget's accounts (kept across epochs: a Reset does not refill it).
+    pub fn budget(&self) -> RetxBudget {
+        self.budget
     }
 
     /// The current epoch.
@@ -200,6 +279,8 @@ impl PackratEngine {
     /// Cache one server→client packet (the hot path). `frame` is what a retransmission injects.
     /// The frame is copied into the byte ring; nothing is allocated (after the first packet).
     pub fn cache_packet(&mut self, payload: &[u8], frame_bytes: &[u8]) {
+        self.budget.on_forwarded(frame_bytes.len());
+        self.counters.forwarded_bytes += frame_bytes.len() as u64;
         let Ok(id) = self.cfg.id.extract::<u32>(payload) else {
             self.counters.not_cached += 1;
             return;
@@ -283,11 +364,13 @@ impl PackratEngine {
         let newest = self.next_seq.saturating_sub(1);
         // Acknowledged packets leave the cache; the missing ones stay, slid to the front of the
         // ring in their order (in place: the index and the ring are compacted together).
+        let percent = self.cfg.retx_budget_percent;
         let Self {
             cache,
             ring,
             missing,
             counters,
+            budget,
             ..
         } = self;
         let mut kept_bytes = 0usize;
@@ -301,7 +384,9 @@ impl PackratEngine {
             kept_bytes += c.len;
             let eligible =
                 max_acked.is_some_and(|m| m > c.seq && c.retx_mark.is_none_or(|r| m > r));
-            if eligible {
+            if eligible && !budget.try_spend(c.len, percent) {
+                counters.retx_refused_budget += 1;
+            } else if eligible {
                 let mut frame = Vec::with_capacity(c.len);
                 ring.copy_out(c.at, c.len, &mut frame);
                 out.push(Action::Inject {
@@ -310,6 +395,7 @@ impl PackratEngine {
                 });
                 c.retx_mark = Some(newest);
                 counters.retransmissions += 1;
+                counters.retransmitted_bytes += c.len as u64;
             } else {
                 counters.missing_in_flight += 1;
             }
@@ -379,11 +465,23 @@ pub fn fuzz_eack(data: &[u8]) {
 }
 
 #[cfg(test)]
+#[path = "packrat/budget_tests.rs"]
+mod budget_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use eack::ReceiverEack;
     use proptest::prelude::*;
     use std::collections::VecDeque;
+
+    /// The loss-rule tests: no retransmission budget in the way (the budget has its own tests).
+    fn unbudgeted() -> PackratConfig {
+        PackratConfig {
+            retx_budget_percent: 100,
+            ..PackratConfig::default()
+        }
+    }
 
     fn frame_for(id: u32) -> Vec<u8> {
         let mut f = vec![0xabu8; 100];
@@ -413,7 +511,7 @@ mod tests {
 
     #[test]
     fn retransmits_exactly_the_missing_packets() {
-        let mut e = PackratEngine::new(PackratConfig::default());
+        let mut e = PackratEngine::new(unbudgeted());
         let mut client = ReceiverEack::new(160);
         let lost = [3u32, 7, 11];
         for id in 0..16u32 {
@@ -446,7 +544,7 @@ mod tests {
 
     #[test]
     fn tail_losses_wait_for_a_gap() {
-        let mut e = PackratEngine::new(PackratConfig::default());
+        let mut e = PackratEngine::new(unbudgeted());
         let mut client = ReceiverEack::new(160);
         for id in 0..10u32 {
             e.cache_packet(&id.to_le_bytes(), &frame_for(id));
@@ -465,7 +563,7 @@ mod tests {
     fn optimistic_eviction_keeps_views_in_sync() {
         let cfg = PackratConfig {
             cache_bytes: 104 * 4,
-            ..PackratConfig::default()
+            ..unbudgeted()
         };
         let mut e = PackratEngine::new(cfg);
         let mut client = ReceiverEack::new(160);
@@ -487,7 +585,7 @@ mod tests {
 
     #[test]
     fn undecodable_eack_resets_with_new_epoch() {
-        let mut e = PackratEngine::new(PackratConfig::default());
+        let mut e = PackratEngine::new(unbudgeted());
         let mut client = ReceiverEack::new(160);
         for id in 0..200u32 {
             e.cache_packet(&id.to_le_bytes(), &frame_for(id));
@@ -532,7 +630,7 @@ mod tests {
     fn tiny_frames_are_capped_by_count() {
         let cfg = PackratConfig {
             cache_bytes: 280,
-            ..PackratConfig::default()
+            ..unbudgeted()
         };
         let mut e = PackratEngine::new(cfg);
         for id in 0..1000u32 {
@@ -554,7 +652,7 @@ mod tests {
         // new frames always fit, so the lost one is still cached at the eACK.
         let cfg = PackratConfig {
             cache_bytes: 1000,
-            ..PackratConfig::default()
+            ..unbudgeted()
         };
         let mut e = PackratEngine::new(cfg);
         let mut client = ReceiverEack::new(160);
@@ -599,7 +697,7 @@ mod tests {
             lens in proptest::collection::vec(104usize..1500, 1..80),
             losses in proptest::collection::btree_set(0usize..80, 0..10),
         ) {
-            let mut e = PackratEngine::new(PackratConfig { cache_bytes: cap, ..PackratConfig::default() });
+            let mut e = PackratEngine::new(PackratConfig { cache_bytes: cap, ..unbudgeted() });
             let mut client = ReceiverEack::new(160);
             let mut model: VecDeque<(u32, Vec<u8>)> = VecDeque::new();
             let mut bytes = 0usize;
@@ -644,7 +742,7 @@ mod tests {
 
         #[test]
         fn random_losses_recovered(seed_losses in proptest::collection::btree_set(0u32..64, 0..12)) {
-            let mut e = PackratEngine::new(PackratConfig::default());
+            let mut e = PackratEngine::new(unbudgeted());
             let mut client = ReceiverEack::new(160);
             for id in 0..64u32 {
                 e.cache_packet(&(id * 7919).to_le_bytes(), &frame_for(id * 7919));

@@ -148,6 +148,7 @@ pub struct ProtocolSessions {
     table: ProxySessionTable,
     pending: VecDeque<(SocketAddr, Vec<u8>)>,
     pending_dropped: u64,
+    packrat_retx_budget_percent: u32,
 }
 
 /// Cap on quACK datagrams queued between the engines and the sidekick socket.
@@ -164,6 +165,44 @@ impl ProtocolSessions {
             table: ProxySessionTable::new(policy),
             pending: VecDeque::new(),
             pending_dropped: 0,
+            packrat_retx_budget_percent: crate::packrat::DEFAULT_RETX_BUDGET_PERCENT,
+        }
+    }
+
+    /// Packrat engines of these sessions retransmit at most `percent` % of the bytes forwarded
+    /// to their client ([`PackratConfig::retx_budget_percent`]; the proxy's policy, not the
+    /// client's to negotiate).
+    pub fn with_packrat_retx_budget(mut self, percent: u32) -> Self {
+        self.packrat_retx_budget_percent = percent;
+        self
+    }
+
+    /// The proxy's limits applied to the engines a session asked for.
+    fn budgeted(&self, ev: SessionEvent<SessionId>) -> SessionEvent<SessionId> {
+        let set = |mut e: EngineConfig| {
+            if let Some(p) = e.packrat.as_mut() {
+                p.retx_budget_percent = self.packrat_retx_budget_percent;
+            }
+            e
+        };
+        match ev {
+            SessionEvent::Established {
+                id,
+                flow,
+                engines,
+                epoch,
+            } => SessionEvent::Established {
+                id,
+                flow,
+                engines: set(engines),
+                epoch,
+            },
+            SessionEvent::Reconfigured { id, engines, epoch } => SessionEvent::Reconfigured {
+                id,
+                engines: set(engines),
+                epoch,
+            },
+            other => other,
         }
     }
 
@@ -218,6 +257,7 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
         cache_bytes: usize::try_from(p.cache_capacity_bytes).unwrap_or(usize::MAX),
         id,
         key: HashKey::DEFAULT,
+        retx_budget_percent: crate::packrat::DEFAULT_RETX_BUDGET_PERCENT,
     });
     let multicast_group = match &config.packrat {
         Some(p) => p
@@ -289,7 +329,7 @@ impl SessionLayer for ProtocolSessions {
             .table
             .handle_datagram(now, from, bytes)
             .map_err(|e| SessionError(e.to_string()))?;
-        map_event(ev)
+        map_event(ev).map(|e| self.budgeted(e))
     }
 
     fn send(
@@ -332,7 +372,7 @@ impl SessionLayer for ProtocolSessions {
             let ev = self.table.poll_event()?;
             match map_event(ev) {
                 Ok(SessionEvent::Nothing) => {}
-                Ok(e) => return Some(e),
+                Ok(e) => return Some(self.budgeted(e)),
                 Err(e) => tracing::debug!(error = %e, "session event refused"),
             }
         }

@@ -10,6 +10,8 @@
 // frame at `tp_mac`. With PACKET_VNET_HDR the 10-byte `virtio_net_hdr` sits right before the frame
 // and gives the GSO segment size and the checksum state of super-frames.
 
+pub mod caps;
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
@@ -69,6 +71,24 @@ impl Default for RingOptions {
             ignore_outgoing: false,
             mmap_ring: true,
         }
+    }
+}
+
+impl RingOptions {
+    /// The ring's frame count and length in bytes, or `InvalidInput` when the sizes are zero or
+    /// their products overflow (a configuration must not wrap into a small ring, or panic).
+    pub fn layout(&self) -> io::Result<(u32, usize)> {
+        let invalid = || io::Error::from(io::ErrorKind::InvalidInput);
+        if self.block_size == 0 || self.block_nr == 0 || self.frame_size == 0 {
+            return Err(invalid());
+        }
+        let frame_nr = (self.block_size / self.frame_size)
+            .checked_mul(self.block_nr)
+            .ok_or_else(invalid)?;
+        let len = (self.block_size as usize)
+            .checked_mul(self.block_nr as usize)
+            .ok_or_else(invalid)?;
+        Ok((frame_nr, len))
     }
 }
 
@@ -145,7 +165,8 @@ pub fn ifindex(name: &str) -> io::Result<i32> {
 }
 
 /// Request a TPACKET_V3 receive ring on `fd` and map it.
-fn map_ring(fd: RawFd, opts: &RingOptions) -> io::Result<NonNull<u8>> {
+fn map_ring(fd: RawFd, opts: &RingOptions) -> io::Result<(NonNull<u8>, usize)> {
+    let (frame_nr, ring_len) = opts.layout()?;
     setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
     #[repr(C)]
     struct TpacketReq3 {
@@ -161,13 +182,12 @@ fn map_ring(fd: RawFd, opts: &RingOptions) -> io::Result<NonNull<u8>> {
         block_size: opts.block_size,
         block_nr: opts.block_nr,
         frame_size: opts.frame_size,
-        frame_nr: opts.block_size / opts.frame_size * opts.block_nr,
+        frame_nr,
         retire_blk_tov: opts.retire_ms,
         sizeof_priv: 0,
         feature_req_word: 0,
     };
     setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)?;
-    let ring_len = opts.block_size as usize * opts.block_nr as usize;
     // SAFETY: mapping the ring the kernel just allocated for this fd; length as configured.
     let ptr = unsafe {
         libc::mmap(
@@ -182,7 +202,9 @@ fn map_ring(fd: RawFd, opts: &RingOptions) -> io::Result<NonNull<u8>> {
     if ptr == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+    let ptr =
+        NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+    Ok((ptr, ring_len))
 }
 
 impl PacketSocket {
@@ -209,8 +231,8 @@ impl PacketSocket {
             let _ = setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
         }
         let (ring, ring_len) = if opts.mmap_ring {
-            let ptr = map_ring(fd, &opts).map_err(close_on_err)?;
-            (Some(ptr), opts.block_size as usize * opts.block_nr as usize)
+            let (ptr, len) = map_ring(fd, &opts).map_err(close_on_err)?;
+            (Some(ptr), len)
         } else {
             // The checksum state of each frame comes with it as PACKET_AUXDATA, its arrival time
             // as SCM_TIMESTAMPNS (exact even when the proxy is scheduled late).
@@ -598,6 +620,14 @@ impl Drop for StopSignals {
     }
 }
 
+/// Send signal `sig` to process `pid` (the supervisor stops, freezes-checks and kills its worker).
+pub fn send_signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill(2) with plain integers.
+    cvt(unsafe { libc::kill(pid, sig) }).map(|_| ())
+}
+
 /// CPU time consumed by the calling thread (CLOCK_THREAD_CPUTIME_ID). Benchmarks use it so that
 /// time the thread spends descheduled on a shared machine is not counted.
 pub fn thread_cpu_time() -> std::time::Duration {
@@ -611,4 +641,27 @@ pub fn thread_cpu_time() -> std::time::Duration {
         return std::time::Duration::ZERO;
     }
     std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_layout_refuses_overflow_instead_of_wrapping() {
+        let ok = RingOptions::default().layout().unwrap();
+        assert_eq!(ok, (64 * 512, 64 << 20));
+        // 512 frames per 1 MiB block × 2^32−1 blocks overflows u32 (it used to wrap, or panic in
+        // a debug build).
+        let huge = RingOptions {
+            block_nr: u32::MAX,
+            ..RingOptions::default()
+        };
+        assert!(huge.layout().is_err());
+        let zero = RingOptions {
+            frame_size: 0,
+            ..RingOptions::default()
+        };
+        assert!(zero.layout().is_err());
+    }
 }

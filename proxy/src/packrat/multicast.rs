@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 
 use eack::{Decoder, Difference, Sketch};
 
-use super::{PackratConfig, PackratCounters, ring};
+use super::{PackratConfig, PackratCounters, RetxBudget, ring};
 use crate::engine::{Action, Direction, Outgoing};
 
 /// Default cap on clients per group.
@@ -63,7 +63,31 @@ struct Member<M> {
     first_unacked: u64,
     /// Virtual cache (2): (retransmitted seq, newest seq when retransmitted), sorted by seq.
     retransmitted: Vec<(u64, u64)>,
+    /// The group's forwarded bytes when the client joined: the client's share of the stream is
+    /// the group's total since then.
+    forwarded_at_join: u64,
+    /// Bytes retransmitted to this client (its budget is `retx_budget_percent` of its share).
+    retx_bytes: u64,
     counters: PackratCounters,
+}
+
+impl<M> Member<M> {
+    /// The client's budget accounts given the group's forwarded total.
+    fn budget(&self, group_forwarded: u64) -> RetxBudget {
+        let mut b = RetxBudget::default();
+        b.on_forwarded(
+            usize::try_from(group_forwarded - self.forwarded_at_join).unwrap_or(usize::MAX),
+        );
+        b.spent(self.retx_bytes)
+    }
+
+    /// The counters, with the bytes forwarded to this client filled in.
+    fn counters(&self, group_forwarded: u64) -> PackratCounters {
+        PackratCounters {
+            forwarded_bytes: group_forwarded - self.forwarded_at_join,
+            ..self.counters
+        }
+    }
 }
 
 /// The shared cache of one multicast flow and its clients.
@@ -89,6 +113,8 @@ pub struct MulticastCache<M> {
     decoder: Decoder,
     diff: Difference,
     missing: Vec<u32>,
+    /// Bytes of the group's stream forwarded (every packet, cached or not).
+    forwarded_bytes: u64,
     /// Packets cached.
     pub cached: u64,
     /// Packets not cached (identifier unreadable, or larger than the cache).
@@ -114,6 +140,7 @@ impl<M: Copy + Eq> MulticastCache<M> {
             decoder: Decoder::new(),
             diff: Difference::default(),
             missing: Vec::new(),
+            forwarded_bytes: 0,
             cached: 0,
             not_cached: 0,
             evicted: 0,
@@ -166,7 +193,12 @@ impl<M: Copy + Eq> MulticastCache<M> {
 
     /// Counters of one client (retransmissions, eACKs, resets, ...).
     pub fn member_counters(&self, key: M) -> Option<PackratCounters> {
-        self.member(key).map(|m| m.counters)
+        self.member(key).map(|m| m.counters(self.forwarded_bytes))
+    }
+
+    /// One client's retransmission budget accounts.
+    pub fn member_budget(&self, key: M) -> Option<RetxBudget> {
+        self.member(key).map(|m| m.budget(self.forwarded_bytes))
     }
 
     /// Sum of every client's counters plus the shared cache's.
@@ -178,7 +210,7 @@ impl<M: Copy + Eq> MulticastCache<M> {
             ..PackratCounters::default()
         };
         for m in &self.members {
-            c.add(&m.counters);
+            c.add(&m.counters(self.forwarded_bytes));
         }
         c
     }
@@ -225,6 +257,8 @@ impl<M: Copy + Eq> MulticastCache<M> {
             remote: Sketch::with_key(0, self.cfg.key),
             first_unacked: self.next_seq,
             retransmitted: Vec::new(),
+            forwarded_at_join: self.forwarded_bytes,
+            retx_bytes: 0,
             counters: PackratCounters::default(),
         });
         Ok(())
@@ -233,7 +267,7 @@ impl<M: Copy + Eq> MulticastCache<M> {
     /// Unsubscribes a client; returns its counters.
     pub fn leave(&mut self, key: M) -> Option<PackratCounters> {
         let i = self.members.iter().position(|m| m.key == key)?;
-        Some(self.members.swap_remove(i).counters)
+        Some(self.members.swap_remove(i).counters(self.forwarded_bytes))
     }
 
     /// Records the client's Ethernet address (the source of its own frames).
@@ -258,6 +292,7 @@ impl<M: Copy + Eq> MulticastCache<M> {
 
     /// Caches one packet of the group's stream (the hot path).
     pub fn cache_packet(&mut self, payload: &[u8], frame: &[u8]) {
+        self.forwarded_bytes = self.forwarded_bytes.saturating_add(frame.len() as u64);
         let Ok(id) = self.cfg.id.extract::<u32>(payload) else {
             self.not_cached += 1;
             return;
@@ -318,9 +353,12 @@ impl<M: Copy + Eq> MulticastCache<M> {
             missing,
             no_mac,
             next_seq,
+            forwarded_bytes,
+            cfg,
             ..
         } = self;
         let m = &mut members[mi];
+        let mut budget = m.budget(*forwarded_bytes);
         if let Err(e) = m.remote.decode_prefix_into(bytes) {
             tracing::debug!(error = %e, "malformed multicast eACK");
             Self::fail(m, *next_seq, out);
@@ -382,6 +420,13 @@ impl<M: Copy + Eq> MulticastCache<M> {
                 *no_mac += 1;
                 continue;
             };
+            if !budget.try_spend(c.len, cfg.retx_budget_percent) {
+                m.counters.retx_refused_budget += 1;
+                if let Some(r) = mark {
+                    kept.push((c.seq, r));
+                }
+                continue;
+            }
             let mut frame = Vec::with_capacity(c.len);
             ring.copy_out(c.at, c.len, &mut frame);
             if let Some(dst) = frame.get_mut(..6) {
@@ -393,10 +438,12 @@ impl<M: Copy + Eq> MulticastCache<M> {
             });
             kept.push((c.seq, newest));
             m.counters.retransmissions += 1;
+            m.counters.retransmitted_bytes += c.len as u64;
         }
         // Pairs of packets no longer missing or no longer cached are dropped: the virtual cache
         // holds only outstanding retransmissions.
         m.retransmitted = kept;
+        m.retx_bytes = budget.retransmitted();
         m.first_unacked = first_missing.unwrap_or_else(|| max_acked.map_or(start, |a| a + 1));
         m.counters.missing_uncached += missing.len().saturating_sub(found) as u64;
     }
