@@ -15,6 +15,6 @@ bash scripts/setup.sh
 cargo build --release --locked -p sidekick-lab -p sidekick-examples -p sidekick-proxy
 bin="${CARGO_TARGET_DIR:-target}/release"
 # Leftovers of an interrupted earlier run would not disturb this one (names are unique), but clean
-# them so the machine stays tidy.
-"$bin/sidekick-lab" clean --all
+# them so the machine stays tidy; live runs (an experiment running beside the demo) are left alone.
+"$bin/sidekick-lab" clean
 exec "$bin/sidekick-lab" demo --bin-dir "$bin" --plot demo-results "$@"

@@ -44,7 +44,9 @@ if [ "$(id -u)" -eq 0 ]; then
     SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test afpacket --test netns_e2e \
         --test netns_hardening -- --test-threads=1
     sidekick_lab_bin="${CARGO_TARGET_DIR:-target}/debug/sidekick-lab"
-    "$sidekick_lab_bin" clean --all
+    # Only dead runs: other lab runs on this machine (an experiment, another checkout's tests)
+    # may be live, and `clean --all` would break them.
+    "$sidekick_lab_bin" clean
 else
     echo "lab tests: skipped (need root for network namespaces; run as root, as CI does)"
 fi

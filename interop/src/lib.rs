@@ -6,6 +6,7 @@
 //! - [`element`]: the userspace link element thread (AF_PACKET forwarding between two veths).
 //! - [`netem`]: the kernel link backend (`tc netem` on a bridge) for kernels that have netem.
 //! - [`topo`]: the namespace topology and its clean-up.
+//! - [`cleanup`]: run owners and what `sidekick-lab clean` may remove (never a live run).
 //! - [`probe`]: UDP probes and blasts that measure links (`check-links`).
 //! - [`proxyproc`]: the proxy process of a trial (start, readiness, metrics scrape, stop).
 //! - [`scenario`]: scenario TOML files and `--set` overrides.
@@ -18,6 +19,7 @@
 
 mod appproc;
 pub mod apps;
+pub mod cleanup;
 pub mod csum;
 pub mod droplog;
 pub mod element;

@@ -3,11 +3,12 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use sidekick_lab::cleanup::{self, CleanMode};
 use sidekick_lab::netem::{self, BackendChoice};
 use sidekick_lab::probe;
 use sidekick_lab::runner::{self, RunOptions};
 use sidekick_lab::scenario::Scenario;
-use sidekick_lab::topo::{self, ApMode, TopoConfig, Topology};
+use sidekick_lab::topo::{ApMode, TopoConfig, Topology};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,11 +25,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Remove namespaces and processes of lab runs whose owner died (all runs with --all).
+    /// Remove namespaces and processes of lab runs whose owner died; live runs are left alone.
     Clean {
-        /// Also remove runs whose owner is alive.
+        /// Remove every run; refused while a run is live unless --force.
         #[arg(long)]
         all: bool,
+        /// With --all: remove live runs too (breaks their experiments).
+        #[arg(long, requires = "all")]
+        force: bool,
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Build the scenario's topology and measure every link direction (delay, loss, rate).
     CheckLinks {
@@ -220,13 +227,34 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().cmd {
-        Cmd::Clean { all } => {
-            let r = topo::clean(all).context("cleaning")?;
+        Cmd::Clean {
+            all,
+            force,
+            dry_run,
+        } => {
+            let mode = if all {
+                CleanMode::All { force }
+            } else {
+                CleanMode::Dead
+            };
+            let r = cleanup::clean(mode, dry_run).context("cleaning")?;
+            let verb = if dry_run { "would remove" } else { "removed" };
+            for run in &r.removed {
+                println!(
+                    "{verb} {} ({}, {} namespace(s))",
+                    run.id,
+                    run.owner,
+                    run.namespaces.len()
+                );
+            }
+            for run in &r.kept_live {
+                println!("left alone {} ({})", run.id, run.owner);
+            }
             println!(
-                "removed {} run(s), {} namespace(s); {} live run(s) left alone",
-                r.removed_runs.len(),
+                "{verb} {} run(s), {} namespace(s); {} live run(s) left alone",
+                r.removed.len(),
                 r.removed_namespaces,
-                r.skipped_live.len()
+                r.kept_live.len()
             );
         }
         Cmd::CheckLinks {

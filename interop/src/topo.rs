@@ -15,8 +15,8 @@
 //! Neighbour entries are static (no ARP across emulated lossy links), IPv6 is disabled (no
 //! router or DAD chatter in the counters), and tx checksum, GSO, TSO and GRO are off on every
 //! veth (DESIGN §4 interop, offload caveat). Clean-up: [`Topology`] removes everything on drop;
-//! a state file under [`STATE_DIR`] names the owning process so [`clean`] can remove runs whose
-//! owner died.
+//! a state file under [`STATE_DIR`] names the owning process so [`crate::cleanup::clean`] can
+//! remove runs whose owner died (and leaves live runs alone).
 
 use crate::element::{self, ElementHandle, ElementStats};
 use crate::netem::{LinkBackend, NetemLink};
@@ -29,8 +29,7 @@ use std::process::Command;
 
 /// Prefix of every namespace the lab creates.
 pub const PREFIX: &str = "skl";
-/// Where runs record their owner process.
-pub const STATE_DIR: &str = "/run/sidekick-lab";
+pub use crate::cleanup::STATE_DIR;
 
 /// Lab errors.
 #[derive(Debug, thiserror::Error)]
@@ -222,16 +221,17 @@ impl Topology {
             return Err(LabError::Config("clients must be 1..=200".into()));
         }
         let existing = lab_namespaces()?;
-        let run = loop {
+        // The owner is recorded before any namespace exists, so `clean` never sees a namespace
+        // of a live run without its owner.
+        let (run, state) = loop {
             let id = format!("{PREFIX}{:05x}", rand::random::<u32>() & 0xfffff);
-            if !existing.iter().any(|n| n.starts_with(&format!("{id}-"))) {
-                break id;
+            if existing.iter().any(|n| n.starts_with(&format!("{id}-"))) {
+                continue;
+            }
+            if let Some(dir) = crate::cleanup::register(std::path::Path::new(STATE_DIR), &id)? {
+                break (id, dir);
             }
         };
-        let state = PathBuf::from(STATE_DIR).join(&run);
-        std::fs::create_dir_all(&state).map_err(io_err(format!("creating {}", state.display())))?;
-        std::fs::write(state.join("owner"), std::process::id().to_string())
-            .map_err(io_err("writing state"))?;
         let mut t = Topology {
             run,
             clients: cfg.clients,
@@ -682,60 +682,6 @@ pub fn lab_namespaces() -> Result<Vec<String>, LabError> {
         .filter(|n| is_lab_namespace(n))
         .map(String::from)
         .collect())
-}
-
-/// What [`clean`] did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct CleanReport {
-    /// Runs removed.
-    pub removed_runs: Vec<String>,
-    /// Namespaces deleted.
-    pub removed_namespaces: usize,
-    /// Runs left alone because their owner process is alive.
-    pub skipped_live: Vec<String>,
-}
-
-fn owner_alive(run: &str) -> bool {
-    std::fs::read_to_string(PathBuf::from(STATE_DIR).join(run).join("owner"))
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .is_some_and(crate::sys::process_alive)
-}
-
-/// Removes leftovers of lab runs: every lab namespace (killing the processes inside) and state
-/// directory whose owning process is gone, or all of them with `all`.
-pub fn clean(all: bool) -> Result<CleanReport, LabError> {
-    let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for ns in lab_namespaces()? {
-        runs.entry(ns[..PREFIX.len() + 5].to_string())
-            .or_default()
-            .push(ns);
-    }
-    if let Ok(rd) = std::fs::read_dir(STATE_DIR) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if is_lab_namespace(&format!("{name}-")) {
-                runs.entry(name).or_default();
-            }
-        }
-    }
-    let mut rep = CleanReport::default();
-    for (run, nss) in runs {
-        if !all && owner_alive(&run) {
-            rep.skipped_live.push(run);
-            continue;
-        }
-        for ns in &nss {
-            kill_ns_processes(ns);
-        }
-        for ns in &nss {
-            ip(&["netns", "del", ns])?;
-            rep.removed_namespaces += 1;
-        }
-        let _ = std::fs::remove_dir_all(PathBuf::from(STATE_DIR).join(&run));
-        rep.removed_runs.push(run);
-    }
-    Ok(rep)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! `ethtool`); without the variable each test prints why it is skipped and passes. They run one at a time (a shared lock) so that link
 //! measurements do not compete for the CPU.
 
+use sidekick_lab::cleanup;
 use sidekick_lab::netem::{self, BackendChoice, LinkBackend};
 use sidekick_lab::probe;
 use sidekick_lab::proxyproc::ProxyProcess;
@@ -346,6 +347,126 @@ fn killed_run_is_cleaned_up() {
         .filter(|n| new.contains(n))
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Two lab runs at once (two threads, each a two-trial Packrat-WiFi transfer, paused between
+/// their trials with their topologies up): `clean --all` refuses, naming both and their owner;
+/// plain `clean` leaves both alone; both then complete.
+#[test]
+fn clean_leaves_live_runs_alone() {
+    if skip("clean_leaves_live_runs_alone") {
+        return;
+    }
+    let Some(bin_dir) = transfer_bin_dir() else {
+        panic!("sidekick-transfer not built: cargo build -p sidekick-examples first");
+    };
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/packrat-wifi.toml"),
+        &["app.bytes=1000000".into(), "lan.loss=0%".into()],
+    )
+    .unwrap();
+    scn.variants = vec![Variant {
+        name: "e2e".into(),
+        proxy: vec![],
+        set: vec![],
+        client_args: vec![],
+        kill_proxy_at: None,
+    }];
+    let scn = Arc::new(scn);
+    let (paused_tx, paused_rx) = std::sync::mpsc::channel::<()>();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let (scn, bin_dir, paused) = (scn.clone(), bin_dir.clone(), paused_tx.clone());
+        let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            let opts = RunOptions {
+                trials: Some(2),
+                bin_dir,
+                stop: Arc::new(AtomicBool::new(false)),
+                progress: false,
+                check_links: false,
+                link_backend: LinkBackend::Userspace,
+            };
+            let mut first = true;
+            runner::run(&scn, &opts, |_, _| {
+                if std::mem::take(&mut first) {
+                    let _ = paused.send(());
+                    // Returns when the test resumes us or gives up (sender dropped).
+                    let _ = resume_rx.recv();
+                }
+            })
+        });
+        runs.push((h, resume_tx));
+    }
+    for _ in 0..2 {
+        paused_rx
+            .recv_timeout(Duration::from_secs(180))
+            .expect("both runs finish their first trial");
+    }
+    // Both runs are live, between trials, topologies up.
+    let me = i32::try_from(std::process::id()).unwrap();
+    let ours = || -> Vec<cleanup::Run> {
+        cleanup::survey(
+            std::path::Path::new(cleanup::STATE_DIR),
+            &topo::lab_namespaces().unwrap(),
+        )
+        .into_iter()
+        .filter(|r| r.owner == cleanup::Owner::Alive(me))
+        .collect()
+    };
+    let live = ours();
+    assert_eq!(live.len(), 2, "two live runs of this process: {live:?}");
+    assert!(live.iter().all(|r| r.namespaces.len() == 5), "{live:?}");
+    let lab = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sidekick-lab"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // `--dry-run` keeps this test from removing anything if the refusal ever broke.
+    let all = lab(&["clean", "--all", "--dry-run"]);
+    let err = String::from_utf8_lossy(&all.stderr);
+    assert!(!all.status.success(), "clean --all must refuse: {err}");
+    for r in &live {
+        assert!(
+            err.contains(&format!("{} (owner pid {me}, alive)", r.id)),
+            "{err}"
+        );
+    }
+    let plain = lab(&["clean"]);
+    let out = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    for r in &live {
+        assert!(out.contains(&format!("left alone {}", r.id)), "{out}");
+    }
+    assert_eq!(ours(), live, "clean touched a live run");
+    for (h, resume) in runs {
+        resume.send(()).unwrap();
+        let r = h.join().unwrap().unwrap();
+        let trials = &r.variants[0].trials;
+        assert_eq!(trials.len(), 2);
+        for t in trials {
+            assert!(t.error.is_none(), "{:?}", t.error);
+            assert_eq!(t.metrics["bytes"], 1_000_000.0);
+        }
+    }
+    // Finished runs removed their own namespaces and state.
+    let names = topo::lab_namespaces().unwrap();
+    for r in &live {
+        assert!(!names.iter().any(|n| n.starts_with(&r.id)), "{names:?}");
+        assert!(
+            !std::path::Path::new(cleanup::STATE_DIR)
+                .join(&r.id)
+                .exists()
+        );
+    }
 }
 
 /// Directory holding `sidekick-transfer` and `sidekick-proxy` of this build (the lab stage of
