@@ -25,6 +25,9 @@ export SIDEKICK_REQUIRE_QUICGO=1
 stage "cargo test"
 cargo test --workspace --locked
 
+stage "fuzz smoke: every cargo-fuzz target builds and survives its seeds for a few seconds"
+source scripts/fuzz.sh && fuzz_smoke
+
 stage "lab tests (network namespaces, root)"
 if [ "$(id -u)" -eq 0 ]; then
     # The lab tests launch sidekick-transfer and sidekick-proxy from the same debug build that
