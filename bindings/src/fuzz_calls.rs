@@ -11,13 +11,40 @@
 use std::mem::MaybeUninit;
 use std::ptr::{null, null_mut};
 
-use crate::client::*;
+use crate::client::{
+    SkClient, sk_client_fall_back, sk_client_free, sk_client_handle_timeout, sk_client_keylog_line,
+    sk_client_new, sk_client_on_base_received, sk_client_on_base_sent, sk_client_on_e2e_rtt,
+    sk_client_on_sidekick_received, sk_client_poll_deliver, sk_client_poll_event,
+    sk_client_poll_timeout, sk_client_poll_transmit, sk_client_rtt_ratio, sk_client_set_dcid_len,
+    sk_client_start, sk_client_state, sk_client_stats, sk_client_withdraw_sent,
+    sk_session_config_packrat, sk_session_config_robin,
+};
 use crate::client_types::{SkClientEvent, SkClientStats, SkDestination, SkSessionConfig};
 use crate::ffi::SkStatus;
-use crate::packrat::*;
-use crate::pacubic::*;
-use crate::quack_api::*;
-use crate::robin::*;
+use crate::packrat::{
+    SkPackrat, SkPackratConfig, SkPackratStats, sk_packrat_config_default, sk_packrat_free,
+    sk_packrat_new, sk_packrat_next_timeout, sk_packrat_on_proxy_nothing_missing,
+    sk_packrat_on_received, sk_packrat_on_timeout, sk_packrat_poll_eack, sk_packrat_poll_ready,
+    sk_packrat_reset, sk_packrat_stats,
+};
+use crate::pacubic::{
+    SkPacubic, SkPacubicConfig, SkPacubicStats, sk_pacubic_config_default, sk_pacubic_cwnd,
+    sk_pacubic_free, sk_pacubic_in_slow_start, sk_pacubic_new, sk_pacubic_on_ack,
+    sk_pacubic_on_loss, sk_pacubic_on_mtu_update, sk_pacubic_on_persistent_congestion,
+    sk_pacubic_set_rtt_ratio, sk_pacubic_ssthresh, sk_pacubic_stats,
+};
+use crate::quack_api::{
+    SkQuack, sk_identifier_at, sk_quack_count, sk_quack_decode, sk_quack_encoded_len,
+    sk_quack_free, sk_quack_insert, sk_quack_insert_batch, sk_quack_last_value, sk_quack_new,
+    sk_quack_parse, sk_quack_remove, sk_quack_serialize, sk_quack_subtract, sk_quack_threshold,
+};
+use crate::robin::{
+    SkIdentifier, SkRobin, SkRobinConfig, SkRobinEvent, SkRobinEventKind, SkRobinStats,
+    sk_robin_config_default, sk_robin_free, sk_robin_new, sk_robin_next_timeout,
+    sk_robin_on_e2e_rtt, sk_robin_on_quack, sk_robin_on_sent, sk_robin_on_timeout,
+    sk_robin_poll_event, sk_robin_reset, sk_robin_rtt_ratio, sk_robin_stats,
+    sk_robin_withdraw_last,
+};
 
 /// Reads arguments off the fuzz input (zeros once it is exhausted).
 struct Args<'a>(&'a [u8]);
@@ -290,7 +317,7 @@ pub fn fuzz_c_api_calls(data: &[u8]) {
                     let ids: Vec<u32> = a
                         .rest()
                         .chunks(4)
-                        .map(|c| c.iter().fold(0u32, |x, b| x << 8 | u32::from(*b)))
+                        .map(|c| c.iter().fold(0u32, |x, b| (x << 8) | u32::from(*b)))
                         .collect();
                     ok(sk_quack_insert_batch(q1, ids.as_ptr(), ids.len()));
                 }

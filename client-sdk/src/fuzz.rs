@@ -62,7 +62,7 @@ fn config_from(b: &[u8]) -> SessionConfig {
             .to_vec(),
     });
     let identifier = (byte(0) & 4 == 0).then(|| IdentifierSpec {
-        mode: i32::from(byte(0) >> 3 & 1),
+        mode: i32::from((byte(0) >> 3) & 1),
         offset: word(43) as i32,
         width: u32::from(byte(47)),
         hash_key: b
@@ -214,7 +214,7 @@ fn message(sel: u8, p: &[u8], epoch: u32) -> Message {
         }),
         4 => Message::Close(Close { reason: w(0) }),
         5 => Message::Challenge(Challenge {
-            token: u64::from(w(0)) << 32 | u64::from(w(4)),
+            token: (u64::from(w(0)) << 32) | u64::from(w(4)),
         }),
         6 => Message::Refresh(Refresh {
             path_response: u64::from(w(0)),

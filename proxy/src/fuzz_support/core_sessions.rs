@@ -135,7 +135,7 @@ fn config_from(b: &[u8]) -> SessionConfig {
         robin,
         packrat,
         identifier: Some(IdentifierSpec {
-            mode: i32::from(byte(0) >> 2 & 1),
+            mode: i32::from((byte(0) >> 2) & 1),
             offset: -i32::from(byte(2) % 8),
             width: 4,
             hash_key: if byte(0) & 4 != 0 {
@@ -274,7 +274,7 @@ impl Harness {
     }
 
     /// A datagram of the session's flow from the client.
-    fn from_client(&mut self, payload: &[u8], meta: FrameMeta) {
+    fn client_sends(&mut self, payload: &[u8], meta: FrameMeta) {
         let f = self
             .flow
             .frame(self.flow.client, self.flow.server, CLIENT_MAC, payload);
@@ -283,7 +283,7 @@ impl Harness {
 
     /// A datagram of the session's flow (or of the multicast group) to the client; `received`:
     /// the client gets it (otherwise it was lost on the last hop).
-    fn to_client(&mut self, dst: SocketAddr, payload: &[u8], meta: FrameMeta, received: bool) {
+    fn server_sends(&mut self, dst: SocketAddr, payload: &[u8], meta: FrameMeta, received: bool) {
         let f = self.flow.frame(self.flow.server, dst, AP_MAC, payload);
         self.on_frame(Direction::ToClient, &f, meta);
         if received && let Ok(id) = self.ids.extract::<u32>(payload) {
@@ -303,7 +303,7 @@ impl Harness {
             while let Some(t) = self.client.poll_transmit() {
                 moved = true;
                 match t.dest {
-                    Destination::Base => self.from_client(&t.bytes, FrameMeta::default()),
+                    Destination::Base => self.client_sends(&t.bytes, FrameMeta::default()),
                     Destination::Sidekick(_) => {
                         self.authentic.insert(self.flow.client_sk);
                         self.sidekick(self.flow.client_sk, &t.bytes);
@@ -427,9 +427,9 @@ pub fn fuzz_core_sessions(data: &[u8]) {
         rest = next;
         let meta = meta_of(*op, payload);
         match op % 10 {
-            0 => h.from_client(payload, meta),
-            1 => h.to_client(h.flow.client, payload, meta, op & 0x08 == 0),
-            2 => h.to_client(group_addr(), payload, meta, op & 0x08 == 0),
+            0 => h.client_sends(payload, meta),
+            1 => h.server_sends(h.flow.client, payload, meta, op & 0x08 == 0),
+            2 => h.server_sends(group_addr(), payload, meta, op & 0x08 == 0),
             3 => h.on_frame(Direction::FromClient, payload, meta),
             4 => h.on_frame(Direction::ToClient, payload, meta),
             5 => {
@@ -539,7 +539,7 @@ mod tests {
         h.pump();
         assert_eq!(h.client.state(), ClientState::Established);
         for id in 0..20u32 {
-            h.to_client(h.flow.client, &datagram(id), FrameMeta::default(), id != 5);
+            h.server_sends(h.flow.client, &datagram(id), FrameMeta::default(), id != 5);
             h.pump();
         }
         let mut w = Vec::new();

@@ -167,17 +167,14 @@ pub fn fuzz_multicast_eack(data: &[u8]) {
         // The client receives its retransmissions; a Reset starts its next epoch (the session
         // layer numbers it, the core passes it back).
         for a in &out {
-            match a {
-                Action::Inject { frame, .. } => {
-                    if let Ok(id) = ids.extract::<u32>(&frame[14..]) {
-                        clients[ki].receive(id);
-                    }
-                }
-                _ => {
-                    let e = clients[ki].epoch.wrapping_add(1);
-                    g.reset(k, e);
-                    clients[ki].restart(e);
-                }
+            let Action::Inject { frame, .. } = a else {
+                let e = clients[ki].epoch.wrapping_add(1);
+                g.reset(k, e);
+                clients[ki].restart(e);
+                continue;
+            };
+            if let Ok(id) = ids.extract::<u32>(&frame[14..]) {
+                clients[ki].receive(id);
             }
         }
         assert!(g.cache_bytes() <= cap, "shared cache over its cap");
