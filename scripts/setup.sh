@@ -21,3 +21,6 @@ fi
 for comp in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$comp" || rustup component add "$comp"
 done
+
+# The fuzz smoke of scripts/test.sh: the nightly toolchain and cargo-fuzz.
+bash "$(dirname "$0")/fuzz.sh" --setup

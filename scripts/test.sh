@@ -33,6 +33,14 @@ export SIDEKICK_REQUIRE_CURL=1
 stage "cargo test"
 cargo test --workspace --locked
 
+stage "fuzz smoke: the cargo-fuzz targets build and survive their seeds for a few seconds"
+# The crates whose fuzz builds are light; the others (client-sdk, bindings, examples, interop:
+# their instrumented builds pull in QUIC stacks, ~25 CPU-minutes cold) are smoked by
+# `scripts/fuzz.sh` on demand, and every target's seeds replay on stable in `cargo test` above.
+SIDEKICK_FUZZ_CRATES="${SIDEKICK_FUZZ_CRATES:-quack eack protocol proxy}"
+export SIDEKICK_FUZZ_CRATES
+source scripts/fuzz.sh && fuzz_smoke
+
 stage "lab tests (network namespaces, root)"
 if [ "$(id -u)" -eq 0 ]; then
     # The lab tests launch sidekick-transfer and sidekick-proxy from the same debug build that

@@ -344,7 +344,8 @@ impl Pacubic {
             return;
         }
         self.config.mss = mss;
-        self.config.minimum_window = self.config.minimum_window.max(2 * mss);
+        // Saturating: the MSS comes from the caller (the C API passes any u64 through).
+        self.config.minimum_window = self.config.minimum_window.max(mss.saturating_mul(2));
         self.cwnd = self.cwnd.max(self.config.minimum_window as f64);
     }
 }
@@ -363,6 +364,16 @@ mod tests {
             fast_convergence: false,
             ..PacubicConfig::default()
         })
+    }
+
+    /// Found by the C API fuzz target (`c_api_calls`): `sk_pacubic_on_mtu_update` with an MSS
+    /// above `u64::MAX / 2` overflowed computing the two-segment minimum window.
+    #[test]
+    fn an_absurd_mtu_update_saturates() {
+        let mut c = cc(10 * MSS);
+        c.on_mtu_update(u64::MAX);
+        assert_eq!(c.config.minimum_window, u64::MAX);
+        assert!(c.window() >= u64::MAX / 2);
     }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {

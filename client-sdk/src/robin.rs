@@ -554,7 +554,11 @@ impl RobinSender {
             .near_rtt
             .smoothed()
             .unwrap_or(self.config.quack_interval);
-        rtt.mul_f64(self.config.time_factor.max(1.0)) + self.config.quack_interval
+        // Saturating: the factor and the interval come from the application (the C API passes
+        // any finite factor and any interval), and `Duration` arithmetic panics on overflow.
+        Duration::try_from_secs_f64(rtt.as_secs_f64() * self.config.time_factor.max(1.0))
+            .unwrap_or(Duration::MAX)
+            .saturating_add(self.config.quack_interval)
     }
 
     /// Applies the time rule at `now` (call on timer expiry; see [`Self::next_timeout`]).
@@ -572,7 +576,8 @@ impl RobinSender {
         self.log
             .iter()
             .filter(|e| e.missing_since.is_some())
-            .map(|e| e.sent + threshold)
+            // A threshold beyond the clock's range never expires.
+            .filter_map(|e| e.sent.checked_add(threshold))
             .min()
     }
 

@@ -339,3 +339,36 @@ fn withdrawn_sends_leave_no_trace() {
     assert!(lost_pns(&s.events()).is_empty());
     assert_eq!(s.robin.outstanding(), 0);
 }
+
+/// Found by the C API fuzz target (`c_api_calls`): a finite but huge time factor (or quACK
+/// interval) from the application overflowed `Duration` computing the time rule's threshold,
+/// and the deadline overflowed `Instant`.
+#[test]
+fn an_absurd_time_factor_never_fires_the_time_rule() {
+    for (factor, interval) in [(1e300, ms(10)), (9.0 / 8.0, Duration::MAX)] {
+        let t0 = Instant::now();
+        let mut robin = RobinSender::new(RobinConfig {
+            threshold: 8,
+            time_factor: factor,
+            quack_interval: interval,
+            ..RobinConfig::default()
+        });
+        let mut proxy = PowerSumQuack::<u32>::new(8);
+        robin.on_quack(t0, &proxy.to_bytes()).unwrap();
+        for i in 0..10u32 {
+            robin.on_sent(t0 + ms(u64::from(i)), &dg(i), Some(u64::from(i)));
+            if i != 8 {
+                proxy.insert(i);
+            }
+        }
+        robin.on_quack(t0 + ms(12), &proxy.to_bytes()).unwrap();
+        assert_eq!(
+            robin.next_timeout(),
+            None,
+            "the deadline is beyond the clock"
+        );
+        robin.on_timeout(t0 + Duration::from_secs(3600));
+        let events: Vec<RobinEvent> = robin.poll_events().collect();
+        assert!(lost_pns(&events).is_empty());
+    }
+}

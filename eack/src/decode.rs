@@ -264,6 +264,12 @@ fn peel<I: Id>(
     // two symbols), the look-ahead is validated again.
     let mut next = pop_pure(queue, &mut qlen, syms, key);
     while let Some(cur) = next {
+        // A genuine difference empties one symbol for good with each element peeled, so it
+        // never yields more than `n`; a hostile sketch can hand the same identifier back and
+        // forth between symbols forever.
+        if out.len() >= n {
+            return Err(DecodeError::CountOverflow { index: cur.index });
+        }
         if queue.len() < qlen + n + 2 {
             queue.resize(qlen + n + 64, 0);
         }
@@ -329,6 +335,25 @@ fn peel<I: Id>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `wire` fuzz target (a 10 s timeout): a crafted eACK whose symbols hand an
+    /// identifier back and forth kept the peeling loop going forever. Decoding now stops after
+    /// as many identifiers as there are symbols.
+    #[test]
+    fn a_peeling_cycle_ends() {
+        let bytes = include_bytes!("../fuzz/corpus/wire/regression-peeling-cycle");
+        let s = Sketch::decode_prefix(bytes).unwrap();
+        let start = std::time::Instant::now();
+        let r = s.decode();
+        assert!(r.is_err(), "{r:?}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        // Legitimate differences up to the symbol count still decode.
+        let mut a = Sketch::new(64);
+        a.insert_all(0..40u32);
+        let mut b = Sketch::new(64);
+        b.insert_all(10..40u32);
+        assert_eq!(a.difference(&b).decode().unwrap().missing.len(), 10);
+    }
 
     #[test]
     fn empty_difference_decodes_to_nothing() {

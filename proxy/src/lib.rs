@@ -9,6 +9,7 @@ pub mod core;
 pub mod daemon;
 pub mod engine;
 pub mod flow;
+pub mod fuzz_support;
 pub mod metrics;
 pub mod notify;
 pub mod packet;
