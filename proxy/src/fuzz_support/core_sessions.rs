@@ -13,8 +13,8 @@ use sidekick_protocol::messages::{
 };
 use sidekick_protocol::{ClientConfig, ClientSession, ClientState, Destination, ProxyPolicy};
 
-use crate::core::{CoreConfig, FrameMeta, ProxyCore};
-use crate::engine::{Action, Direction};
+use crate::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+use crate::engine::Direction;
 use crate::flow::FlowTableConfig;
 use crate::packet::{LinkType, build_udp_ip, parse_frame};
 use crate::pemi::PemiConfig;
@@ -187,7 +187,6 @@ struct Harness {
     client: ClientSession,
     flow: Flow,
     pemi: bool,
-    out: Vec<Action>,
     /// The client's view of what it received this epoch (for real eACKs).
     rx: ReceiverEack,
     ids: IdSource,
@@ -231,6 +230,7 @@ impl Harness {
             max_flow_memory: MAX_FLOW_MEMORY,
             max_multicast_groups: 2,
             max_group_members: 4,
+            ..CoreConfig::default()
         };
         let pemi_cfg = pemi.then(|| PemiConfig {
             enforce_delay: mode & 0x80 != 0,
@@ -247,7 +247,6 @@ impl Harness {
             client: ClientSession::new(ClientConfig::new(config)),
             flow,
             pemi,
-            out: Vec::new(),
             rx: ReceiverEack::new(SYMBOLS),
             ids: IdSource::QUIC_DEFAULT,
             authentic: HashSet::new(),
@@ -255,21 +254,19 @@ impl Harness {
         }
     }
 
-    fn verdict_ok(&self, v: &Action) {
+    fn verdict_ok(&self, v: &Verdict) {
         match v {
-            Action::Forward => {}
+            Verdict::Forward => {}
             // PEMI's bounded reply delay (bridge mode) is the only other verdict.
-            Action::Delay { until } if self.pemi => {
+            Verdict::Delay { until } => {
+                assert!(self.pemi, "a delay without PEMI");
                 assert!(*until >= self.now, "delay into the past");
             }
-            other => panic!("verdict {other:?}: the core must fail open"),
         }
     }
 
     fn on_frame(&mut self, dir: Direction, frame: &[u8], meta: FrameMeta) {
-        let v = self
-            .core
-            .on_frame(self.now, dir, frame, meta, &mut self.out);
+        let v = self.core.handle_frame(self.now, dir, frame, meta);
         self.verdict_ok(&v);
     }
 
@@ -292,7 +289,7 @@ impl Harness {
     }
 
     fn sidekick(&mut self, from: SocketAddr, bytes: &[u8]) {
-        self.core.on_sidekick(self.now, from, bytes, &mut self.out);
+        self.core.handle_sidekick(self.now, from, bytes);
     }
 
     /// Exchanges datagrams between the client and the core until both are quiet, checking every
@@ -310,7 +307,7 @@ impl Harness {
                     }
                 }
             }
-            for a in std::mem::take(&mut self.out) {
+            while let Some(a) = self.core.poll_transmit() {
                 moved = true;
                 self.on_action(a);
             }
@@ -329,9 +326,9 @@ impl Harness {
         }
     }
 
-    fn on_action(&mut self, a: Action) {
+    fn on_action(&mut self, a: Transmit) {
         match a {
-            Action::SendSidekick { to, bytes } => {
+            Transmit::Sidekick { to, bytes } => {
                 assert!(
                     self.authentic.contains(&to),
                     "sidekick datagram to {to}, which never sent an authentic frame"
@@ -339,7 +336,7 @@ impl Harness {
                 assert!(bytes.len() <= sidekick_protocol::MAX_DATAGRAM);
                 let _ = self.client.handle_datagram(self.now, proxy_addr(), &bytes);
             }
-            Action::Inject { dir, frame } => {
+            Transmit::Inject { dir, frame } => {
                 let parsed = parse_frame(&frame, self.flow.link).ok();
                 let to_our_client = dir == Direction::ToClient
                     && parsed.as_ref().is_some_and(|p| p.dst == self.flow.client);
@@ -372,7 +369,6 @@ impl Harness {
                     self.rx.on_receive(id);
                 }
             }
-            other => panic!("backend action {other:?}"),
         }
     }
 
@@ -457,8 +453,7 @@ pub fn fuzz_core_sessions(data: &[u8]) {
                     h.client.handle_timeout(h.now);
                 }
                 let now = h.now;
-                h.core.on_timeout(now, &mut h.out);
-                h.core.expire(now);
+                h.core.handle_timeout(now);
             }
             8 => match payload.first().map(|b| b % 5) {
                 Some(0) => {
