@@ -7,8 +7,9 @@
 //! and cached retransmissions injected towards the client, sidekick messages from the proxy's
 //! sidekick socket). The lossy link sits on the proxy's client side, as in the papers: towards
 //! the server a datagram is dropped *before* the proxy sees it (Robin, seed 001 Table 5), towards
-//! the client *after* the proxy cached it (Packrat, seed 002 Table 3). Only datagrams whose first
-//! bit is 0 (QUIC short headers, media packets) are dropped, and only once a session exists. The
+//! the client *after* the proxy cached it (Packrat, seed 002 Table 3). Only datagrams that
+//! `Links::droppable` selects (by default those whose first bit is 0: QUIC short headers, media
+//! packets) are dropped, and only once a session exists. The
 //! far segment (relay ↔ server) has a delay and, towards the client, a rate limit.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -38,6 +39,13 @@ pub struct Links {
     /// Rate of the far segment relay → server, bit/s (`None`: unlimited). Paces an upload so the
     /// server sees datagrams spread out, as behind a real bottleneck, instead of in bursts.
     pub up_rate_bps: Option<f64>,
+    /// Which datagrams the lossy link may drop (default: first bit 0, QUIC short headers and
+    /// the media apps' packets; the WebRTC tests drop SRTP).
+    pub droppable: fn(&[u8]) -> bool,
+}
+
+fn first_bit_clear(d: &[u8]) -> bool {
+    d.first().is_some_and(|b| b & 0x80 == 0)
 }
 
 impl Default for Links {
@@ -48,6 +56,7 @@ impl Default for Links {
             far_rate_bps: 20e6,
             far_queue: Duration::from_millis(100),
             up_rate_bps: None,
+            droppable: first_bit_clear,
         }
     }
 }
@@ -167,7 +176,7 @@ pub async fn relay(
                 let d = &b1[..n];
                 let now = Instant::now();
                 let assisted = core.snapshot().assisted_flows > 0;
-                if d[0] & 0x80 == 0 && assisted {
+                if (links.droppable)(d) && assisted {
                     up += 1;
                     if links.loss_every > 0 && up % links.loss_every.max(1) == 0 {
                         // Lost between the client and the proxy: the proxy never sees it.
@@ -193,7 +202,7 @@ pub async fn relay(
                 }
                 let assisted = core.snapshot().assisted_flows > 0;
                 let mut lost = false;
-                if d[0] & 0x80 == 0 && assisted {
+                if (links.droppable)(d) && assisted {
                     down += 1;
                     if links.loss_every > 0 && down % links.loss_every.max(1) == 0 {
                         // Lost between the proxy (which cached it) and the client.
