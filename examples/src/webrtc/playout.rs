@@ -34,6 +34,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -135,6 +136,33 @@ impl Playout {
         if f.received >= f.count {
             f.complete_ns = Some(arrival_unix_ns);
         }
+    }
+
+    /// Per-packet CSV (`seq,arrival_ms,dejitter_ms`; arrival from the first packet; empty
+    /// fields for packets never received), for looking at where delays come from.
+    pub fn trace_csv(&self) -> String {
+        let mut out = String::from("seq,arrival_ms,dejitter_ms\n");
+        let (Some((&lo, _)), Some((&hi, _))) = (
+            self.arrivals.first_key_value(),
+            self.arrivals.last_key_value(),
+        ) else {
+            return out;
+        };
+        let t0 = self.arrivals.values().min().copied().unwrap_or(0);
+        let seq: Vec<Option<Duration>> = (lo..=hi)
+            .map(|s| {
+                self.arrivals
+                    .get(&s)
+                    .map(|a| Duration::from_nanos(a.saturating_sub(t0)))
+            })
+            .collect();
+        for (i, (a, d)) in seq.iter().zip(dejitter_delays(&seq)).enumerate() {
+            let f = |x: Option<Duration>| {
+                x.map_or(String::new(), |x| format!("{:.3}", x.as_secs_f64() * 1e3))
+            };
+            let _ = writeln!(out, "{},{},{}", lo + i as u64, f(*a), f(d));
+        }
+        out
     }
 
     /// Frames completed so far.

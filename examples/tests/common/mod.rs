@@ -42,6 +42,28 @@ pub struct Links {
     /// Which datagrams the lossy link may drop (default: first bit 0, QUIC short headers and
     /// the media apps' packets; the WebRTC tests drop SRTP).
     pub droppable: fn(&[u8]) -> bool,
+    /// After every this many datagrams in each direction, also send a malformed one (0: never):
+    /// a truncated copy, random bytes under an RTP header, a STUN header with a bad length, a
+    /// single byte. The proxy core sees it as part of the flow.
+    pub garbage_every: u64,
+}
+
+/// The `k`-th malformed datagram derived from `d`.
+fn garbage(k: u64, d: &[u8]) -> Vec<u8> {
+    match k % 4 {
+        0 => d[..d.len().min(20)].to_vec(),
+        1 => {
+            let mut g = vec![0x80, 96, 0xff, 0xfe, 1, 2, 3, 4, 0xde, 0xad, 0xbe, 0xef];
+            g.extend((0..60u8).map(|i| i.wrapping_mul(37)));
+            g
+        }
+        2 => {
+            let mut g = vec![0x00, 0x01, 0xff, 0xf0, 0x21, 0x12, 0xa4, 0x42];
+            g.extend_from_slice(&[7; 12]);
+            g
+        }
+        _ => vec![0x80],
+    }
 }
 
 fn first_bit_clear(d: &[u8]) -> bool {
@@ -57,6 +79,7 @@ impl Default for Links {
             far_queue: Duration::from_millis(100),
             up_rate_bps: None,
             droppable: first_bit_clear,
+            garbage_every: 0,
         }
     }
 }
@@ -162,6 +185,7 @@ pub async fn relay(
     );
     let mut client: Option<SocketAddr> = None;
     let (mut up, mut down) = (0u64, 0u64);
+    let (mut up_all, mut down_all) = (0u64, 0u64);
     let mut out = Vec::new();
     let (mut b1, mut b3) = (vec![0u8; 65536], vec![0u8; 65536]);
     loop {
@@ -189,6 +213,15 @@ pub async fn relay(
                     core.on_frame(now, Direction::FromClient, &ip, FrameMeta::default(), &mut out);
                 }
                 let _ = to_server.send((now, d.to_vec()));
+                up_all += 1;
+                if links.garbage_every > 0 && up_all % links.garbage_every == 0 {
+                    let g = garbage(up_all / links.garbage_every, d);
+                    if proxy {
+                        let ip = build_udp_ip(from, front_addr, &g, 64);
+                        core.on_frame(now, Direction::FromClient, &ip, FrameMeta::default(), &mut out);
+                    }
+                    let _ = to_server.send((now, g));
+                }
                 now
             }
             r = from_server.recv() => {
@@ -212,6 +245,15 @@ pub async fn relay(
                 }
                 if !lost {
                     let _ = front.send_to(d, c).await;
+                }
+                down_all += 1;
+                if links.garbage_every > 0 && down_all % links.garbage_every == 0 {
+                    let g = garbage(down_all / links.garbage_every, d);
+                    if proxy {
+                        let ip = build_udp_ip(front_addr, c, &g, 64);
+                        core.on_frame(now, Direction::ToClient, &ip, FrameMeta::default(), &mut out);
+                    }
+                    let _ = front.send_to(&g, c).await;
                 }
                 now
             }
