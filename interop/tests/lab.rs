@@ -747,6 +747,17 @@ fn pemi_bridge_download_in_namespaces() {
 /// One short trial of a `webrtc-*` scenario's variant `variant` (6 s call) with the real binaries;
 /// asserts that every frame arrived.
 fn webrtc_trial(test: &str, scenario: &str, variant: &str) -> BTreeMap<String, f64> {
+    webrtc_trial_kill(test, scenario, variant, None)
+}
+
+/// As [`webrtc_trial`], with the proxy SIGKILLed once the sender has sent `kill_at` of the call's
+/// nominal bytes (6 s at 1.5 Mbit/s).
+fn webrtc_trial_kill(
+    test: &str,
+    scenario: &str,
+    variant: &str,
+    kill_at: Option<f64>,
+) -> BTreeMap<String, f64> {
     let bin_dir = sidekick_bin_dir(test);
     assert!(
         bin_dir.join("sidekick-webrtc").exists(),
@@ -754,11 +765,17 @@ fn webrtc_trial(test: &str, scenario: &str, variant: &str) -> BTreeMap<String, f
     );
     let mut scn = Scenario::load(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{scenario}.toml")),
-        &["app.duration_s=6.0".into(), "app.timeout_s=60.0".into()],
+        &[
+            "app.duration_s=6.0".into(),
+            "app.timeout_s=60.0".into(),
+            // Unused by the webrtc kind except as the byte count `kill_proxy_at` refers to.
+            "app.bytes=1125000".into(),
+        ],
     )
     .unwrap_or_else(|e| panic!("{test}: {e}"));
     scn.variants.retain(|v| v.name == variant);
     assert_eq!(scn.variants.len(), 1, "{scenario} has a {variant} variant");
+    scn.variants[0].kill_proxy_at = kill_at;
     let m = one_trial(test, &scn, bin_dir);
     for k in [
         "dejitter_p50_ms",
@@ -818,4 +835,29 @@ fn webrtc_downlink_sidekick_in_namespaces() {
     let dropped = m["lan0_down_dropped_loss"];
     assert!(dropped > 0.0, "{test}: {m:?}");
     assert!(m["nacks"] < dropped, "{test}: {m:?}");
+}
+
+/// Fail open: the proxy SIGKILLed 40 % into a WebRTC call (each direction); the SDK is left
+/// without quACKs or repairs, and NACK/RTX carries the call to the end with every frame.
+#[test]
+fn webrtc_calls_survive_proxy_kill() {
+    let test = "webrtc_calls_survive_proxy_kill";
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for scenario in ["webrtc-uplink", "webrtc-downlink"] {
+        let m = webrtc_trial_kill(test, scenario, "sidekick", Some(0.4));
+        assert!(
+            m.get("proxy_killed_at_s").is_some_and(|t| *t > 0.0),
+            "{test} {scenario}: the proxy was not killed: {m:?}"
+        );
+        assert!(
+            m["sidekick_quacks"] + m["sidekick_eacks_sent"] > 0.0,
+            "{test} {scenario}: {m:?}"
+        );
+        assert!(m["nacks"] > 0.0, "{test} {scenario}: {m:?}");
+    }
 }

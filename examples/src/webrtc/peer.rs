@@ -132,7 +132,8 @@ struct Sending {
     /// Packets of the current frame: (due, payload, last of frame, rtp time, capture instant).
     queue: std::collections::VecDeque<(Instant, Vec<u8>, bool, u32, Instant)>,
     /// Pacing floor: a packet that left late does not let the next one follow it closely (a
-    /// catch-up burst would hide the silence of a later loss from the proxy).
+    /// catch-up burst would hide the silence of a later loss from the proxy); only a sender
+    /// more than a frame behind catches up faster.
     not_before: Instant,
     /// Spacing of the current frame's packets.
     spacing: Duration,
@@ -600,10 +601,17 @@ impl Peer {
             if s.queue.front().is_none_or(|q| q.0.max(s.not_before) > now) {
                 return Ok(());
             }
-            s.not_before = now + s.spacing * 3 / 4;
-            let Some((_, payload, marker, time, capture)) = s.queue.pop_front() else {
+            let Some((due, payload, marker, time, capture)) = s.queue.pop_front() else {
                 return Ok(());
             };
+            // Behind by more than a frame (a loaded machine): catch up at four times the pace
+            // rather than fall further behind.
+            let floor = if now.saturating_duration_since(due) > interval {
+                s.spacing / 4
+            } else {
+                s.spacing * 3 / 4
+            };
+            s.not_before = now + floor;
             let (ssrc, pt, seq) = (s.ssrc, s.pt, s.seq);
             s.seq += 1;
             if let Some(tx) = self.rtc.direct_api().stream_tx(&ssrc) {
