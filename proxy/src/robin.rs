@@ -53,61 +53,23 @@ impl Default for RobinConfig {
 const GAP_WARMUP_SAMPLES: u32 = 8;
 
 /// The smoothed spacing between a flow's client packets, and whether the latest was late.
-///
-/// A video sender's rate changes within a second: a keyframe's packets come three to four times
-/// closer than a delta frame's. The slow average would take a dozen packets to follow, and a
-/// loss among the first of them (a silence of two short spacings) would go unseen. So a second,
-/// fast estimate follows spacings below half the average (two such spacings in a row set it,
-/// a single one moves it half-way), and the silence is measured against the smaller of the two;
-/// any other spacing resets the fast estimate to the average, so jitter around a steady rate
-/// (audio) is judged as before. Spacings below a quarter of the average (a packet slipped in
-/// between, e.g. an RTCP report or a resend) leave it alone.
 #[derive(Debug, Clone, Copy, Default)]
 struct SpacingTracker {
     last_arrival: Option<Instant>,
     smoothed: Duration,
-    fast: Duration,
-    last_short: Option<Duration>,
-    /// Consecutive late spacings, and the shortest of them.
-    long_run: u32,
-    long_min: Duration,
     samples: u32,
 }
 
 impl SpacingTracker {
     /// Records an arrival; true when it follows a silence longer than `percent` % of the
-    /// spacing so far (the smaller of the smoothed and the fast estimate).
+    /// smoothed spacing so far.
     fn on_arrival(&mut self, now: Instant, percent: u32) -> bool {
         let Some(last) = self.last_arrival.replace(now) else {
             return false;
         };
         let gap = now.saturating_duration_since(last);
-        let reference = self.smoothed.min(self.fast);
         let late = self.samples >= GAP_WARMUP_SAMPLES
-            && gap.as_nanos() * 100 > reference.as_nanos() * u128::from(percent);
-        if late {
-            self.long_run += 1;
-            self.long_min = if self.long_run == 1 {
-                gap
-            } else {
-                self.long_min.min(gap)
-            };
-        } else {
-            self.long_run = 0;
-        }
-        if self.long_run >= 3 {
-            // Three long spacings in a row are a slower rate (a keyframe's burst is over), not
-            // three losses: take the new pace (the shortest of the three, so that scheduling
-            // hiccups do not blind the tracker) at once instead of quACKing a dozen packets
-            // while the average climbs back. (The second of them already carried its quACK, and
-            // the packet after a late one carries the repeat.)
-            self.smoothed = self.long_min;
-            self.fast = self.long_min;
-            self.last_short = None;
-            self.long_run = 0;
-            return false;
-        }
-        let before = self.smoothed;
+            && gap.as_nanos() * 100 > self.smoothed.as_nanos() * u128::from(percent);
         // The plain mean of the warm-up samples (an EWMA seeded with one jittered sample would
         // stay biased for a while), then an EWMA with gain 1/8 (as RFC 6298's SRTT). A sample
         // is capped at 4x the mean so one idle period does not blind the tracker for dozens of
@@ -121,18 +83,6 @@ impl SpacingTracker {
             (self.smoothed * 7 + gap.min(self.smoothed * 4)) / 8
         };
         self.samples = n.saturating_add(1);
-        let short = n >= GAP_WARMUP_SAMPLES && gap * 2 < before;
-        if !short {
-            self.fast = self.smoothed;
-            self.last_short = None;
-        } else if gap * 4 >= before {
-            // Two short spacings in a row set the pace; a single one only halves the way.
-            self.fast = match self.last_short {
-                Some(prev) => prev.max(gap),
-                None => (self.fast + gap) / 2,
-            };
-            self.last_short = Some(gap);
-        }
         late
     }
 }
@@ -477,67 +427,6 @@ mod tests {
         };
         let q = PowerSumQuack::<u32>::from_bytes(bytes).unwrap();
         assert_eq!((q.count(), q.last_value()), (11, Some(11)));
-    }
-
-    #[test]
-    fn a_loss_early_in_a_faster_burst_is_seen() {
-        // Video: delta frames' packets 5.5 ms apart, then a keyframe's 21 packets 1.6 ms apart;
-        // its 4th packet is lost (a silence of 3.2 ms, well below 150 % of 5.5 ms).
-        let t0 = Instant::now();
-        let mut e = RobinEngine::new(
-            RobinConfig {
-                every_packets: 1000,
-                ..gap_config()
-            },
-            t0,
-        );
-        let mut out = Vec::new();
-        let mut at = Duration::ZERO;
-        for i in 0..30u32 {
-            feed(&mut e, t0 + at, i, &mut out);
-            at += Duration::from_micros(5500);
-        }
-        out.clear();
-        let mut fired = Vec::new();
-        for i in 30..51u32 {
-            if i != 33 {
-                feed(&mut e, t0 + at, i, &mut out);
-                if !out.is_empty() {
-                    fired.push(i);
-                    out.clear();
-                }
-            }
-            at += Duration::from_micros(1600);
-        }
-        // The packet after the loss and the one after it (the repeat).
-        assert_eq!(fired, vec![34, 35]);
-        assert_eq!(e.counters.gap_quacks, 1);
-        // Back to 5.5 ms: the first two long spacings carry quACKs (and the repeat goes with the
-        // third), then the tracker has the new pace: the rest of the frame is quiet, and a loss
-        // in it is seen.
-        let mut fired = Vec::new();
-        for i in 51..70u32 {
-            at += Duration::from_micros(5500);
-            if i != 60 {
-                feed(&mut e, t0 + at, i, &mut out);
-                if !out.is_empty() {
-                    fired.push(i);
-                    out.clear();
-                }
-            }
-        }
-        assert_eq!(fired, vec![51, 52, 53, 61, 62]);
-    }
-
-    #[test]
-    fn two_losses_one_packet_apart_are_both_seen() {
-        let t0 = Instant::now();
-        let mut e = RobinEngine::new(gap_config(), t0);
-        let fired = paced(&mut e, t0, 0..30, &[10, 12], |_| 0);
-        assert_eq!(fired, vec![0, 11, 13, 14]);
-        assert_eq!(e.counters.gap_quacks, 2);
-        // And the pace is still 20 ms: a later loss is seen too.
-        assert_eq!(paced(&mut e, t0, 30..40, &[35], |_| 0), vec![36, 37]);
     }
 
     #[test]
