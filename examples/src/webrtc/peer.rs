@@ -189,6 +189,8 @@ pub struct Peer {
     started: Instant,
     connected_at: Option<Instant>,
     last_sent_at: Option<Instant>,
+    /// Arrival of the newest media packet (receiver).
+    last_media_at: Option<Instant>,
     disconnected: bool,
     report: PeerReport,
     packets_sent: u64,
@@ -224,6 +226,7 @@ impl Peer {
             started: Instant::now(),
             connected_at: None,
             last_sent_at: None,
+            last_media_at: None,
             disconnected: false,
             report: PeerReport::default(),
             packets_sent: 0,
@@ -380,7 +383,12 @@ impl Peer {
                 if self.playout.frames_complete() >= u64::from(self.cfg.frames) {
                     Some("done")
                 } else {
-                    (now >= stream_end).then_some("done")
+                    // A sender behind schedule (a loaded machine) is still sending: wait until
+                    // the stream has been quiet for the linger too.
+                    let quiet = self
+                        .last_media_at
+                        .is_none_or(|t| now >= t + self.cfg.linger);
+                    (now >= stream_end && quiet).then_some("done")
                 }
             }
         }
@@ -434,6 +442,7 @@ impl Peer {
                 if p.header.payload_type != pt {
                     return;
                 }
+                self.last_media_at = Some(Instant::now());
                 match PayloadHeader::parse(&p.payload) {
                     Ok(h) => {
                         let at = self.wall.unix_ns(p.timestamp);
