@@ -352,15 +352,44 @@ impl SidekickClient {
     /// A datagram arrived on the base socket. Discovery replies are consumed; everything else
     /// becomes available from [`Self::poll_deliver`] (possibly after the reorder window).
     pub fn on_base_received(&mut self, now: Instant, datagram: Vec<u8>) {
-        if self.mode == Mode::Probing && is_discovery_reply(&datagram) {
-            let r = self.session.handle_base_datagram(now, &datagram);
-            if let Err(e) = r {
-                tracing::debug!(%e, "discovery reply refused");
-            }
-            self.pump_session();
+        if self.consume_discovery_reply(now, &datagram) {
             return;
         }
         let pn = self.lens.observe(Direction::Incoming, &datagram).ok();
+        self.receive_with_pn(now, datagram, pn);
+    }
+
+    /// As [`Self::on_base_received`] for a base connection whose packet numbers the application
+    /// reads itself instead of the QUIC lens — e.g. the RTP sequence number of a media stream,
+    /// which SRTP leaves in the clear. `pn` is `None` for datagrams outside that numbering (they
+    /// are delivered at once); Packrat holds datagrams after a gap in it for the reorder window.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use sidekick::session::{SidekickClient, SidekickConfig};
+    /// let mut c = SidekickClient::new(SidekickConfig::packrat());
+    /// c.on_base_received_with_pn(Instant::now(), vec![0x80; 40], Some(7));
+    /// assert!(c.poll_deliver().is_some()); // no session yet: delivered at once
+    /// ```
+    pub fn on_base_received_with_pn(&mut self, now: Instant, datagram: Vec<u8>, pn: Option<u64>) {
+        if self.consume_discovery_reply(now, &datagram) {
+            return;
+        }
+        self.receive_with_pn(now, datagram, pn);
+    }
+
+    fn consume_discovery_reply(&mut self, now: Instant, datagram: &[u8]) -> bool {
+        if self.mode != Mode::Probing || !is_discovery_reply(datagram) {
+            return false;
+        }
+        if let Err(e) = self.session.handle_base_datagram(now, datagram) {
+            tracing::debug!(%e, "discovery reply refused");
+        }
+        self.pump_session();
+        true
+    }
+
+    fn receive_with_pn(&mut self, now: Instant, datagram: Vec<u8>, pn: Option<u64>) {
         match self.packrat.as_mut() {
             Some(p) => {
                 p.on_datagram(now, datagram, pn);

@@ -8,6 +8,8 @@
 //! - [`fec`]: Packrat media with FEC by repetition, stalls, binary `sidekick-media-fec`.
 //! - [`rtc`]: RTC frames over QUIC (PEMI, seed 000 §6.1.2): one stream per frame, frame delay
 //!   and jitter, quinn and quiche, binary `sidekick-rtc`.
+//! - [`webrtc`]: a WebRTC call on str0m (ICE, DTLS, SRTP, RTP/RTCP, NACK/RTX) with Robin on the
+//!   sender and Packrat on the receiver, binary `sidekick-webrtc`.
 //! - [`wire`], [`nack`], [`stats`], [`media_io`]: shared wire format, NACK bookkeeping,
 //!   statistics and tokio adapters.
 
@@ -19,4 +21,5 @@ pub mod nack;
 pub mod rtc;
 pub mod stats;
 pub mod transfer;
+pub mod webrtc;
 pub mod wire;

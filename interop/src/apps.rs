@@ -12,6 +12,7 @@ pub fn app_binary(kind: &str) -> Option<&'static str> {
         "media" => Some("sidekick-media"),
         "media-fec" => Some("sidekick-media-fec"),
         "rtc" => Some("sidekick-rtc"),
+        "webrtc" => Some("sidekick-webrtc"),
         _ => None,
     }
 }
@@ -67,6 +68,9 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 /// - `transfer` with `client_stack = "curl"` (needs `http3`): the server as above, the client
 ///   `sidekick-curl https://SERVER:PORT/download/BYTES` (or `/upload/BYTES --upload-bytes
 ///   BYTES`) `--insecure --timeout T` (the lab's servers have self-signed certificates).
+/// - `webrtc` (a WebRTC call on str0m): `sidekick-webrtc server --once` / `client --direction
+///   upload|download --duration D --json --timeout T`; `upload`: the client sends the video
+///   (Robin #1's setting), `download`: the server sends and the client plays (Packrat's).
 pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
     let connect = format!("{}:{port}", Topology::server_addr());
@@ -80,6 +84,21 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--duration".into(),
                 format!("{}", app.duration_s),
                 "--json".into(),
+            ],
+        ),
+        "webrtc" => (
+            vec!["server".into(), "--listen".into(), listen, "--once".into()],
+            vec![
+                "client".into(),
+                "--connect".into(),
+                connect,
+                "--direction".into(),
+                app.direction.clone(),
+                "--duration".into(),
+                format!("{}", app.duration_s),
+                "--json".into(),
+                "--timeout".into(),
+                format!("{}", app.timeout_s),
             ],
         ),
         "rtc" => {
@@ -205,6 +224,25 @@ mod tests {
         assert_eq!(srv.last().map(String::as_str), Some("--http3"));
         assert_eq!(cli.last().map(String::as_str), Some("--http3"));
         app.http3 = false;
+        app.kind = "webrtc".into();
+        app.duration_s = 20.0;
+        let (srv, cli) = app_args(&app, 5000);
+        assert_eq!(srv, ["server", "--listen", "0.0.0.0:5000", "--once"]);
+        assert_eq!(
+            cli,
+            [
+                "client",
+                "--connect",
+                "10.0.1.1:5000",
+                "--direction",
+                "upload",
+                "--duration",
+                "20",
+                "--json",
+                "--timeout",
+                "60"
+            ]
+        );
         for kind in ["media", "media-fec"] {
             app.kind = kind.into();
             app.duration_s = 12.5;
@@ -256,6 +294,7 @@ mod tests {
         assert_eq!(app_binary("media"), Some("sidekick-media"));
         assert_eq!(app_binary("media-fec"), Some("sidekick-media-fec"));
         assert_eq!(app_binary("rtc"), Some("sidekick-rtc"));
+        assert_eq!(app_binary("webrtc"), Some("sidekick-webrtc"));
         assert_eq!(app_binaries(&app), Some(("sidekick-rtc", "sidekick-rtc")));
         app.stack = QUIC_GO.into();
         assert_eq!(

@@ -64,7 +64,8 @@ pub enum ScenarioError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppSpec {
     /// `transfer` (bulk QUIC transfer with sidekick-transfer), `media` / `media-fec` (Robin and
-    /// Packrat media) or `rtc` (PEMI RTC frames with sidekick-rtc).
+    /// Packrat media), `rtc` (PEMI RTC frames with sidekick-rtc) or `webrtc` (a WebRTC video call
+    /// on str0m with sidekick-webrtc; `direction` says who sends).
     pub kind: String,
     /// QUIC stack (`quinn` or `quiche`) of `transfer` and `rtc`; `rtc` also takes `quic-go`
     /// (the quic-go server, examples/quic-go, measured by the `client_stack` client).
@@ -82,8 +83,8 @@ pub struct AppSpec {
     /// Bytes to transfer.
     #[serde(default)]
     pub bytes: u64,
-    /// Stream length in seconds for the media kinds (`media`, `media-fec`, `rtc`: their client's
-    /// `--duration`); unused by `transfer`.
+    /// Stream length in seconds for the media kinds (`media`, `media-fec`, `rtc`, `webrtc`:
+    /// their client's `--duration`); unused by `transfer`.
     #[serde(default = "default_duration")]
     pub duration_s: f64,
     /// Per-trial timeout in seconds.

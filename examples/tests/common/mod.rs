@@ -7,8 +7,9 @@
 //! and cached retransmissions injected towards the client, sidekick messages from the proxy's
 //! sidekick socket). The lossy link sits on the proxy's client side, as in the papers: towards
 //! the server a datagram is dropped *before* the proxy sees it (Robin, seed 001 Table 5), towards
-//! the client *after* the proxy cached it (Packrat, seed 002 Table 3). Only datagrams whose first
-//! bit is 0 (QUIC short headers, media packets) are dropped, and only once a session exists. The
+//! the client *after* the proxy cached it (Packrat, seed 002 Table 3). Only datagrams that
+//! `Links::droppable` selects (by default those whose first bit is 0: QUIC short headers, media
+//! packets) are dropped, and only once a session exists. The
 //! far segment (relay ↔ server) has a delay and, towards the client, a rate limit.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -38,6 +39,35 @@ pub struct Links {
     /// Rate of the far segment relay → server, bit/s (`None`: unlimited). Paces an upload so the
     /// server sees datagrams spread out, as behind a real bottleneck, instead of in bursts.
     pub up_rate_bps: Option<f64>,
+    /// Which datagrams the lossy link may drop (default: first bit 0, QUIC short headers and
+    /// the media apps' packets; the WebRTC tests drop SRTP).
+    pub droppable: fn(&[u8]) -> bool,
+    /// After every this many datagrams in each direction, also send a malformed one (0: never):
+    /// a truncated copy, random bytes under an RTP header, a STUN header with a bad length, a
+    /// single byte. The proxy core sees it as part of the flow.
+    pub garbage_every: u64,
+}
+
+/// The `k`-th malformed datagram derived from `d`.
+fn garbage(k: u64, d: &[u8]) -> Vec<u8> {
+    match k % 4 {
+        0 => d[..d.len().min(20)].to_vec(),
+        1 => {
+            let mut g = vec![0x80, 96, 0xff, 0xfe, 1, 2, 3, 4, 0xde, 0xad, 0xbe, 0xef];
+            g.extend((0..60u8).map(|i| i.wrapping_mul(37)));
+            g
+        }
+        2 => {
+            let mut g = vec![0x00, 0x01, 0xff, 0xf0, 0x21, 0x12, 0xa4, 0x42];
+            g.extend_from_slice(&[7; 12]);
+            g
+        }
+        _ => vec![0x80],
+    }
+}
+
+fn first_bit_clear(d: &[u8]) -> bool {
+    d.first().is_some_and(|b| b & 0x80 == 0)
 }
 
 impl Default for Links {
@@ -48,6 +78,8 @@ impl Default for Links {
             far_rate_bps: 20e6,
             far_queue: Duration::from_millis(100),
             up_rate_bps: None,
+            droppable: first_bit_clear,
+            garbage_every: 0,
         }
     }
 }
@@ -153,6 +185,7 @@ pub async fn relay(
     );
     let mut client: Option<SocketAddr> = None;
     let (mut up, mut down) = (0u64, 0u64);
+    let (mut up_all, mut down_all) = (0u64, 0u64);
     let (mut b1, mut b3) = (vec![0u8; 65536], vec![0u8; 65536]);
     loop {
         let deadline = core
@@ -166,7 +199,7 @@ pub async fn relay(
                 let d = &b1[..n];
                 let now = Instant::now();
                 let assisted = core.snapshot().assisted_flows > 0;
-                if d[0] & 0x80 == 0 && assisted {
+                if (links.droppable)(d) && assisted {
                     up += 1;
                     if links.loss_every > 0 && up % links.loss_every.max(1) == 0 {
                         // Lost between the client and the proxy: the proxy never sees it.
@@ -179,6 +212,15 @@ pub async fn relay(
                     core.handle_frame(now, Direction::FromClient, &ip, FrameMeta::default());
                 }
                 let _ = to_server.send((now, d.to_vec()));
+                up_all += 1;
+                if links.garbage_every > 0 && up_all % links.garbage_every == 0 {
+                    let g = garbage(up_all / links.garbage_every, d);
+                    if proxy {
+                        let ip = build_udp_ip(from, front_addr, &g, 64);
+                        core.handle_frame(now, Direction::FromClient, &ip, FrameMeta::default());
+                    }
+                    let _ = to_server.send((now, g));
+                }
                 now
             }
             r = from_server.recv() => {
@@ -192,7 +234,7 @@ pub async fn relay(
                 }
                 let assisted = core.snapshot().assisted_flows > 0;
                 let mut lost = false;
-                if d[0] & 0x80 == 0 && assisted {
+                if (links.droppable)(d) && assisted {
                     down += 1;
                     if links.loss_every > 0 && down % links.loss_every.max(1) == 0 {
                         // Lost between the proxy (which cached it) and the client.
@@ -202,6 +244,15 @@ pub async fn relay(
                 }
                 if !lost {
                     let _ = front.send_to(d, c).await;
+                }
+                down_all += 1;
+                if links.garbage_every > 0 && down_all % links.garbage_every == 0 {
+                    let g = garbage(down_all / links.garbage_every, d);
+                    if proxy {
+                        let ip = build_udp_ip(front_addr, c, &g, 64);
+                        core.handle_frame(now, Direction::ToClient, &ip, FrameMeta::default());
+                    }
+                    let _ = front.send_to(&g, c).await;
                 }
                 now
             }

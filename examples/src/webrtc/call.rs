@@ -1,0 +1,413 @@
+//! A call: the client offers (one video m-line, send-only for an upload, receive-only for a
+//! download) over the signalling endpoint ([`super::signal`]), both sides run a [`Peer`], and at
+//! the end the client fetches the server's half of the report (`POST /report`) and merges it with
+//! its own: the receiver's jitter-buffer metrics, the sender's counters, the client's sidekick.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use str0m::Candidate;
+use str0m::change::{SdpAnswer, SdpOffer};
+use str0m::media::{Direction as MediaDirection, MediaKind};
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::sync::oneshot;
+
+use super::peer::{Peer, PeerConfig, PeerReport, Role, new_rtc};
+use super::sidekick::WebrtcSidekick;
+use super::signal::{accept_request, post, respond};
+use super::source::SourceConfig;
+use crate::transfer::sidekick::Mode;
+use sidekick::session::{SidekickClient, SidekickConfig};
+
+/// The client's `POST /offer` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OfferRequest {
+    /// SDP offer.
+    pub offer: String,
+    /// What the server does.
+    pub server_role: Role,
+    /// Frames of the call.
+    pub frames: u32,
+    /// Frames per second.
+    pub fps: u32,
+    /// Mean bit rate, kbit/s.
+    pub kbps: u32,
+    /// A keyframe every this many frames.
+    pub keyframe_interval: u32,
+    /// Keyframe size relative to a delta frame.
+    pub keyframe_factor: f64,
+    /// Frame-size seed.
+    pub seed: u64,
+    /// Receiver's jitter-buffer target, ms.
+    pub playout_delay_ms: u64,
+    /// Linger after the last frame, ms.
+    pub linger_ms: u64,
+}
+
+/// The `POST /offer` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OfferResponse {
+    /// SDP answer.
+    pub answer: String,
+}
+
+const SIGNAL_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn source_config(
+    fps: u32,
+    kbps: u32,
+    keyframe_interval: u32,
+    keyframe_factor: f64,
+) -> SourceConfig {
+    SourceConfig {
+        fps: fps.clamp(1, 240),
+        kbps: kbps.clamp(8, 100_000),
+        keyframe_interval: keyframe_interval.clamp(1, 100_000),
+        keyframe_factor: if keyframe_factor.is_finite() {
+            keyframe_factor.clamp(1.0, 50.0)
+        } else {
+            1.0
+        },
+        ..SourceConfig::default()
+    }
+}
+
+/// The signalling endpoint and the media socket of a server, on one address (TCP and UDP).
+pub struct Server {
+    tcp: TcpListener,
+    udp: Arc<UdpSocket>,
+    advertise: Option<SocketAddr>,
+    trace: Option<std::path::PathBuf>,
+}
+
+impl Server {
+    /// Binds TCP and UDP on `listen` (port 0: the UDP socket takes the TCP port).
+    pub async fn bind(listen: SocketAddr) -> anyhow::Result<Self> {
+        let tcp = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding TCP {listen}"))?;
+        let udp_addr = SocketAddr::new(listen.ip(), tcp.local_addr()?.port());
+        let udp = UdpSocket::bind(udp_addr)
+            .await
+            .with_context(|| format!("binding UDP {udp_addr}"))?;
+        Ok(Self {
+            tcp,
+            udp: Arc::new(udp),
+            advertise: None,
+            trace: None,
+        })
+    }
+
+    /// Write the receiver's per-packet trace (CSV) to `path` after each call it receives.
+    #[must_use]
+    pub fn trace(mut self, path: Option<std::path::PathBuf>) -> Self {
+        self.trace = path;
+        self
+    }
+
+    /// Offer `addr` as the media candidate instead of the address the client reached the
+    /// signalling endpoint at (a 1:1 NAT, or a relay in front of the server).
+    #[must_use]
+    pub fn advertise(mut self, addr: Option<SocketAddr>) -> Self {
+        self.advertise = addr;
+        self
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> anyhow::Result<SocketAddr> {
+        Ok(self.tcp.local_addr()?)
+    }
+
+    /// Serves calls one at a time (`once`: only the first). A call ends with the client's
+    /// `POST /report`, or `max_call` after its offer.
+    pub async fn run(&self, once: bool, max_call: Duration) -> anyhow::Result<()> {
+        loop {
+            match self.one_call(max_call).await {
+                Ok(()) if once => return Ok(()),
+                Ok(()) => {}
+                Err(e) if once => return Err(e),
+                Err(e) => tracing::warn!("call failed: {e:#}"),
+            }
+        }
+    }
+
+    async fn one_call(&self, max_call: Duration) -> anyhow::Result<()> {
+        let (stream, req) = loop {
+            let (s, req) = match accept_request(&self.tcp, SIGNAL_TIMEOUT).await {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::debug!("signalling: {e:#}");
+                    continue;
+                }
+            };
+            if req.method == "POST" && req.path == "/offer" {
+                break (s, req);
+            }
+            let _ = respond(s, 404, b"{\"error\":\"no call\"}").await;
+        };
+        let offer: OfferRequest = match serde_json::from_slice(&req.body) {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = respond(stream, 400, b"{\"error\":\"bad offer\"}").await;
+                anyhow::bail!("bad offer request: {e}");
+            }
+        };
+        let local = match self.advertise {
+            Some(a) => a,
+            None => SocketAddr::new(stream.local_addr()?.ip(), self.udp.local_addr()?.port()),
+        };
+        let mut rtc = new_rtc(Instant::now());
+        let answer = (|| -> anyhow::Result<String> {
+            rtc.add_local_candidate(Candidate::host(local, "udp")?)
+                .context("adding the host candidate")?;
+            let sdp = SdpOffer::from_sdp_string(&offer.offer)?;
+            Ok(rtc.sdp_api().accept_offer(sdp)?.to_sdp_string())
+        })();
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = respond(stream, 400, b"{\"error\":\"offer refused\"}").await;
+                return Err(e.context("accepting the offer"));
+            }
+        };
+        respond(stream, 200, &serde_json::to_vec(&OfferResponse { answer })?).await?;
+
+        let source = source_config(
+            offer.fps,
+            offer.kbps,
+            offer.keyframe_interval,
+            offer.keyframe_factor,
+        );
+        let cfg = PeerConfig {
+            role: offer.server_role,
+            source,
+            frames: offer.frames,
+            playout_delay: Duration::from_millis(offer.playout_delay_ms.min(10_000)),
+            linger: Duration::from_millis(offer.linger_ms.min(30_000)),
+            seed: offer.seed,
+            stop_when_done: false,
+            connect_timeout: SIGNAL_TIMEOUT,
+            max_duration: max_call,
+            trace: self.trace.clone(),
+        };
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let peer = Peer::new(rtc, self.udp.clone(), local, None, cfg, None);
+        let mut task = tokio::spawn(peer.run(Some(stop_rx)));
+        let deadline = tokio::time::Instant::now() + max_call;
+        let mut stop_tx = Some(stop_tx);
+        loop {
+            let next = tokio::select! {
+                r = accept_request(&self.tcp, SIGNAL_TIMEOUT) => Some(r),
+                () = tokio::time::sleep_until(deadline) => None,
+            };
+            match next {
+                Some(Ok((s, req))) if req.path == "/report" => {
+                    if let Some(tx) = stop_tx.take() {
+                        let _ = tx.send(());
+                    }
+                    let report = match (&mut task).await {
+                        Ok(Ok(r)) => serde_json::to_vec(&r)?,
+                        Ok(Err(e)) => {
+                            serde_json::to_vec(&serde_json::json!({"error": format!("{e:#}")}))?
+                        }
+                        Err(e) => serde_json::to_vec(&serde_json::json!({"error": e.to_string()}))?,
+                    };
+                    respond(s, 200, &report).await?;
+                    return Ok(());
+                }
+                Some(Ok((s, _))) => {
+                    let _ = respond(s, 409, b"{\"error\":\"busy\"}").await;
+                }
+                Some(Err(e)) => tracing::debug!("signalling: {e:#}"),
+                None => {
+                    task.abort();
+                    anyhow::bail!("no report request within {max_call:?}");
+                }
+            }
+        }
+    }
+}
+
+/// A client's parameters.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The server's signalling (and media) address.
+    pub connect: SocketAddr,
+    /// The client's role: `Sender` for an upload, `Receiver` for a download.
+    pub role: Role,
+    /// Stream length.
+    pub duration: Duration,
+    /// Frames per second.
+    pub fps: u32,
+    /// Mean bit rate, kbit/s.
+    pub kbps: u32,
+    /// A keyframe every this many frames.
+    pub keyframe_interval: u32,
+    /// Keyframe size relative to a delta frame.
+    pub keyframe_factor: f64,
+    /// Receiver's jitter-buffer target.
+    pub playout_delay: Duration,
+    /// Linger after the last frame.
+    pub linger: Duration,
+    /// Frame-size seed.
+    pub seed: u64,
+    /// Hard limit on the call.
+    pub timeout: Duration,
+    /// Run the sidekick SDK with this configuration (Robin when sending, Packrat when receiving).
+    pub sidekick: Option<SidekickConfig>,
+    /// Write the per-packet trace (CSV) here when receiving.
+    pub trace: Option<std::path::PathBuf>,
+}
+
+/// The local address the kernel would use towards `peer` (no packet is sent).
+fn local_ip_towards(peer: SocketAddr) -> anyhow::Result<IpAddr> {
+    let bind: SocketAddr = if peer.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let s = std::net::UdpSocket::bind(bind)?;
+    s.connect(peer)?;
+    Ok(s.local_addr()?.ip())
+}
+
+/// Runs one call and returns the merged report (one JSON object).
+pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> {
+    let ip = local_ip_towards(o.connect).context("finding the local address")?;
+    let udp = Arc::new(UdpSocket::bind(SocketAddr::new(ip, 0)).await?);
+    let local = udp.local_addr()?;
+    let mut rtc = new_rtc(Instant::now());
+    rtc.add_local_candidate(Candidate::host(local, "udp")?)
+        .context("adding the host candidate")?;
+    let mut change = rtc.sdp_api();
+    let dir = match o.role {
+        Role::Sender => MediaDirection::SendOnly,
+        Role::Receiver => MediaDirection::RecvOnly,
+    };
+    let mid = change.add_media(MediaKind::Video, dir, None, None, None);
+    let (offer, pending) = change.apply().ok_or_else(|| anyhow::anyhow!("no offer"))?;
+    let frames = (o.duration.as_secs_f64() * f64::from(o.fps)).round() as u32;
+    let req = OfferRequest {
+        offer: offer.to_sdp_string(),
+        server_role: match o.role {
+            Role::Sender => Role::Receiver,
+            Role::Receiver => Role::Sender,
+        },
+        frames,
+        fps: o.fps,
+        kbps: o.kbps,
+        keyframe_interval: o.keyframe_interval,
+        keyframe_factor: o.keyframe_factor,
+        seed: o.seed,
+        playout_delay_ms: o.playout_delay.as_millis() as u64,
+        linger_ms: o.linger.as_millis() as u64,
+    };
+    let r = post(
+        o.connect,
+        "/offer",
+        &serde_json::to_vec(&req)?,
+        SIGNAL_TIMEOUT,
+    )
+    .await
+    .context("sending the offer")?;
+    anyhow::ensure!(
+        r.status == 200,
+        "offer refused ({}): {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    let answer: OfferResponse = serde_json::from_slice(&r.body).context("parsing the answer")?;
+    rtc.sdp_api()
+        .accept_answer(pending, SdpAnswer::from_sdp_string(&answer.answer)?)
+        .context("accepting the answer")?;
+
+    let side = match &o.sidekick {
+        Some(c) => {
+            let bind = SocketAddr::new(
+                if ip.is_ipv4() {
+                    IpAddr::from([0, 0, 0, 0])
+                } else {
+                    IpAddr::from([0u16; 8])
+                },
+                0,
+            );
+            let s = UdpSocket::bind(bind)
+                .await
+                .context("binding the sidekick socket")?;
+            let mode = match o.role {
+                Role::Sender => Mode::Robin,
+                Role::Receiver => Mode::Packrat,
+            };
+            Some(WebrtcSidekick::new(SidekickClient::new(c.clone()), s, mode))
+        }
+        None => None,
+    };
+    let cfg = PeerConfig {
+        role: o.role,
+        source: source_config(o.fps, o.kbps, o.keyframe_interval, o.keyframe_factor),
+        frames,
+        playout_delay: o.playout_delay,
+        linger: o.linger,
+        seed: o.seed,
+        stop_when_done: true,
+        connect_timeout: SIGNAL_TIMEOUT,
+        max_duration: o.timeout,
+        trace: o.trace.clone(),
+    };
+    let started = Instant::now();
+    let mine = Box::pin(Peer::new(rtc, udp, local, Some(mid), cfg, side).run(None)).await?;
+    let theirs = post(
+        o.connect,
+        "/report",
+        &serde_json::to_vec(&mine)?,
+        SIGNAL_TIMEOUT,
+    )
+    .await
+    .context("fetching the server's report")?;
+    let theirs: serde_json::Value =
+        serde_json::from_slice(&theirs.body).context("parsing the server's report")?;
+    Ok(merge(o, frames, started.elapsed(), &mine, theirs))
+}
+
+fn merge(
+    o: &ClientOptions,
+    frames: u32,
+    elapsed: Duration,
+    mine: &PeerReport,
+    theirs: serde_json::Value,
+) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "direction".into(),
+        match o.role {
+            Role::Sender => "upload",
+            Role::Receiver => "download",
+        }
+        .into(),
+    );
+    out.insert("frames_expected".into(), frames.into());
+    out.insert("fps".into(), o.fps.into());
+    out.insert("kbps".into(), o.kbps.into());
+    out.insert("call_s".into(), elapsed.as_secs_f64().into());
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(mine) {
+        for (k, v) in m {
+            out.insert(k, v);
+        }
+    }
+    if let serde_json::Value::Object(m) = theirs {
+        for (k, v) in m {
+            let k = match k.as_str() {
+                // Both halves have these: keep the client's, prefix the server's.
+                "connect_ms" | "datagrams_refused" | "input_errors" | "end" | "error" => {
+                    format!("server_{k}")
+                }
+                _ => k,
+            };
+            out.entry(k).or_insert(v);
+        }
+    }
+    serde_json::Value::Object(out)
+}

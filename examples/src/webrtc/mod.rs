@@ -1,0 +1,18 @@
+//! A WebRTC call on a real stack — `str0m` (sans-IO: ICE, DTLS, SRTP, RTP/RTCP, NACK/RTX) — with
+//! the sidekick on the datagrams it sends and receives: binary `sidekick-webrtc`.
+//!
+//! - [`source`]: video-like frames (30 fps, keyframes, several packets per frame), paced.
+//! - [`playout`]: the receiver's jitter buffer and metrics (de-jitter delay, frame delay,
+//!   frozen time).
+//! - [`peer`]: the str0m loop (socket, timers, NACK/RTX counters).
+//! - [`sidekick`]: Robin on the sender, Packrat on the receiver, through the SDK's sans-IO API.
+//! - [`rtp_lens`]: what the sidekick reads from SRTP without keys (RTP sequence numbers).
+//! - [`signal`], [`call`]: offer/answer and the report over a small local HTTP endpoint.
+
+pub mod call;
+pub mod peer;
+pub mod playout;
+pub mod rtp_lens;
+pub mod sidekick;
+pub mod signal;
+pub mod source;

@@ -1,0 +1,641 @@
+//! One WebRTC peer: str0m (sans-IO) driven by a tokio loop that owns the UDP socket, the clock
+//! and, with `--sidekick`, the SDK ([`super::sidekick::WebrtcSidekick`]).
+//!
+//! str0m runs in RTP mode: the sender writes the RTP packets of each frame itself (VP8 payload
+//! type, our payload header, [`super::source`]), paced evenly over the frame interval, nackable,
+//! so str0m answers NACKs with RTX; the receiver gets every packet (`Event::RtpPacket`, RTX
+//! already unwrapped) into its jitter buffer ([`super::playout`]). str0m does ICE, DTLS, SRTP,
+//! RTCP (SR/RR, NACK every 33 ms for open gaps, up to 5 times per packet) and RTX. Its raw-packet
+//! events count NACKs and RTX packets on both sides. The loop keeps str0m's contract: every
+//! mutation (input, timeout, write) is followed by a full drain of `poll_output`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use sidekick::session::Transmit as SkTransmit;
+use str0m::format::Codec;
+use str0m::media::{Mid, Pt};
+use str0m::net::{Protocol, Receive};
+use str0m::rtp::rtcp::{Nack, Rtcp};
+use str0m::rtp::{RawPacket, RtpWrite, SeqNo, Ssrc};
+use str0m::{Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
+use tokio::net::UdpSocket;
+use tokio::sync::oneshot;
+
+use super::playout::{Playout, PlayoutMetrics};
+use super::sidekick::WebrtcSidekick;
+use super::source::{FrameSource, PayloadHeader, SourceConfig};
+use crate::transfer::sidekick::SidekickCounters;
+
+/// Which way media flows at this peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Sends the video-like stream.
+    Sender,
+    /// Receives it into a jitter buffer.
+    Receiver,
+}
+
+/// A peer's parameters.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// Sender or receiver.
+    pub role: Role,
+    /// The source (sender) / what to expect (receiver).
+    pub source: SourceConfig,
+    /// Frames to send / expect.
+    pub frames: u32,
+    /// Jitter buffer target beyond the smallest frame delay (receiver).
+    pub playout_delay: Duration,
+    /// After the last frame: how long the sender keeps answering NACKs, how long the receiver
+    /// waits for missing packets.
+    pub linger: Duration,
+    /// Frame-size seed.
+    pub seed: u64,
+    /// End by itself once done (the client); the server's peer ends on its stop signal.
+    pub stop_when_done: bool,
+    /// ICE and DTLS must complete within this.
+    pub connect_timeout: Duration,
+    /// Hard limit on the call.
+    pub max_duration: Duration,
+    /// Write the receiver's per-packet trace (CSV) here at the end.
+    pub trace: Option<std::path::PathBuf>,
+}
+
+/// One peer's half of the report (JSON field names are the lab's metric names).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PeerReport {
+    /// Frames sent (sender).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames_sent: Option<u64>,
+    /// Media RTP packets sent, RTX excluded (sender).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packets_sent: Option<u64>,
+    /// RTX packets str0m sent in answer to NACKs (sender).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtx_sent: Option<u64>,
+    /// Sequence numbers NACKed by the receiver, as the sender received them (sender).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nacks_received: Option<u64>,
+    /// Jitter-buffer metrics (receiver).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub playout: Option<PlayoutMetrics>,
+    /// Sequence numbers the receiver NACKed (each repeat counts) (receiver).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nacks: Option<u64>,
+    /// RTCP NACK packets the receiver sent (receiver).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nack_packets: Option<u64>,
+    /// RTX packets that reached the receiver (receiver).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmissions: Option<u64>,
+    /// Time from the start of the peer to DTLS connected, ms.
+    pub connect_ms: Option<f64>,
+    /// Datagrams str0m could not classify (not STUN/DTLS/RTP/RTCP), dropped.
+    pub datagrams_refused: u64,
+    /// Datagrams str0m refused as input (logged, dropped).
+    pub input_errors: u64,
+    /// How the call ended: `done`, `stopped`, `disconnected`, `timeout`.
+    pub end: &'static str,
+    /// The sidekick session (with `--sidekick`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sidekick: Option<SidekickCounters>,
+}
+
+/// A str0m instance configured for these calls: RTP mode, VP8 only (with RTX), raw-packet events
+/// for the NACK/RTX counters, the crate's crypto provider.
+pub fn new_rtc(now: Instant) -> Rtc {
+    RtcConfig::new()
+        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+        .clear_codecs()
+        .enable_vp8(true)
+        .set_rtp_mode(true)
+        .enable_raw_packets(true)
+        .build(now)
+}
+
+fn nack_seqs(n: &Nack) -> u64 {
+    n.reports
+        .iter()
+        .map(|e| 1 + u64::from(e.blp.count_ones()))
+        .sum()
+}
+
+struct Sending {
+    source: FrameSource,
+    cfg: SourceConfig,
+    start: Instant,
+    next_frame: u32,
+    /// Packets of the current frame: (due, payload, last of frame, rtp time, capture instant).
+    queue: std::collections::VecDeque<(Instant, Vec<u8>, bool, u32, Instant)>,
+    /// Pacing floor: a packet that left late does not let the next one follow it closely (a
+    /// catch-up burst would hide the silence of a later loss from the proxy); only a sender
+    /// more than a frame behind catches up faster.
+    not_before: Instant,
+    /// Spacing of the current frame's packets.
+    spacing: Duration,
+    seq: u64,
+    ssrc: Ssrc,
+    pt: Pt,
+}
+
+/// Wall-clock conversion for `Instant`s (receiver `CLOCK_REALTIME`, as the sender's capture
+/// time).
+#[derive(Debug, Clone, Copy)]
+struct WallClock {
+    base: Instant,
+    base_unix_ns: u64,
+}
+
+impl WallClock {
+    fn now() -> Self {
+        Self {
+            base: Instant::now(),
+            base_unix_ns: unix_ns(SystemTime::now()),
+        }
+    }
+
+    fn unix_ns(&self, t: Instant) -> u64 {
+        if t >= self.base {
+            self.base_unix_ns + t.duration_since(self.base).as_nanos() as u64
+        } else {
+            self.base_unix_ns
+                .saturating_sub(self.base.duration_since(t).as_nanos() as u64)
+        }
+    }
+}
+
+fn unix_ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The peer loop's state.
+pub struct Peer {
+    rtc: Rtc,
+    socket: Arc<UdpSocket>,
+    local: SocketAddr,
+    remote: Option<SocketAddr>,
+    cfg: PeerConfig,
+    side: Option<WebrtcSidekick>,
+    mid: Option<Mid>,
+    media_pt: Option<(Pt, Option<Pt>)>,
+    sending: Option<Sending>,
+    playout: Playout,
+    wall: WallClock,
+    started: Instant,
+    connected_at: Option<Instant>,
+    last_sent_at: Option<Instant>,
+    /// Arrival of the newest media packet (receiver).
+    last_media_at: Option<Instant>,
+    disconnected: bool,
+    report: PeerReport,
+    packets_sent: u64,
+    rtx: u64,
+    nacks: u64,
+    nack_packets: u64,
+}
+
+impl Peer {
+    /// A peer on `rtc` (offer/answer done) with its UDP `socket`; `local` is the address of its
+    /// host candidate (the destination of what it receives), `mid` the media line when known
+    /// (the offerer's; the answerer learns it from `MediaAdded`).
+    pub fn new(
+        rtc: Rtc,
+        socket: Arc<UdpSocket>,
+        local: SocketAddr,
+        mid: Option<Mid>,
+        cfg: PeerConfig,
+        side: Option<WebrtcSidekick>,
+    ) -> Self {
+        Self {
+            rtc,
+            socket,
+            local,
+            remote: None,
+            playout: Playout::new(cfg.playout_delay),
+            cfg,
+            side,
+            mid,
+            media_pt: None,
+            sending: None,
+            wall: WallClock::now(),
+            started: Instant::now(),
+            connected_at: None,
+            last_sent_at: None,
+            last_media_at: None,
+            disconnected: false,
+            report: PeerReport::default(),
+            packets_sent: 0,
+            rtx: 0,
+            nacks: 0,
+            nack_packets: 0,
+        }
+    }
+
+    /// Runs the call until done (client), `stop` fires (server), the peer disconnects, or the
+    /// time limits pass; returns this peer's report.
+    pub async fn run(
+        mut self,
+        mut stop: Option<oneshot::Receiver<()>>,
+    ) -> anyhow::Result<PeerReport> {
+        let mut buf = vec![0u8; 2048];
+        let mut sk_buf = vec![0u8; 2048];
+        let end = loop {
+            let rtc_timeout = self.drain()?;
+            self.pump_sidekick().await;
+            let now = Instant::now();
+            if let Some(end) = self.finished(now) {
+                break end;
+            }
+            if self.connected_at.is_none()
+                && now.duration_since(self.started) > self.cfg.connect_timeout
+            {
+                anyhow::bail!(
+                    "ICE/DTLS did not complete within {:?}",
+                    self.cfg.connect_timeout
+                );
+            }
+            let wake = [
+                Some(rtc_timeout),
+                self.next_send(),
+                self.side.as_ref().and_then(WebrtcSidekick::poll_timeout),
+                Some(self.started + self.cfg.max_duration),
+                Some(now + Duration::from_millis(100)),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now);
+            enum Ev {
+                Base(usize, SocketAddr),
+                Side(usize, SocketAddr),
+                Timer,
+                Stop,
+            }
+            let side_socket = self.side.as_ref().map(WebrtcSidekick::socket);
+            let ev = tokio::select! {
+                r = self.socket.recv_from(&mut buf) => match r {
+                    Ok((n, from)) => Ev::Base(n, from),
+                    Err(e) => {
+                        tracing::debug!("base socket: {e}");
+                        Ev::Timer
+                    }
+                },
+                r = async {
+                    match side_socket {
+                        Some(s) => s.recv_from(&mut sk_buf).await,
+                        None => std::future::pending().await,
+                    }
+                } => match r {
+                    Ok((n, from)) => Ev::Side(n, from),
+                    Err(e) => {
+                        tracing::debug!("sidekick socket: {e}");
+                        Ev::Timer
+                    }
+                },
+                () = tokio::time::sleep_until(wake.into()) => Ev::Timer,
+                () = async {
+                    match stop.as_mut() {
+                        Some(s) => { let _ = s.await; }
+                        None => std::future::pending().await,
+                    }
+                } => Ev::Stop,
+            };
+            let now = Instant::now();
+            match ev {
+                Ev::Base(n, from) => self.on_base(now, from, buf[..n].to_vec())?,
+                Ev::Side(n, from) => {
+                    if let Some(s) = self.side.as_mut() {
+                        s.on_sidekick_datagram(now, from, &sk_buf[..n]);
+                    }
+                    self.feed_released()?;
+                }
+                Ev::Timer => self.on_timer(now)?,
+                Ev::Stop => {
+                    stop = None;
+                    break "stopped";
+                }
+            }
+        };
+        let _ = stop;
+        self.rtc.disconnect();
+        let _ = self.drain();
+        Ok(self.into_report(end))
+    }
+
+    fn into_report(mut self, end: &'static str) -> PeerReport {
+        let mut r = std::mem::take(&mut self.report);
+        r.end = end;
+        r.connect_ms = self
+            .connected_at
+            .map(|t| t.duration_since(self.started).as_secs_f64() * 1000.0);
+        match self.cfg.role {
+            Role::Sender => {
+                r.frames_sent = Some(self.sending.as_ref().map_or(0, |s| u64::from(s.next_frame)));
+                r.packets_sent = Some(self.packets_sent);
+                r.rtx_sent = Some(self.rtx);
+                r.nacks_received = Some(self.nacks);
+            }
+            Role::Receiver => {
+                if let Some(path) = &self.cfg.trace {
+                    if let Err(e) = std::fs::write(path, self.playout.trace_csv()) {
+                        tracing::warn!("writing {}: {e}", path.display());
+                    }
+                }
+                r.playout = Some(self.playout.metrics());
+                r.nacks = Some(self.nacks);
+                r.nack_packets = Some(self.nack_packets);
+                r.retransmissions = Some(self.rtx);
+            }
+        }
+        r.sidekick = self.side.as_ref().map(WebrtcSidekick::counters);
+        r
+    }
+
+    /// `Some(reason)` once the call is over for this peer.
+    fn finished(&self, now: Instant) -> Option<&'static str> {
+        if self.disconnected {
+            return Some("disconnected");
+        }
+        if now >= self.started + self.cfg.max_duration {
+            return Some("timeout");
+        }
+        if !self.cfg.stop_when_done {
+            return None;
+        }
+        let connected = self.connected_at?;
+        let stream_end =
+            connected + self.cfg.source.frame_interval() * self.cfg.frames + self.cfg.linger;
+        match self.cfg.role {
+            Role::Sender => {
+                let s = self.sending.as_ref()?;
+                let all_sent = s.next_frame >= self.cfg.frames && s.queue.is_empty();
+                let lingered = self
+                    .last_sent_at
+                    .is_some_and(|t| now >= t + self.cfg.linger);
+                (all_sent && lingered).then_some("done")
+            }
+            Role::Receiver => {
+                if self.playout.frames_complete() >= u64::from(self.cfg.frames) {
+                    Some("done")
+                } else {
+                    // A sender behind schedule (a loaded machine) is still sending: wait until
+                    // the stream has been quiet for the linger too.
+                    let quiet = self
+                        .last_media_at
+                        .is_none_or(|t| now >= t + self.cfg.linger);
+                    (now >= stream_end && quiet).then_some("done")
+                }
+            }
+        }
+    }
+
+    /// Drains str0m's output; returns its next timeout.
+    fn drain(&mut self) -> anyhow::Result<Instant> {
+        loop {
+            match self.rtc.poll_output()? {
+                Output::Timeout(t) => return Ok(t),
+                Output::Transmit(t) => {
+                    let now = Instant::now();
+                    self.remote = Some(t.destination);
+                    if let Some(s) = self.side.as_mut() {
+                        s.on_sent(now, &t.contents);
+                    }
+                    // Best effort, as UDP: a full socket buffer is a loss NACKs recover.
+                    if let Err(e) = self.socket.try_send_to(&t.contents, t.destination) {
+                        tracing::debug!("send: {e}");
+                    }
+                }
+                Output::Event(e) => self.on_event(e),
+            }
+        }
+    }
+
+    fn on_event(&mut self, e: Event) {
+        match e {
+            Event::Connected => {
+                let now = Instant::now();
+                self.connected_at = Some(now);
+                let vp8 = self
+                    .rtc
+                    .codec_config()
+                    .find(|p| p.spec().codec == Codec::Vp8)
+                    .map(|p| (p.pt(), p.resend()));
+                self.media_pt = vp8;
+                if let (Some(s), Some((pt, _))) = (self.side.as_mut(), vp8) {
+                    s.set_media_pt(*pt);
+                }
+                tracing::info!(?vp8, "connected");
+            }
+            Event::MediaAdded(m) => {
+                self.mid.get_or_insert(m.mid);
+            }
+            Event::IceConnectionStateChange(IceConnectionState::Disconnected) | Event::Closed => {
+                self.disconnected = true;
+            }
+            Event::RtpPacket(p) => {
+                let Some((pt, _)) = self.media_pt else { return };
+                if p.header.payload_type != pt {
+                    return;
+                }
+                self.last_media_at = Some(Instant::now());
+                match PayloadHeader::parse(&p.payload) {
+                    Ok(h) => {
+                        let at = self.wall.unix_ns(p.timestamp);
+                        self.playout.on_packet(*p.seq_no, at, h);
+                    }
+                    Err(e) => tracing::debug!(%e, "RTP payload without our header"),
+                }
+            }
+            Event::RawPacket(raw) => self.on_raw(&raw),
+            _ => {}
+        }
+    }
+
+    fn on_raw(&mut self, raw: &RawPacket) {
+        let rtx_pt = self.media_pt.and_then(|(_, r)| r);
+        match raw {
+            RawPacket::RtcpTx(Rtcp::Nack(n)) if self.cfg.role == Role::Receiver => {
+                self.nack_packets += 1;
+                self.nacks += nack_seqs(n);
+            }
+            RawPacket::RtcpRx(Rtcp::Nack(n)) if self.cfg.role == Role::Sender => {
+                self.nacks += nack_seqs(n);
+            }
+            RawPacket::RtpTx(h, _)
+                if self.cfg.role == Role::Sender && Some(h.payload_type) == rtx_pt =>
+            {
+                self.rtx += 1;
+            }
+            RawPacket::RtpRx(h, _)
+                if self.cfg.role == Role::Receiver && Some(h.payload_type) == rtx_pt =>
+            {
+                self.rtx += 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// Feeds one datagram to str0m (with its socket arrival time) and drains.
+    fn feed(&mut self, at: Instant, from: SocketAddr, d: &[u8]) -> anyhow::Result<()> {
+        match Receive::new(Protocol::Udp, from, self.local, d) {
+            Ok(r) => {
+                if let Err(e) = self.rtc.handle_input(Input::Receive(at, r)) {
+                    self.report.input_errors += 1;
+                    tracing::debug!(%e, "str0m refused a datagram");
+                }
+            }
+            Err(_) => self.report.datagrams_refused += 1,
+        }
+        self.drain()?;
+        Ok(())
+    }
+
+    fn on_base(&mut self, now: Instant, from: SocketAddr, d: Vec<u8>) -> anyhow::Result<()> {
+        self.remote.get_or_insert(from);
+        let pass = match self.side.as_mut() {
+            Some(s) => s.on_received(now, d),
+            None => Some(d),
+        };
+        if let Some(d) = pass {
+            self.feed(now, from, &d)?;
+        }
+        self.feed_released()
+    }
+
+    /// Datagrams the sidekick released (after a gap filled or the reorder window ran out).
+    fn feed_released(&mut self) -> anyhow::Result<()> {
+        let Some(from) = self.remote else {
+            return Ok(());
+        };
+        while let Some((d, at)) = self.side.as_mut().and_then(WebrtcSidekick::poll_deliver) {
+            self.feed(at, from, &d)?;
+        }
+        Ok(())
+    }
+
+    async fn pump_sidekick(&mut self) {
+        let Some(s) = self.side.as_mut() else { return };
+        while let Some(t) = s.poll_transmit() {
+            let r = match t {
+                SkTransmit::Base(d) => match self.remote {
+                    Some(to) => self.socket.send_to(&d, to).await,
+                    None => continue,
+                },
+                SkTransmit::Sidekick(to, d) => s.socket().send_to(&d, to).await,
+            };
+            if let Err(e) = r {
+                tracing::debug!("sidekick send: {e}");
+            }
+        }
+    }
+
+    fn next_send(&self) -> Option<Instant> {
+        let s = self.sending.as_ref()?;
+        let frame = (s.next_frame < self.cfg.frames)
+            .then(|| s.start + self.cfg.source.frame_interval() * s.next_frame);
+        [frame, s.queue.front().map(|q| q.0.max(s.not_before))]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn on_timer(&mut self, now: Instant) -> anyhow::Result<()> {
+        if let Some(s) = self.side.as_mut() {
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+            }
+        }
+        self.feed_released()?;
+        if self.cfg.role == Role::Sender {
+            self.send_due(now)?;
+        }
+        self.rtc.handle_input(Input::Timeout(now))?;
+        self.drain()?;
+        Ok(())
+    }
+
+    fn start_sending(&mut self, now: Instant) -> Option<()> {
+        let mid = self.mid?;
+        let (pt, _) = self.media_pt?;
+        let ssrc = self.rtc.direct_api().stream_tx_by_mid(mid, None)?.ssrc();
+        self.sending = Some(Sending {
+            source: FrameSource::new(&self.cfg.source, self.cfg.seed),
+            cfg: self.cfg.source,
+            start: now,
+            next_frame: 0,
+            queue: std::collections::VecDeque::new(),
+            not_before: now,
+            spacing: Duration::ZERO,
+            seq: 1000 + (self.cfg.seed % 20_000),
+            ssrc,
+            pt,
+        });
+        Some(())
+    }
+
+    fn send_due(&mut self, now: Instant) -> anyhow::Result<()> {
+        if self.sending.is_none()
+            && (self.connected_at.is_none() || self.start_sending(now).is_none())
+        {
+            return Ok(());
+        }
+        let interval = self.cfg.source.frame_interval();
+        let frames = self.cfg.frames;
+        let wall = self.wall;
+        loop {
+            let Some(s) = self.sending.as_mut() else {
+                return Ok(());
+            };
+            // Queue every frame whose capture time has come.
+            while s.next_frame < frames && s.start + interval * s.next_frame <= now {
+                let capture = s.start + interval * s.next_frame;
+                let frame = s.source.next_frame();
+                let payloads = frame.payloads(&s.cfg, wall.unix_ns(capture));
+                let n = payloads.len() as u32;
+                s.spacing = interval / n.max(1);
+                let rtp_time =
+                    (u64::from(s.next_frame) * 90_000 / u64::from(s.cfg.fps.max(1))) as u32;
+                for (k, p) in payloads.into_iter().enumerate() {
+                    let due = capture + interval * k as u32 / n.max(1);
+                    s.queue
+                        .push_back((due, p, k as u32 + 1 == n, rtp_time, capture));
+                }
+                s.next_frame += 1;
+            }
+            if s.queue.front().is_none_or(|q| q.0.max(s.not_before) > now) {
+                return Ok(());
+            }
+            let Some((due, payload, marker, time, capture)) = s.queue.pop_front() else {
+                return Ok(());
+            };
+            // Behind by more than a frame (a loaded machine): catch up at four times the pace
+            // rather than fall further behind.
+            let floor = if now.saturating_duration_since(due) > interval {
+                s.spacing / 4
+            } else {
+                s.spacing * 3 / 4
+            };
+            s.not_before = now + floor;
+            let (ssrc, pt, seq) = (s.ssrc, s.pt, s.seq);
+            s.seq += 1;
+            if let Some(tx) = self.rtc.direct_api().stream_tx(&ssrc) {
+                tx.write_rtp(
+                    RtpWrite::new(pt, SeqNo::from(seq), time, capture, payload)
+                        .marker(marker)
+                        .nackable(true),
+                );
+            }
+            self.packets_sent += 1;
+            self.last_sent_at = Some(now);
+            // str0m stamps written packets when time next moves forward.
+            self.drain()?;
+            self.rtc.handle_input(Input::Timeout(now))?;
+            self.drain()?;
+        }
+    }
+}
