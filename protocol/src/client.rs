@@ -21,6 +21,7 @@ use std::time::Instant;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::discovery::{DiscoveryReply, DiscoveryRequest, is_discovery_reply};
+use crate::echo::check_echo;
 use crate::error::Error;
 use crate::frame::{self, Header};
 use crate::keys::{Ephemeral, NONCE_LEN, SessionId, SessionKey, ct_eq};
@@ -28,6 +29,7 @@ use crate::messages::{
     Close, Config, Direction, Eack, ErrorMsg, Init, Message, Refresh, Reset, SessionConfig,
 };
 use crate::replay::ReplayWindow;
+use crate::sidekick_addr::{AddrRefusal, check_sidekick_addr};
 use crate::{PROTOCOL_VERSION, Retry};
 
 pub use crate::client_types::{
@@ -329,6 +331,14 @@ impl ClientSession {
                 return Err(Error::DiscoveryMismatch);
             }
         };
+        if let Err(refusal) = self.check_proxy_addr(reply.sidekick_addr) {
+            // An on-path box that holds the key of this reply points us at our own host or at
+            // a group: send nothing there and continue end to end.
+            self.stats.sidekick_addr_refused += 1;
+            let ev = self.fail(FallbackReason::SidekickAddr(refusal));
+            self.events.push_back(ev);
+            return Err(Error::RefusedSidekickAddr(refusal));
+        }
         self.session_id = Some(reply.session_id);
         self.key = Some(key);
         self.proxy = Some(reply.sidekick_addr);
@@ -341,6 +351,51 @@ impl ClientSession {
         Ok(ClientEvent::Discovered {
             proxy: reply.sidekick_addr,
         })
+    }
+
+    fn check_proxy_addr(&self, addr: SocketAddr) -> Result<(), AddrRefusal> {
+        match check_sidekick_addr(addr, &self.cfg.local_addrs) {
+            Err(AddrRefusal::Loopback | AddrRefusal::Local) if self.cfg.allow_local_sidekick => {
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// Checks an echoed configuration against `requested`: the clamped configuration, or the
+    /// fallback (counted) when no genuine proxy could have sent it.
+    fn accept_echo(
+        &mut self,
+        now: Instant,
+        requested: &SessionConfig,
+        echoed: &SessionConfig,
+    ) -> Result<SessionConfig, ClientEvent> {
+        match check_echo(requested, echoed) {
+            Ok(a) => {
+                self.stats.echo_fields_clamped += a.clamped.len() as u64;
+                if !a.clamped.is_empty() {
+                    tracing::debug!(clamped = ?a.clamped, "proxy echo clamped to the request");
+                }
+                Ok(a.config)
+            }
+            Err(e) => {
+                tracing::debug!(%e, "proxy echo refused");
+                self.stats.echoes_refused += 1;
+                if matches!(
+                    self.state,
+                    ClientState::Initiating | ClientState::Established
+                ) {
+                    // Best effort: tell the proxy why before leaving.
+                    let _ = self.send(
+                        now,
+                        &Message::Close(Close {
+                            reason: crate::messages::ErrorCode::BadConfig as u32,
+                        }),
+                    );
+                }
+                Err(self.fail(FallbackReason::BadEcho(e.field)))
+            }
+        }
     }
 
     /// Handles a datagram received on the sidekick socket from `from`.
@@ -416,12 +471,17 @@ impl ClientSession {
                 let Some(config) = a.config else {
                     return Err(Error::InvalidConfig(crate::messages::ConfigError::NoMode));
                 };
+                let requested = self.cfg.session.clone();
+                let config = match self.accept_echo(now, &requested, &config) {
+                    Ok(c) => c,
+                    Err(fallback) => return Ok(fallback),
+                };
                 self.negotiated = Some(config.clone());
                 self.epoch = a.epoch;
                 self.path_response = a.path_challenge;
                 self.state = ClientState::Established;
                 self.answer_challenge(now)?;
-                self.next_refresh = Some(now + self.cfg.refresh_interval);
+                self.next_refresh = Some(crate::saturating_add(now, self.cfg.refresh_interval));
                 Ok(ClientEvent::Established {
                     config,
                     epoch: a.epoch,
@@ -438,12 +498,13 @@ impl ClientSession {
                 })
             }
             Message::Config(c) => {
-                let Some((id, _, _)) = &self.pending_config else {
+                let Some((id, requested, _)) = &self.pending_config else {
                     return Ok(ClientEvent::Nothing);
                 };
                 if *id != c.config_id {
                     return Ok(ClientEvent::Nothing);
                 }
+                let requested = requested.clone();
                 self.pending_config = None;
                 if !c.accepted {
                     return Ok(ClientEvent::ConfigRejected {
@@ -452,6 +513,10 @@ impl ClientSession {
                 }
                 let Some(config) = c.config else {
                     return Err(Error::InvalidConfig(crate::messages::ConfigError::NoMode));
+                };
+                let config = match self.accept_echo(now, &requested, &config) {
+                    Ok(c) => c,
+                    Err(fallback) => return Ok(fallback),
                 };
                 self.negotiated = Some(config.clone());
                 self.epoch = self.epoch.max(c.epoch);
@@ -621,9 +686,9 @@ impl ClientSession {
 
     fn idle_deadline(&self) -> Option<Instant> {
         match self.state {
-            ClientState::Established | ClientState::Initiating => {
-                self.last_rx.map(|t| t + self.cfg.idle_timeout)
-            }
+            ClientState::Established | ClientState::Initiating => self
+                .last_rx
+                .map(|t| crate::saturating_add(t, self.cfg.idle_timeout)),
             _ => None,
         }
     }
@@ -731,7 +796,7 @@ impl ClientSession {
         if let Some(t) = self.next_refresh
             && t <= now
         {
-            self.next_refresh = Some(now + self.cfg.refresh_interval);
+            self.next_refresh = Some(crate::saturating_add(now, self.cfg.refresh_interval));
             let quiet = self
                 .last_rx
                 .is_none_or(|rx| now.duration_since(rx) >= self.cfg.idle_timeout / 3);
