@@ -7,6 +7,7 @@
 pub mod integrations;
 pub mod keylog;
 pub mod lens;
+pub mod local_addrs;
 pub mod packrat;
 pub mod pacubic;
 pub mod robin;

@@ -21,7 +21,6 @@ use std::time::Instant;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::discovery::{DiscoveryReply, DiscoveryRequest, is_discovery_reply};
-use crate::echo::check_echo;
 use crate::error::Error;
 use crate::frame::{self, Header};
 use crate::keys::{Ephemeral, NONCE_LEN, SessionId, SessionKey, ct_eq};
@@ -29,7 +28,6 @@ use crate::messages::{
     Close, Config, Direction, Eack, ErrorMsg, Init, Message, Refresh, Reset, SessionConfig,
 };
 use crate::replay::ReplayWindow;
-use crate::sidekick_addr::{AddrRefusal, check_sidekick_addr};
 use crate::{PROTOCOL_VERSION, Retry};
 
 pub use crate::client_types::{
@@ -351,51 +349,6 @@ impl ClientSession {
         Ok(ClientEvent::Discovered {
             proxy: reply.sidekick_addr,
         })
-    }
-
-    fn check_proxy_addr(&self, addr: SocketAddr) -> Result<(), AddrRefusal> {
-        match check_sidekick_addr(addr, &self.cfg.local_addrs) {
-            Err(AddrRefusal::Loopback | AddrRefusal::Local) if self.cfg.allow_local_sidekick => {
-                Ok(())
-            }
-            r => r,
-        }
-    }
-
-    /// Checks an echoed configuration against `requested`: the clamped configuration, or the
-    /// fallback (counted) when no genuine proxy could have sent it.
-    fn accept_echo(
-        &mut self,
-        now: Instant,
-        requested: &SessionConfig,
-        echoed: &SessionConfig,
-    ) -> Result<SessionConfig, ClientEvent> {
-        match check_echo(requested, echoed) {
-            Ok(a) => {
-                self.stats.echo_fields_clamped += a.clamped.len() as u64;
-                if !a.clamped.is_empty() {
-                    tracing::debug!(clamped = ?a.clamped, "proxy echo clamped to the request");
-                }
-                Ok(a.config)
-            }
-            Err(e) => {
-                tracing::debug!(%e, "proxy echo refused");
-                self.stats.echoes_refused += 1;
-                if matches!(
-                    self.state,
-                    ClientState::Initiating | ClientState::Established
-                ) {
-                    // Best effort: tell the proxy why before leaving.
-                    let _ = self.send(
-                        now,
-                        &Message::Close(Close {
-                            reason: crate::messages::ErrorCode::BadConfig as u32,
-                        }),
-                    );
-                }
-                Err(self.fail(FallbackReason::BadEcho(e.field)))
-            }
-        }
     }
 
     /// Handles a datagram received on the sidekick socket from `from`.
@@ -810,6 +763,9 @@ impl ClientSession {
         }
     }
 }
+
+#[path = "client_trust.rs"]
+mod trust;
 
 #[cfg(test)]
 #[path = "client_tests.rs"]
