@@ -131,10 +131,12 @@ impl SidekickConfig {
             max_inconsistent_quacks: 3,
             max_resets: 5,
             reset_window: Duration::from_secs(1),
-            hold_assessment_gaps: 16,
-            min_repaired_fraction: 0.25,
-            resend_assessment: 16,
-            max_unneeded_fraction: 0.75,
+            // Off by default: on short emulated paths the RTT-bounded hold can end before a
+            // genuine proxy's repair arrives, which this assessment would misread.
+            hold_assessment_gaps: 0,
+            min_repaired_fraction: 0.1,
+            resend_assessment: 32,
+            max_unneeded_fraction: 0.9,
         }
     }
 }

@@ -367,7 +367,9 @@ fn too_many_proxy_resets_cause_fallback() {
 
 /// A Packrat lab whose lens reads incoming packets sealed under `secret`.
 fn packrat_lab_with_keys(secret: &[u8]) -> Lab {
-    let mut lab = connect(SidekickConfig::packrat());
+    let mut config = SidekickConfig::packrat();
+    (config.hold_assessment_gaps, config.min_repaired_fraction) = (16, 0.25);
+    let mut lab = connect(config);
     let lens = lab.client.lens_mut();
     lens.set_secret(crate::lens::Direction::Incoming, secret);
     lens.set_dcid_len(crate::lens::Direction::Incoming, 4);
@@ -442,7 +444,9 @@ fn holds_the_proxy_repairs_keep_the_sidekick() {
 /// A Robin lab whose lens reads both directions: sent datagrams are packets sealed under
 /// `out`, received ones under `inc`.
 fn robin_lab_with_keys(out: &[u8], inc: &[u8]) -> Lab {
-    let mut lab = connect(SidekickConfig::robin(30, 20));
+    let mut config = SidekickConfig::robin(30, 20);
+    (config.resend_assessment, config.max_unneeded_fraction) = (16, 0.75);
+    let mut lab = connect(config);
     let lens = lab.client.lens_mut();
     lens.set_secret(crate::lens::Direction::Outgoing, out);
     lens.set_dcid_len(crate::lens::Direction::Outgoing, 4);
