@@ -118,6 +118,15 @@ typedef enum SkFallbackCause {
     SK_FALLBACK_CAUSE_TOO_MANY_RESETS = 10,
     // The application asked for it (`sk_client_fall_back`).
     SK_FALLBACK_CAUSE_APPLICATION = 11,
+    // The proxy echoed a configuration that is not a clamp of the request.
+    SK_FALLBACK_CAUSE_BAD_ECHO = 12,
+    // The discovery reply named a sidekick address the client refuses (loopback, multicast,
+    // unspecified, broadcast, or one of this host's addresses).
+    SK_FALLBACK_CAUSE_SIDEKICK_ADDR_REFUSED = 13,
+    // Holds (ACK withholding) were rarely repaired by the proxy.
+    SK_FALLBACK_CAUSE_HOLDS_UNREPAIRED = 14,
+    // Early resends on the proxy's loss reports were mostly unneeded.
+    SK_FALLBACK_CAUSE_RESENDS_UNNEEDED = 15,
 } SkFallbackCause;
 
 // Kind of a Robin event.

@@ -170,6 +170,15 @@ pub enum SkFallbackCause {
     TooManyResets = 10,
     /// The application asked for it (`sk_client_fall_back`).
     Application = 11,
+    /// The proxy echoed a configuration that is not a clamp of the request.
+    BadEcho = 12,
+    /// The discovery reply named a sidekick address the client refuses (loopback, multicast,
+    /// unspecified, broadcast, or one of this host's addresses).
+    SidekickAddrRefused = 13,
+    /// Holds (ACK withholding) were rarely repaired by the proxy.
+    HoldsUnrepaired = 14,
+    /// Early resends on the proxy's loss reports were mostly unneeded.
+    ResendsUnneeded = 15,
 }
 
 pub(crate) fn fallback_to_c(c: FallbackCause) -> (SkFallbackCause, u32) {
@@ -180,6 +189,8 @@ pub(crate) fn fallback_to_c(c: FallbackCause) -> (SkFallbackCause, u32) {
             FallbackReason::Rejected(code) => (SkFallbackCause::Rejected, code),
             FallbackReason::IdleTimeout => (SkFallbackCause::IdleTimeout, 0),
             FallbackReason::ControlTimeout => (SkFallbackCause::ControlTimeout, 0),
+            FallbackReason::BadEcho(_) => (SkFallbackCause::BadEcho, 0),
+            FallbackReason::SidekickAddr(_) => (SkFallbackCause::SidekickAddrRefused, 0),
         },
         FallbackCause::ClosedByProxy => (SkFallbackCause::ClosedByProxy, 0),
         FallbackCause::InconsistentQuacks => (SkFallbackCause::InconsistentQuacks, 0),
@@ -187,6 +198,8 @@ pub(crate) fn fallback_to_c(c: FallbackCause) -> (SkFallbackCause, u32) {
         FallbackCause::OverQuota => (SkFallbackCause::OverQuota, 0),
         FallbackCause::TooManyResets => (SkFallbackCause::TooManyResets, 0),
         FallbackCause::Application => (SkFallbackCause::Application, 0),
+        FallbackCause::HoldsUnrepaired => (SkFallbackCause::HoldsUnrepaired, 0),
+        FallbackCause::ResendsUnneeded => (SkFallbackCause::ResendsUnneeded, 0),
     }
 }
 

@@ -95,6 +95,7 @@ impl SkPackratConfig {
             inflight_allowance: self.inflight_allowance,
             max_held: self.max_held,
             max_gaps: self.max_gaps,
+            ..PackratConfig::default()
         })
     }
 }

@@ -8,6 +8,7 @@ pub mod fuzz;
 pub mod integrations;
 pub mod keylog;
 pub mod lens;
+pub mod local_addrs;
 pub mod packrat;
 pub mod pacubic;
 pub mod robin;

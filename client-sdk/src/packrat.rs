@@ -45,8 +45,14 @@ pub struct PackratConfig {
     pub selective: bool,
     /// Target decoding probability used to size each eACK.
     pub success_probability: f64,
-    /// The reorder window (30 ms WiFi/cellular, 65 ms satellite).
+    /// The reorder window (30 ms WiFi/cellular, 65 ms satellite): the longest a datagram is
+    /// held, at most what the client asked the proxy for (an echo cannot raise it).
     pub reorder_window: Duration,
+    /// The hold is also at most this fraction of the measured end-to-end minimum RTT (once
+    /// [`PackratReceiver::on_e2e_rtt`] has one): Packrat (CoNEXT '26) Table 3 withholds for
+    /// 0.38–0.47 of the RTT; holding much longer delays the sender's feedback more than a repair
+    /// can save.
+    pub max_hold_rtt_fraction: f64,
     /// Packets added to the open gaps when sizing an eACK: those in flight from the proxy when
     /// the eACK is built also differ from the proxy's set unless the proxy discounts them.
     pub inflight_allowance: usize,
@@ -66,6 +72,7 @@ impl Default for PackratConfig {
             selective: false,
             success_probability: 0.95,
             reorder_window: Duration::from_millis(30),
+            max_hold_rtt_fraction: 0.5,
             inflight_allowance: 0,
             max_held: 1024,
             max_gaps: 512,
@@ -126,6 +133,7 @@ pub struct PackratReceiver {
     last_eack: Option<Instant>,
     /// Gaps were opened since the last eACK.
     new_gap_since_eack: bool,
+    e2e_min_rtt: Option<Duration>,
     stats: PackratStats,
 }
 
@@ -143,7 +151,25 @@ impl PackratReceiver {
             first_unreported: None,
             last_eack: None,
             new_gap_since_eack: false,
+            e2e_min_rtt: None,
             stats: PackratStats::default(),
+        }
+    }
+
+    /// Feeds the end-to-end RTT measured by the transport (its minimum bounds the hold).
+    pub fn on_e2e_rtt(&mut self, rtt: Duration) {
+        if rtt > Duration::ZERO {
+            self.e2e_min_rtt = Some(self.e2e_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        }
+    }
+
+    /// How long a gap holds the datagrams after it: the reorder window, bounded by
+    /// [`PackratConfig::max_hold_rtt_fraction`] of the minimum end-to-end RTT once measured.
+    pub fn hold_window(&self) -> Duration {
+        let window = self.config.reorder_window;
+        match self.e2e_min_rtt {
+            Some(rtt) => window.min(rtt.mul_f64(self.config.max_hold_rtt_fraction.clamp(0.0, 1.0))),
+            None => window,
         }
     }
 
@@ -238,7 +264,7 @@ impl PackratReceiver {
     }
 
     fn expire(&mut self, now: Instant) {
-        let window = self.config.reorder_window;
+        let window = self.hold_window();
         let before = self.gaps.len();
         self.gaps
             .retain(|_, opened| now.saturating_duration_since(*opened) < window);
@@ -277,11 +303,7 @@ impl PackratReceiver {
 
     /// The next instant at which [`Self::on_timeout`] or [`Self::poll_eack`] has work.
     pub fn next_timeout(&self) -> Option<Instant> {
-        let gap = self
-            .gaps
-            .values()
-            .min()
-            .map(|t| *t + self.config.reorder_window);
+        let gap = self.gaps.values().min().map(|t| *t + self.hold_window());
         let eack = self.eack_due_at();
         match (gap, eack) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -507,7 +529,69 @@ mod tests {
         );
     }
 
+    #[test]
+    fn holds_are_bounded_by_a_fraction_of_the_rtt() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig {
+            reorder_window: ms(65),
+            ..PackratConfig::default()
+        });
+        assert_eq!(rx.hold_window(), ms(65));
+        rx.on_e2e_rtt(ms(40));
+        rx.on_e2e_rtt(ms(90));
+        assert_eq!(rx.hold_window(), ms(20), "half the minimum RTT");
+        rx.on_datagram(t0, dg(0), Some(0));
+        rx.on_datagram(t0, dg(2), Some(2));
+        assert_eq!(ids(&mut rx), vec![0]);
+        rx.on_timeout(t0 + ms(20));
+        assert_eq!(ids(&mut rx), vec![2]);
+    }
+
     proptest::proptest! {
+        /// Whatever arrives, nothing is held longer than the reorder window, nor longer than
+        /// the RTT fraction once an RTT is known.
+        #[test]
+        fn holds_never_exceed_either_bound(
+            pns in proptest::collection::vec(0u64..300, 1..120),
+            window_ms in 0u64..10_000,
+            rtt_ms in proptest::option::of(1u64..500),
+        ) {
+            let t0 = Instant::now();
+            let mut rx = PackratReceiver::new(PackratConfig {
+                reorder_window: ms(window_ms),
+                ..PackratConfig::default()
+            });
+            if let Some(r) = rtt_ms {
+                rx.on_e2e_rtt(ms(r));
+            }
+            let bound = rtt_ms.map_or(ms(window_ms), |r| ms(window_ms).min(ms(r) / 2));
+            proptest::prop_assert!(rx.hold_window() <= bound);
+            let mut arrivals = std::collections::HashMap::new();
+            for (k, pn) in pns.iter().enumerate() {
+                let now = t0 + ms(k as u64);
+                let d = dg(k as u32);
+                arrivals.insert(k as u32, now);
+                rx.on_datagram(now, d, Some(*pn));
+                for out in rx.poll_ready() {
+                    let id = u32::from_le_bytes(out[out.len() - 4..].try_into().unwrap());
+                    proptest::prop_assert!(now.saturating_duration_since(arrivals[&id]) <= bound);
+                }
+                let _ = rx.poll_eack(now);
+                // Every timer due before the next arrival, in order.
+                while let Some(t) = rx.next_timeout().filter(|t| *t <= now + ms(1)) {
+                    rx.on_timeout(t);
+                    let _ = rx.poll_eack(t);
+                    for out in rx.poll_ready() {
+                        let id = u32::from_le_bytes(out[out.len() - 4..].try_into().unwrap());
+                        proptest::prop_assert!(t.saturating_duration_since(arrivals[&id]) <= bound);
+                    }
+                    if rx.next_timeout() == Some(t) {
+                        break;
+                    }
+                }
+            }
+        }
+
         #[test]
         fn never_holds_past_the_window(
             pns in proptest::collection::vec(0u64..200, 1..100),

@@ -204,7 +204,15 @@ pub struct RobinStats {
     pub resets: u64,
     /// Epoch baselines taken from a first quACK.
     pub syncs: u64,
+    /// Early resends whose fate the end-to-end ACKs told.
+    pub resends_assessed: u64,
+    /// Of which unneeded: the receiver acknowledged the packet sooner than the resend could
+    /// have reached it, so the original had arrived (a proxy that reported it lost was wrong).
+    pub resends_unneeded: u64,
 }
+
+/// Cap on resends awaiting an end-to-end verdict.
+const MAX_RESENDS_TRACKED: usize = 1024;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -238,6 +246,8 @@ pub struct RobinSender {
     copy_bytes: usize,
     near_rtt: RttEstimator,
     e2e_min_rtt: Option<Duration>,
+    /// Resent packet numbers and when, until an end-to-end ACK tells whether it was needed.
+    resends: VecDeque<(u64, Instant)>,
     events: VecDeque<RobinEvent>,
     stats: RobinStats,
 }
@@ -255,6 +265,7 @@ impl RobinSender {
             copy_bytes: 0,
             near_rtt: RttEstimator::default(),
             e2e_min_rtt: None,
+            resends: VecDeque::new(),
             events: VecDeque::new(),
             stats: RobinStats::default(),
         }
@@ -284,6 +295,29 @@ impl RobinSender {
     pub fn on_e2e_rtt(&mut self, rtt: Duration) {
         if rtt > Duration::ZERO {
             self.e2e_min_rtt = Some(self.e2e_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        }
+    }
+
+    /// The receiver acknowledged `acked` (read by the lens from an authenticated ACK frame) at
+    /// `now`: settles the early resends it covers. A resend acknowledged less than one minimum
+    /// end-to-end RTT after it left cannot be what the receiver got: the original arrived,
+    /// and the resend was not needed.
+    pub fn on_e2e_ack(&mut self, now: Instant, acked: &crate::lens::AckRanges) {
+        let Some(rtt) = self.e2e_min_rtt else {
+            return;
+        };
+        let mut i = 0;
+        while i < self.resends.len() {
+            let (pn, at) = self.resends[i];
+            if acked.contains(pn) {
+                self.resends.remove(i);
+                self.stats.resends_assessed += 1;
+                if now.saturating_duration_since(at) < rtt {
+                    self.stats.resends_unneeded += 1;
+                }
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -620,6 +654,12 @@ impl RobinSender {
             match e.copy {
                 Some(copy) => {
                     self.stats.retransmitted += 1;
+                    if let Some(pn) = e.pn {
+                        if self.resends.len() >= MAX_RESENDS_TRACKED {
+                            self.resends.pop_front();
+                        }
+                        self.resends.push_back((pn, now));
+                    }
                     // The resend is a new send of the same identifier (multiset semantics).
                     self.log_send(now, &copy, e.pn, e.retransmissions.saturating_add(1));
                     self.push_event(RobinEvent::Retransmit(copy));

@@ -372,3 +372,24 @@ fn an_absurd_time_factor_never_fires_the_time_rule() {
         assert!(lost_pns(&events).is_empty());
     }
 }
+
+#[test]
+fn end_to_end_acks_tell_needed_resends_from_unneeded_ones() {
+    use crate::lens::AckRanges;
+    let mut s = setup(8);
+    s.robin.on_e2e_rtt(ms(50));
+    // The proxy says 3 and 4 are missing; both are resent at 15 ms.
+    s.send(0..10, &[3, 4]);
+    s.quack(15).unwrap();
+    assert_eq!(s.robin.stats().retransmitted, 2);
+    let acks = |r: &[(u64, u64)]| AckRanges { ranges: r.to_vec() };
+    // 20 ms after the resend the receiver already acknowledges 3: it had the original.
+    s.robin.on_e2e_ack(s.t0 + ms(35), &acks(&[(0, 3), (5, 9)]));
+    // 4 is acknowledged a full RTT after its resend: the resend was what arrived.
+    s.robin.on_e2e_ack(s.t0 + ms(70), &acks(&[(0, 9)]));
+    let st = s.robin.stats();
+    assert_eq!((st.resends_assessed, st.resends_unneeded), (2, 1));
+    // Acknowledged again: counted once.
+    s.robin.on_e2e_ack(s.t0 + ms(80), &acks(&[(0, 9)]));
+    assert_eq!(s.robin.stats().resends_assessed, 2);
+}

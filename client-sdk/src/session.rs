@@ -54,6 +54,12 @@ pub enum FallbackCause {
     TooManyResets,
     /// The application asked for it.
     Application,
+    /// Holds (ACK withholding) were rarely repaired: the proxy does not retransmit what the
+    /// client waits for, so each hold only delayed the sender's feedback.
+    HoldsUnrepaired,
+    /// Early resends on the proxy's loss reports were mostly unneeded: the receiver had the
+    /// originals (end-to-end ACKs came back sooner than a resend could travel).
+    ResendsUnneeded,
 }
 
 /// Settings of the client.
@@ -71,6 +77,15 @@ pub struct SidekickConfig {
     pub max_resets: u32,
     /// Window for `max_resets`.
     pub reset_window: Duration,
+    /// Gaps (holds) resolved per assessment of their worth; 0 disables it.
+    pub hold_assessment_gaps: u64,
+    /// Fall back when fewer than this fraction of an assessment's gaps were repaired (filled
+    /// before the hold expired).
+    pub min_repaired_fraction: f64,
+    /// Early resends settled by end-to-end ACKs per assessment of their worth; 0 disables it.
+    pub resend_assessment: u64,
+    /// Fall back when at least this fraction of an assessment's resends were unneeded.
+    pub max_unneeded_fraction: f64,
 }
 
 impl SidekickConfig {
@@ -116,6 +131,12 @@ impl SidekickConfig {
             max_inconsistent_quacks: 3,
             max_resets: 5,
             reset_window: Duration::from_secs(1),
+            // Off by default: on short emulated paths the RTT-bounded hold can end before a
+            // genuine proxy's repair arrives, which this assessment would misread.
+            hold_assessment_gaps: 0,
+            min_repaired_fraction: 0.1,
+            resend_assessment: 32,
+            max_unneeded_fraction: 0.9,
         }
     }
 }
@@ -170,6 +191,14 @@ pub struct SdkStats {
     pub retransmissions: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
+    /// Held gaps repaired (filled in time) in assessments so far.
+    pub holds_repaired: u64,
+    /// Held gaps that expired unrepaired in assessments so far.
+    pub holds_unrepaired: u64,
+    /// Early resends found unneeded by end-to-end ACKs (of `resends_assessed`).
+    pub resends_unneeded: u64,
+    /// Early resends whose fate end-to-end ACKs told.
+    pub resends_assessed: u64,
 }
 
 /// Cap on queued events and transmits.
@@ -198,6 +227,11 @@ pub struct SidekickClient {
     deliver: VecDeque<Vec<u8>>,
     passthrough: VecDeque<(SocketAddr, Vec<u8>)>,
     resets: VecDeque<Instant>,
+    /// Packrat (filled, expired) gap counts at the start of the current assessment.
+    hold_base: (u64, u64),
+    /// Robin (assessed, unneeded) resend counts at the start of the current assessment.
+    resend_base: (u64, u64),
+    e2e_min_rtt: Option<Duration>,
     stats: SdkStats,
 }
 
@@ -228,9 +262,26 @@ impl SidekickClient {
             deliver: VecDeque::new(),
             passthrough: VecDeque::new(),
             resets: VecDeque::new(),
+            hold_base: (0, 0),
+            resend_base: (0, 0),
+            e2e_min_rtt: None,
             stats: SdkStats::default(),
             config,
         }
+    }
+
+    /// The base connection's peer: when it is a loopback address the whole path is inside this
+    /// host, and a proxy answering from a loopback or local address is accepted; otherwise
+    /// such a sidekick address is refused (an impostor pointing the client at its own host).
+    pub fn set_base_peer(&mut self, peer: SocketAddr) {
+        self.session
+            .set_allow_local_sidekick(peer.ip().to_canonical().is_loopback());
+    }
+
+    /// Addresses of this host, refused as sidekick addresses (see
+    /// [`crate::local_addrs::host_addresses`]).
+    pub fn add_local_addrs(&mut self, addrs: impl IntoIterator<Item = std::net::IpAddr>) {
+        self.session.add_local_addrs(addrs);
     }
 
     /// The packet-number lens (feed it the stack's key log).
@@ -355,7 +406,15 @@ impl SidekickClient {
         if self.consume_discovery_reply(now, &datagram) {
             return;
         }
+        // Only packets that open under the connection's keys give a number (the lens
+        // authenticates them): an injected datagram cannot open gaps or make us hold.
         let pn = self.lens.observe(Direction::Incoming, &datagram).ok();
+        if let Some(ack) = self.lens.take_ack()
+            && let Some(r) = self.robin.as_mut()
+        {
+            r.on_e2e_ack(now, &ack);
+            self.assess_resends(now);
+        }
         self.receive_with_pn(now, datagram, pn);
     }
 
@@ -386,6 +445,7 @@ impl SidekickClient {
             tracing::debug!(%e, "discovery reply refused");
         }
         self.pump_session();
+        self.drain_session_events(now);
         true
     }
 
@@ -395,8 +455,55 @@ impl SidekickClient {
                 p.on_datagram(now, datagram, pn);
                 self.deliver.extend(p.poll_ready());
                 self.send_eack(now);
+                self.assess_holds(now);
             }
             None => self.deliver.push_back(datagram),
+        }
+    }
+
+    /// Falls back when holds measurably cost more than they bring: of the last
+    /// `hold_assessment_gaps` gaps resolved, too few were repaired in time.
+    fn assess_holds(&mut self, now: Instant) {
+        let Some(p) = self.packrat.as_ref() else {
+            return;
+        };
+        let n = self.config.hold_assessment_gaps;
+        let st = p.stats();
+        let filled = st.gaps_filled - self.hold_base.0;
+        let expired = st.gaps_expired - self.hold_base.1;
+        if n == 0 || filled + expired < n {
+            return;
+        }
+        self.hold_base = (st.gaps_filled, st.gaps_expired);
+        self.stats.holds_repaired += filled;
+        self.stats.holds_unrepaired += expired;
+        #[allow(clippy::cast_precision_loss)]
+        let repaired = filled as f64 / (filled + expired) as f64;
+        if repaired < self.config.min_repaired_fraction {
+            self.fall_back(now, FallbackCause::HoldsUnrepaired);
+        }
+    }
+
+    /// Falls back when early resends measurably cost more than they bring: of the last
+    /// `resend_assessment` resends settled by end-to-end ACKs, most were unneeded.
+    fn assess_resends(&mut self, now: Instant) {
+        let Some(r) = self.robin.as_ref() else {
+            return;
+        };
+        let n = self.config.resend_assessment;
+        let st = r.stats();
+        let assessed = st.resends_assessed - self.resend_base.0;
+        let unneeded = st.resends_unneeded - self.resend_base.1;
+        if n == 0 || assessed < n {
+            return;
+        }
+        self.resend_base = (st.resends_assessed, st.resends_unneeded);
+        self.stats.resends_assessed += assessed;
+        self.stats.resends_unneeded += unneeded;
+        #[allow(clippy::cast_precision_loss)]
+        let wasted = unneeded as f64 / assessed as f64;
+        if wasted >= self.config.max_unneeded_fraction {
+            self.fall_back(now, FallbackCause::ResendsUnneeded);
         }
     }
 
@@ -500,6 +607,10 @@ impl SidekickClient {
             return;
         }
         let ids = id_source(config.identifier.as_ref());
+        // Fresh engines: their counters restart, and so do the assessments.
+        self.hold_base = (0, 0);
+        self.resend_base = (0, 0);
+        let e2e_min_rtt = self.e2e_min_rtt;
         self.robin = config.robin.as_ref().map(|r| {
             let mut c = self.config.robin.clone();
             c.threshold = r.threshold as usize;
@@ -507,7 +618,11 @@ impl SidekickClient {
             if r.interval_ms > 0 {
                 c.quack_interval = Duration::from_millis(u64::from(r.interval_ms));
             }
-            RobinSender::new(c)
+            let mut robin = RobinSender::new(c);
+            if let Some(rtt) = e2e_min_rtt {
+                robin.on_e2e_rtt(rtt);
+            }
+            robin
         });
         self.packrat = config.packrat.as_ref().map(|p| {
             let mut c = self.config.packrat.clone();
@@ -522,6 +637,9 @@ impl SidekickClient {
             c.reorder_window = Duration::from_millis(u64::from(p.reorder_delay_ms));
             let mut rx = PackratReceiver::new(c);
             rx.reset(epoch);
+            if let Some(rtt) = e2e_min_rtt {
+                rx.on_e2e_rtt(rtt);
+            }
             rx
         });
         if self.mode != Mode::Active {
@@ -603,10 +721,17 @@ impl SidekickClient {
         }
     }
 
-    /// Feeds the transport's end-to-end RTT (for PACUBIC's `r`).
+    /// Feeds the transport's end-to-end RTT: PACUBIC's `r`, the bound on holds (Packrat), and
+    /// the test of whether early resends were needed (Robin).
     pub fn on_e2e_rtt(&mut self, rtt: Duration) {
+        if rtt > Duration::ZERO {
+            self.e2e_min_rtt = Some(self.e2e_min_rtt.map_or(rtt, |m| m.min(rtt)));
+        }
         if let Some(r) = self.robin.as_mut() {
             r.on_e2e_rtt(rtt);
+        }
+        if let Some(p) = self.packrat.as_mut() {
+            p.on_e2e_rtt(rtt);
         }
     }
 
@@ -642,6 +767,7 @@ impl SidekickClient {
             p.on_timeout(now);
             self.deliver.extend(p.poll_ready());
             self.send_eack(now);
+            self.assess_holds(now);
         }
     }
 

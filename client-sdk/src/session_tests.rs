@@ -310,9 +310,7 @@ fn packrat_holds_then_fallback_releases_everything() {
     lab.client
         .lens_mut()
         .set_dcid_len(crate::lens::Direction::Incoming, 4);
-    let hp =
-        crate::lens::HeaderProtection::from_secret(crate::lens::Suite::Aes256Gcm, &secret).unwrap();
-    let pkt = |pn: u8| test_packet(&hp, pn);
+    let pkt = |pn: u8| test_packet(&secret, pn);
     lab.client.on_base_received(lab.t0, pkt(0));
     lab.client.on_base_received(lab.t0, pkt(2)); // 1 missing: held
     assert_eq!(std::iter::from_fn(|| lab.client.poll_deliver()).count(), 1);
@@ -323,14 +321,18 @@ fn packrat_holds_then_fallback_releases_everything() {
     assert_eq!(std::iter::from_fn(|| lab.client.poll_deliver()).count(), 1);
 }
 
-/// A short-header packet with a 4-byte DCID and packet number `pn`, protected with `hp`.
-fn test_packet(hp: &crate::lens::HeaderProtection, pn: u8) -> Vec<u8> {
-    let mut p = vec![0x40, 1, 2, 3, 4, pn];
-    p.extend((0..40u8).map(|i| i.wrapping_mul(pn).wrapping_add(7)));
-    let mask = hp.mask(&p[6 + 3..6 + 3 + 16]).unwrap();
-    p[0] ^= mask[0] & 0x1f;
-    p[5] ^= mask[1];
-    p
+/// A short-header packet with a 4-byte DCID and packet number `pn`, sealed under `secret`.
+fn test_packet(secret: &[u8], pn: u8) -> Vec<u8> {
+    let plain: Vec<u8> = (0..40u8)
+        .map(|i| i.wrapping_mul(pn).wrapping_add(7))
+        .collect();
+    crate::lens::auth::seal_short_packet(
+        crate::lens::Suite::Aes256Gcm,
+        secret,
+        &[1, 2, 3, 4],
+        u64::from(pn),
+        &plain,
+    )
 }
 
 #[test]
@@ -361,4 +363,156 @@ fn too_many_proxy_resets_cause_fallback() {
         Some(FallbackCause::TooManyResets)
     );
     assert_eq!(lab.client.stats().resets_by_proxy, 6);
+}
+
+/// A Packrat lab whose lens reads incoming packets sealed under `secret`.
+fn packrat_lab_with_keys(secret: &[u8]) -> Lab {
+    let mut config = SidekickConfig::packrat();
+    (config.hold_assessment_gaps, config.min_repaired_fraction) = (16, 0.25);
+    let mut lab = connect(config);
+    let lens = lab.client.lens_mut();
+    lens.set_secret(crate::lens::Direction::Incoming, secret);
+    lens.set_dcid_len(crate::lens::Direction::Incoming, 4);
+    lab
+}
+
+#[test]
+fn an_injected_packet_cannot_make_the_client_hold_genuine_traffic() {
+    let secret = [3u8; 48];
+    let mut lab = packrat_lab_with_keys(&secret);
+    lab.client.on_base_received(lab.t0, test_packet(&secret, 0));
+    // An on-path injector's datagram: a plausible header, any packet number, no valid AEAD.
+    let mut forged = test_packet(&[9u8; 48], 200);
+    forged[1..5].copy_from_slice(&[1, 2, 3, 4]);
+    lab.client.on_base_received(lab.t0, forged);
+    for pn in 1..5 {
+        lab.client
+            .on_base_received(lab.t0, test_packet(&secret, pn));
+    }
+    assert_eq!(std::iter::from_fn(|| lab.client.poll_deliver()).count(), 6);
+    let p = lab.client.packrat().unwrap();
+    assert_eq!((p.held(), p.open_gaps(), p.stats().held), (0, 0, 0));
+    let lens = lab.client.lens().stats(crate::lens::Direction::Incoming);
+    assert_eq!((lens.read, lens.unauthenticated), (5, 1));
+}
+
+#[test]
+fn holds_never_repaired_make_the_client_fall_back() {
+    let secret = [3u8; 48];
+    let mut lab = packrat_lab_with_keys(&secret);
+    // Every other packet lost and never repaired: each gap holds its successor for the window.
+    let mut now = lab.t0;
+    for pn in (0..80u8).step_by(2) {
+        now += ms(40);
+        lab.client.handle_timeout(now);
+        lab.client.on_base_received(now, test_packet(&secret, pn));
+        if lab.client.fallback_cause().is_some() {
+            break;
+        }
+    }
+    assert_eq!(
+        lab.client.fallback_cause(),
+        Some(FallbackCause::HoldsUnrepaired)
+    );
+    let st = lab.client.stats();
+    assert_eq!((st.holds_repaired, st.holds_unrepaired), (0, 16));
+    assert!(lab.client.packrat().is_none());
+    assert!(
+        lab.events()
+            .contains(&SdkEvent::Fallback(FallbackCause::HoldsUnrepaired))
+    );
+}
+
+#[test]
+fn holds_the_proxy_repairs_keep_the_sidekick() {
+    let secret = [3u8; 48];
+    let mut lab = packrat_lab_with_keys(&secret);
+    let mut now = lab.t0;
+    for pn in (0..120u8).step_by(2) {
+        now += ms(5);
+        lab.client.on_base_received(now, test_packet(&secret, pn));
+        if pn > 0 {
+            // The proxy's retransmission of the missing one, within the window.
+            lab.client
+                .on_base_received(now + ms(2), test_packet(&secret, pn - 1));
+        }
+    }
+    assert_eq!(lab.client.fallback_cause(), None);
+    assert!(lab.client.stats().holds_repaired >= 48);
+}
+
+/// A Robin lab whose lens reads both directions: sent datagrams are packets sealed under
+/// `out`, received ones under `inc`.
+fn robin_lab_with_keys(out: &[u8], inc: &[u8]) -> Lab {
+    let mut config = SidekickConfig::robin(30, 20);
+    (config.resend_assessment, config.max_unneeded_fraction) = (16, 0.75);
+    let mut lab = connect(config);
+    let lens = lab.client.lens_mut();
+    lens.set_secret(crate::lens::Direction::Outgoing, out);
+    lens.set_dcid_len(crate::lens::Direction::Outgoing, 4);
+    lens.set_secret(crate::lens::Direction::Incoming, inc);
+    lens.set_dcid_len(crate::lens::Direction::Incoming, 4);
+    lab.client.on_e2e_rtt(ms(50));
+    lab
+}
+
+/// A received packet whose first frame acknowledges packet numbers 0..=largest.
+fn ack_packet(secret: &[u8], pn: u8, largest: u8) -> Vec<u8> {
+    let plain = [0x02, largest, 0, 0, largest, 0x01];
+    crate::lens::auth::seal_short_packet(
+        crate::lens::Suite::Aes256Gcm,
+        secret,
+        &[1, 2, 3, 4],
+        u64::from(pn),
+        &plain,
+    )
+}
+
+/// Sends packets 0..40 at 1 ms intervals; a proxy claims 16 of them missing; returns when the
+/// client resent them (ms after t0).
+fn lying_quack_resends(lab: &mut Lab, out: &[u8]) -> u64 {
+    let lies: Vec<u8> = (1..=16).map(|k| 2 * k).collect();
+    for pn in 0..40u8 {
+        let p = test_packet(out, pn);
+        lab.client.on_base_sent(lab.t0 + ms(u64::from(pn)), &p);
+        if !lies.contains(&pn) {
+            let id = u32::from_le_bytes(p[p.len() - 4..].try_into().unwrap());
+            lab.seen.insert(id);
+        }
+    }
+    lab.quack(45);
+    let resent = std::iter::from_fn(|| lab.client.poll_transmit())
+        .filter(|t| matches!(t, Transmit::Base(_)))
+        .count();
+    assert_eq!(resent, 16);
+    45
+}
+
+#[test]
+fn resends_the_receiver_did_not_need_make_the_client_fall_back() {
+    let (out, inc) = ([5u8; 48], [6u8; 48]);
+    let mut lab = robin_lab_with_keys(&out, &inc);
+    let at = lying_quack_resends(&mut lab, &out);
+    // The receiver acknowledges everything 5 ms after the resends: it had the originals.
+    lab.client
+        .on_base_received(lab.t0 + ms(at + 5), ack_packet(&inc, 0, 39));
+    let st = lab.client.stats();
+    assert_eq!((st.resends_assessed, st.resends_unneeded), (16, 16));
+    assert_eq!(
+        lab.client.fallback_cause(),
+        Some(FallbackCause::ResendsUnneeded)
+    );
+}
+
+#[test]
+fn resends_that_repaired_losses_keep_the_sidekick() {
+    let (out, inc) = ([5u8; 48], [6u8; 48]);
+    let mut lab = robin_lab_with_keys(&out, &inc);
+    let at = lying_quack_resends(&mut lab, &out);
+    // The acknowledgment of the resent packets comes a full RTT after the resends.
+    lab.client
+        .on_base_received(lab.t0 + ms(at + 60), ack_packet(&inc, 0, 39));
+    let st = lab.client.stats();
+    assert_eq!((st.resends_assessed, st.resends_unneeded), (16, 0));
+    assert_eq!(lab.client.fallback_cause(), None);
 }

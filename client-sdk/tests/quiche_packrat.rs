@@ -1,7 +1,8 @@
 //! A quiche client wrapped in `SidekickQuiche` downloads through an in-memory Packrat proxy:
 //! the proxy (real protocol table + rIBLT eACK + a bounded cache) forwards server datagrams,
 //! the proxy→client link drops every 20th, and the proxy retransmits what the client's eACKs
-//! show missing. A second run kills the proxy mid-transfer; the download still completes.
+//! show missing. A second run kills the proxy mid-transfer; the download still completes and the
+//! client falls back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(feature = "quiche")]
 
@@ -326,10 +327,19 @@ fn quiche_download_survives_proxy_death() {
     eprintln!("{o:?}");
     assert_eq!(o.received, SIZE);
     assert!(o.eacks_sent > 0);
-    assert_eq!(
-        o.fallback,
-        Some(sidekick::session::FallbackCause::Protocol(
-            sidekick_protocol::FallbackReason::IdleTimeout
-        ))
+    // A dead proxy repairs none of the gaps the client holds for: the client sees that holds
+    // cost without bringing anything and falls back (before the idle timeout would).
+    assert!(
+        matches!(
+            o.fallback,
+            Some(
+                sidekick::session::FallbackCause::HoldsUnrepaired
+                    | sidekick::session::FallbackCause::Protocol(
+                        sidekick_protocol::FallbackReason::IdleTimeout
+                    )
+            )
+        ),
+        "{:?}",
+        o.fallback
     );
 }

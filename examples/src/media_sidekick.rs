@@ -119,6 +119,10 @@ impl MediaSidekick {
         sidekick: UdpSocket,
         mode: Mode,
     ) -> Self {
+        let mut client = client;
+        // The sidekick may not point back into this host (unless the receiver is on it too).
+        client.set_base_peer(peer);
+        client.add_local_addrs(sidekick::local_addrs::host_addresses());
         let shared = Arc::new(Shared {
             client: Mutex::new(client),
             sample: Mutex::new(EngineSample::default()),

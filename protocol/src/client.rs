@@ -329,6 +329,14 @@ impl ClientSession {
                 return Err(Error::DiscoveryMismatch);
             }
         };
+        if let Err(refusal) = self.check_proxy_addr(reply.sidekick_addr) {
+            // An on-path box that holds the key of this reply points us at our own host or at
+            // a group: send nothing there and continue end to end.
+            self.stats.sidekick_addr_refused += 1;
+            let ev = self.fail(FallbackReason::SidekickAddr(refusal));
+            self.events.push_back(ev);
+            return Err(Error::RefusedSidekickAddr(refusal));
+        }
         self.session_id = Some(reply.session_id);
         self.key = Some(key);
         self.proxy = Some(reply.sidekick_addr);
@@ -416,12 +424,17 @@ impl ClientSession {
                 let Some(config) = a.config else {
                     return Err(Error::InvalidConfig(crate::messages::ConfigError::NoMode));
                 };
+                let requested = self.cfg.session.clone();
+                let config = match self.accept_echo(now, &requested, &config) {
+                    Ok(c) => c,
+                    Err(fallback) => return Ok(fallback),
+                };
                 self.negotiated = Some(config.clone());
                 self.epoch = a.epoch;
                 self.path_response = a.path_challenge;
                 self.state = ClientState::Established;
                 self.answer_challenge(now)?;
-                self.next_refresh = Some(now + self.cfg.refresh_interval);
+                self.next_refresh = Some(crate::saturating_add(now, self.cfg.refresh_interval));
                 Ok(ClientEvent::Established {
                     config,
                     epoch: a.epoch,
@@ -438,12 +451,13 @@ impl ClientSession {
                 })
             }
             Message::Config(c) => {
-                let Some((id, _, _)) = &self.pending_config else {
+                let Some((id, requested, _)) = &self.pending_config else {
                     return Ok(ClientEvent::Nothing);
                 };
                 if *id != c.config_id {
                     return Ok(ClientEvent::Nothing);
                 }
+                let requested = requested.clone();
                 self.pending_config = None;
                 if !c.accepted {
                     return Ok(ClientEvent::ConfigRejected {
@@ -452,6 +466,10 @@ impl ClientSession {
                 }
                 let Some(config) = c.config else {
                     return Err(Error::InvalidConfig(crate::messages::ConfigError::NoMode));
+                };
+                let config = match self.accept_echo(now, &requested, &config) {
+                    Ok(c) => c,
+                    Err(fallback) => return Ok(fallback),
                 };
                 self.negotiated = Some(config.clone());
                 self.epoch = self.epoch.max(c.epoch);
@@ -621,9 +639,9 @@ impl ClientSession {
 
     fn idle_deadline(&self) -> Option<Instant> {
         match self.state {
-            ClientState::Established | ClientState::Initiating => {
-                self.last_rx.map(|t| t + self.cfg.idle_timeout)
-            }
+            ClientState::Established | ClientState::Initiating => self
+                .last_rx
+                .map(|t| crate::saturating_add(t, self.cfg.idle_timeout)),
             _ => None,
         }
     }
@@ -731,7 +749,7 @@ impl ClientSession {
         if let Some(t) = self.next_refresh
             && t <= now
         {
-            self.next_refresh = Some(now + self.cfg.refresh_interval);
+            self.next_refresh = Some(crate::saturating_add(now, self.cfg.refresh_interval));
             let quiet = self
                 .last_rx
                 .is_none_or(|rx| now.duration_since(rx) >= self.cfg.idle_timeout / 3);
@@ -745,6 +763,9 @@ impl ClientSession {
         }
     }
 }
+
+#[path = "client_trust.rs"]
+mod trust;
 
 #[cfg(test)]
 #[path = "client_tests.rs"]

@@ -1,11 +1,13 @@
 //! The client session's configuration, states, events and counters (re-exported by
 //! [`crate::client`]).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use crate::echo::EchoField;
 use crate::frame::TagLen;
 use crate::messages::SessionConfig;
+use crate::sidekick_addr::AddrRefusal;
 
 /// Client-side settings.
 #[derive(Clone, Debug)]
@@ -36,6 +38,14 @@ pub struct ClientConfig {
     pub idle_timeout: Duration,
     /// Cap on queued outgoing datagrams.
     pub outbox_cap: usize,
+    /// The client host's own addresses: a discovery reply naming one of them as the sidekick
+    /// address is refused ([`AddrRefusal::Local`]). Loopback, unspecified, multicast and
+    /// broadcast addresses are refused regardless.
+    pub local_addrs: Vec<IpAddr>,
+    /// Accept loopback and local sidekick addresses (a proxy on the client's own host: tests
+    /// and single-host demonstrations only). Multicast, broadcast, unspecified and port 0
+    /// stay refused.
+    pub allow_local_sidekick: bool,
 }
 
 impl ClientConfig {
@@ -55,6 +65,8 @@ impl ClientConfig {
             refresh_interval: Duration::from_millis(500),
             idle_timeout: Duration::from_secs(10),
             outbox_cap: 64,
+            local_addrs: Vec::new(),
+            allow_local_sidekick: false,
         }
     }
 }
@@ -107,6 +119,12 @@ pub enum FallbackReason {
     IdleTimeout,
     /// A Config or Reset was never acknowledged.
     ControlTimeout,
+    /// The proxy echoed a configuration that is not a clamp of the request
+    /// ([`crate::echo::check_echo`]).
+    BadEcho(EchoField),
+    /// The discovery reply named a sidekick address the client refuses
+    /// ([`crate::sidekick_addr::check_sidekick_addr`]).
+    SidekickAddr(AddrRefusal),
 }
 
 /// What happened, for the application.
@@ -188,4 +206,10 @@ pub struct ClientStats {
     pub retransmissions: u64,
     /// Refresh messages sent.
     pub refreshes: u64,
+    /// Echoed configurations refused (not a clamp of the request).
+    pub echoes_refused: u64,
+    /// Fields of echoed configurations clamped to the request.
+    pub echo_fields_clamped: u64,
+    /// Discovery replies refused for their sidekick address.
+    pub sidekick_addr_refused: u64,
 }

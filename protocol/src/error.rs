@@ -94,6 +94,16 @@ pub enum Error {
     /// Discovery processing was refused by the rate limiter.
     #[error("discovery rate limit exceeded")]
     RateLimited,
+    /// A frame for a session came from another station (IP address) than its base flow's
+    /// client.
+    #[error("frame from another station than the session's base flow")]
+    StationMismatch,
+    /// A discovery reply named a sidekick address the client refuses to send to.
+    #[error("refused sidekick address: {0}")]
+    RefusedSidekickAddr(crate::sidekick_addr::AddrRefusal),
+    /// A proxy policy value outside its documented range.
+    #[error("{0}")]
+    Policy(#[from] crate::proxy::PolicyError),
     /// A cryptographic primitive failed (key agreement with an invalid public key, RNG failure).
     #[error("cryptographic failure")]
     Crypto,

@@ -56,12 +56,14 @@ use std::time::{Duration, Instant};
 pub mod client;
 mod client_types;
 pub mod discovery;
+pub mod echo;
 pub mod error;
 pub mod frame;
 pub mod keys;
 pub mod messages;
 pub mod proxy;
 pub mod replay;
+pub mod sidekick_addr;
 pub mod table;
 mod table_fuzz;
 
@@ -76,7 +78,7 @@ pub use error::Error;
 pub use frame::{MAX_DATAGRAM, PROTOCOL_VERSION, TagLen};
 pub use keys::{SessionId, SessionKey};
 pub use messages::{Direction, ErrorCode, Message, SessionConfig};
-pub use proxy::{BaseFlow, ProxyPolicy, ProxySession, SessionStats, Transmit};
+pub use proxy::{BaseFlow, PolicyError, ProxyPolicy, ProxySession, SessionStats, Transmit};
 pub use table::{DiscoveryTransmit, ProxyEvent, ProxySessionTable, TableStats};
 
 /// Fuzz entry points (bodies of the `fuzz/` targets, also run by the test suite).
@@ -85,6 +87,13 @@ pub mod fuzz {
     pub use crate::frame::fuzz_open;
     pub use crate::messages::fuzz_decode_body;
     pub use crate::table::fuzz_table;
+}
+
+/// `at + d`, or a far-future instant when that overflows (a configured duration may be huge).
+pub(crate) fn saturating_add(at: Instant, d: Duration) -> Instant {
+    at.checked_add(d)
+        .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(at)
 }
 
 /// A retransmission timer with exponential backoff.
@@ -98,15 +107,15 @@ pub(crate) struct Retry {
 impl Retry {
     pub(crate) fn new(now: Instant, initial: Duration) -> Self {
         Retry {
-            next: now + initial,
+            next: saturating_add(now, initial),
             attempts: 1,
             backoff: initial,
         }
     }
 
     pub(crate) fn step(&mut self, now: Instant, max: Duration) {
-        self.backoff = (self.backoff * 2).min(max);
-        self.next = now + self.backoff;
+        self.backoff = self.backoff.checked_mul(2).unwrap_or(max).min(max);
+        self.next = saturating_add(now, self.backoff);
         self.attempts += 1;
     }
 }

@@ -14,16 +14,17 @@ use crate::table::ProxySessionTable;
 /// handshake, driven by a script decoded from `data`. Each step is `op, len, payload[len]`:
 /// `op % 6` = 0/1 raw datagram from the client's / another address, 2/3 a frame with the
 /// payload's type byte and body *sealed under the session key* (so bodies reach the state
-/// machine) from the client's / another address, 4 advance time and run timers, 5 proxy-side
+/// machine) from the client's / another port of the same station, 4 advance time and run timers, 5 proxy-side
 /// sends (quACK, Reset, Close). After every step: no panic, caps hold, raw bytes never produce
 /// output, and no unverified address ever received more bytes than it sent.
 pub fn fuzz_table(data: &[u8]) {
     use crate::client::{ClientConfig, ClientSession};
 
     let mut now = Instant::now();
-    let proxy_addr: SocketAddr = ([127, 0, 0, 1], 7000).into();
-    let client_addr: SocketAddr = ([127, 0, 0, 1], 9).into();
-    let other_addr: SocketAddr = ([127, 0, 0, 2], 10).into();
+    let proxy_addr: SocketAddr = ([192, 0, 2, 1], 7000).into();
+    let client_addr: SocketAddr = ([10, 0, 0, 2], 9).into();
+    // The same station from another port: NAT rebinding or an on-path copy (path probes).
+    let other_addr: SocketAddr = ([10, 0, 0, 2], 10).into();
     let mut policy = ProxyPolicy::new(proxy_addr);
     policy.outbox_cap = 8;
     policy.max_events = 8;
@@ -43,7 +44,7 @@ pub fn fuzz_table(data: &[u8]) {
     let req = client.poll_transmit().map(|t| t.bytes).unwrap_or_default();
     let base = BaseFlow {
         client: client_addr,
-        server: ([127, 0, 0, 3], 443).into(),
+        server: ([203, 0, 113, 3], 443).into(),
     };
     let parsed = crate::discovery::is_discovery_request(&req);
     let reply = parsed.and_then(|p| t.handle_discovery(now, base, &p).ok());
@@ -107,6 +108,12 @@ pub fn fuzz_table(data: &[u8]) {
             && !s.is_validated()
         {
             assert!(s.unverified_bytes_out() <= s.unverified_bytes_in());
+        }
+        if let Some(p) = t.session(&id).and_then(|s| s.probe) {
+            assert!(
+                p.bytes_out <= p.bytes_in,
+                "a probed address got more than it sent"
+            );
         }
         while t.poll_event().is_some() {}
     }

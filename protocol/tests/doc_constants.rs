@@ -79,6 +79,25 @@ fn code_values() -> BTreeMap<String, String> {
         ("ProxyPolicy.reset_attempts", p.reset_attempts.to_string()),
         ("ProxyPolicy.outbox_cap", p.outbox_cap.to_string()),
         ("ProxyPolicy.max_events", p.max_events.to_string()),
+        (
+            "ProxyPolicy.max_sessions_per_station",
+            p.max_sessions_per_station.to_string(),
+        ),
+        (
+            "ProxyPolicy.max_half_open_per_station",
+            p.max_half_open_per_station.to_string(),
+        ),
+        (
+            "ProxyPolicy.station_discovery_rate",
+            p.station_discovery_rate.to_string(),
+        ),
+        (
+            "ProxyPolicy.station_discovery_burst",
+            p.station_discovery_burst.to_string(),
+        ),
+        ("ProxyPolicy.max_stations", p.max_stations.to_string()),
+        ("ProxyPolicy.control_rate", p.control_rate.to_string()),
+        ("ProxyPolicy.control_burst", p.control_burst.to_string()),
     ];
     rows.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
 }

@@ -532,41 +532,82 @@ fn replayed_frames_are_rejected_on_both_sides() {
 }
 
 #[test]
-fn address_change_is_revalidated_without_amplification() {
+fn address_change_keeps_the_validated_address_until_the_new_one_validates() {
+    // RFC 9000 §9.3.3: frames from a new address (NAT rebinding, or an on-path copy) do not
+    // move the session; the new address is probed within its own zero-amplification budget.
     let mut p = Pair::new(both_modes());
     let now = p.t0;
     let id = p.handshake(now);
-    // NAT rebinding: the client's frames now arrive from another port.
-    p.client_sk = "10.0.0.2:6001".parse().unwrap();
-    p.client.send_eack(now, b"").unwrap();
+    let old = p.client_sk;
+    let new: std::net::SocketAddr = "10.0.0.2:6001".parse().unwrap();
+    p.client.send_eack(now, &[0; 32]).unwrap();
     let e = p.client_out();
-    p.deliver_to_proxy(now, &e[0]).unwrap();
+    p.proxy.handle_datagram(now, new, &e[0].bytes).unwrap();
     let s = p.proxy.session(&id).unwrap();
-    assert!(!s.is_validated());
-    assert_eq!(s.client_addr(), p.client_sk);
-    assert!(s.unverified_bytes_out() <= s.unverified_bytes_in());
-    // Quacks to the unverified address are limited to what it sent.
-    let mut refused = 0;
+    assert!(s.is_validated());
+    assert_eq!(s.client_addr(), old);
+    assert_eq!(s.probing_addr(), Some(new));
+    // The probe's challenge went to the new address, no larger than what came from it.
+    let out = p.proxy_out();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to, new);
+    assert!(out[0].bytes.len() <= e[0].bytes.len());
+    // quACKs keep flowing to the validated address, unlimited by the probe.
     for _ in 0..10 {
-        match p.proxy.send_quack(now, &id, &[0; 100]) {
-            Ok(t) => {
-                p.deliver_to_client(now, &t).unwrap();
-            }
-            Err(Error::AmplificationLimit) => refused += 1,
-            Err(e) => panic!("{e}"),
+        let t = p.proxy.send_quack(now, &id, &[0; 100]).unwrap();
+        assert_eq!(t.to, old);
+        p.client
+            .handle_datagram(now, p.proxy_addr, &t.bytes)
+            .unwrap();
+    }
+    // The client answers the challenge from its new address: the session moves there.
+    p.client
+        .handle_datagram(now, p.proxy_addr, &out[0].bytes)
+        .unwrap();
+    let answers = p.client_out();
+    let mut validated = false;
+    for a in &answers {
+        if let Ok(ProxyEvent::PathValidated { id: v }) = p.proxy.handle_datagram(now, new, &a.bytes)
+        {
+            validated = v == id;
         }
-        let s = p.proxy.session(&id).unwrap();
-        assert!(s.unverified_bytes_out() <= s.unverified_bytes_in());
     }
-    assert!(refused > 0);
-    // The client answers the challenge (sent now or on its next frame) and is validated.
-    let (ce, pe) = p.pump(now);
-    let _ = ce;
-    if !pe.contains(&ProxyEvent::PathValidated { id }) {
-        p.client.send_eack(now, &[0; 64]).unwrap();
-        let (_, pe) = p.pump(now);
-        assert!(pe.contains(&ProxyEvent::PathValidated { id }), "{pe:?}");
+    assert!(validated);
+    let s = p.proxy.session(&id).unwrap();
+    assert_eq!(s.client_addr(), new);
+    assert_eq!(s.probing_addr(), None);
+    assert_eq!(s.stats().address_changes, 1);
+    assert_eq!(p.proxy.send_quack(now, &id, &[0; 100]).unwrap().to, new);
+}
+
+#[test]
+fn a_probe_that_never_answers_leaves_the_session_where_it_was() {
+    let mut p = Pair::new(both_modes());
+    let now = p.t0;
+    let id = p.handshake(now);
+    let spoofed: std::net::SocketAddr = "10.0.0.2:9999".parse().unwrap();
+    // An on-path attacker re-sends the client's authentic frames from another port.
+    for _ in 0..5 {
+        p.client.send_eack(now, &[0; 32]).unwrap();
+        for t in p.client_out() {
+            let _ = p.proxy.handle_datagram(now, spoofed, &t.bytes);
+        }
     }
-    assert!(p.proxy.session(&id).unwrap().is_validated());
-    assert!(p.proxy.send_quack(now, &id, &[0; 100]).is_ok());
+    let to_spoofed: usize = p
+        .proxy_out()
+        .iter()
+        .filter(|t| t.to == spoofed)
+        .map(|t| t.bytes.len())
+        .sum();
+    let s = p.proxy.session(&id).unwrap();
+    assert_eq!(s.client_addr(), p.client_sk);
+    assert!(s.is_validated());
+    assert!(
+        to_spoofed > 0 && to_spoofed <= 5 * 200,
+        "challenges only: {to_spoofed}"
+    );
+    assert_eq!(
+        p.proxy.send_quack(now, &id, &[0; 10]).unwrap().to,
+        p.client_sk
+    );
 }

@@ -46,9 +46,17 @@ impl std::fmt::Debug for SidekickQuiche {
 impl SidekickQuiche {
     /// Wraps `conn` and installs the key-log hook. The quiche `Config` must have called
     /// `log_keys()` for quiche to write the key log.
-    pub fn new(mut conn: quiche::Connection, client: SidekickClient) -> Self {
+    pub fn new(mut conn: quiche::Connection, mut client: SidekickClient) -> Self {
         let keylog = KeyLogStore::new(64);
         conn.set_keylog(Box::new(keylog.clone()));
+        // The sidekick may not point back into this host (unless the base peer is on it too).
+        if let Some(path) = conn.path_stats().next() {
+            client.set_base_peer(path.peer_addr);
+            if !path.local_addr.ip().is_unspecified() {
+                client.add_local_addrs([path.local_addr.ip()]);
+            }
+        }
+        client.add_local_addrs(crate::local_addrs::host_addresses());
         Self {
             conn,
             client,
@@ -108,6 +116,15 @@ impl SidekickQuiche {
         info: quiche::RecvInfo,
     ) -> quiche::Result<usize> {
         self.drain_keylog();
+        // The end-to-end RTT bounds holds and tells needed resends from unneeded ones.
+        if let Some(rtt) = self
+            .conn
+            .path_stats()
+            .next()
+            .and_then(|p| p.min_rtt.filter(|r| !r.is_zero()))
+        {
+            self.client.on_e2e_rtt(rtt);
+        }
         self.client.on_base_received(now, datagram.to_vec());
         self.deliver(info)
     }

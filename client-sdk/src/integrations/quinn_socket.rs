@@ -123,6 +123,18 @@ impl SidekickSocket {
         signals: Option<SharedSignals>,
     ) -> io::Result<(Arc<Self>, SidekickHandle)> {
         sidekick.set_nonblocking(true)?;
+        let mut client = client;
+        // The sidekick may not point back into this host (unless the base peer is on it too).
+        client.set_base_peer(peer);
+        client.add_local_addrs(crate::local_addrs::host_addresses());
+        let bound = [inner.local_addr().ok(), sidekick.local_addr().ok()];
+        client.add_local_addrs(
+            bound
+                .into_iter()
+                .flatten()
+                .map(|a| a.ip())
+                .filter(|ip| !ip.is_unspecified()),
+        );
         let sidekick = Arc::new(tokio::net::UdpSocket::from_std(sidekick)?);
         let shared = Arc::new(Shared {
             client: Mutex::new(client),

@@ -26,9 +26,11 @@
 use ring::aead::{self, quic};
 use ring::hkdf;
 
+pub(crate) mod auth;
 mod header;
 mod keylog;
 
+pub use auth::{AckRanges, parse_ack_frame};
 pub use header::{LongHeader, parse_long_header, short_header_offset};
 pub use keylog::{KeyLogEntry, KeyLogError, KeyLogLabel, fuzz_keylog, parse_keylog_line};
 
@@ -56,6 +58,10 @@ pub enum LensError {
     /// The header-protection primitive failed.
     #[error("header protection failed")]
     Crypto,
+    /// The packet does not open under the connection's 1-RTT keys: not the peer's (injected
+    /// or corrupted); its packet number is ignored.
+    #[error("packet not authenticated")]
+    Unauthenticated,
 }
 
 /// A QUIC v1 AEAD (RFC 9001 §5.3).
@@ -322,6 +328,10 @@ pub struct LensStats {
     pub unreadable: u64,
     /// Trial decryptions that identified no suite.
     pub trial_failures: u64,
+    /// Received packets that did not open under the 1-RTT keys (their numbers ignored).
+    pub unauthenticated: u64,
+    /// Key updates of the peer followed (RFC 9001 §6).
+    pub key_updates: u64,
 }
 
 #[derive(Default)]
@@ -330,6 +340,8 @@ struct DirectionState {
     hp: Option<HeaderProtection>,
     dcid_len: Option<usize>,
     largest: Option<u64>,
+    keys: Option<auth::PacketKeys>,
+    last_ack: Option<AckRanges>,
     stats: LensStats,
 }
 
@@ -352,6 +364,7 @@ impl DirectionState {
 /// explicitly.
 pub struct PacketNumberLens {
     role: Role,
+    authenticate: bool,
     suite: Option<Suite>,
     client_random: Option<[u8; 32]>,
     outgoing: DirectionState,
@@ -374,6 +387,7 @@ impl PacketNumberLens {
     pub fn new(role: Role) -> Self {
         Self {
             role,
+            authenticate: true,
             suite: None,
             client_random: None,
             outgoing: DirectionState::default(),
@@ -381,11 +395,24 @@ impl PacketNumberLens {
         }
     }
 
+    /// Whether received packets must open under the 1-RTT keys before their numbers count
+    /// (default: yes). Turning it off trusts any datagram that reaches the socket.
+    pub fn set_authenticate(&mut self, on: bool) {
+        self.authenticate = on;
+    }
+
+    /// The packet numbers acknowledged by the ACK frame of the last authenticated received
+    /// packet, if it carried one first (taken: a second call returns `None`).
+    pub fn take_ack(&mut self) -> Option<AckRanges> {
+        self.incoming.last_ack.take()
+    }
+
     /// Fixes the cipher suite (when the stack reports it), skipping trial decryption.
     pub fn set_suite(&mut self, suite: Suite) {
         self.suite = Some(suite);
         for dir in [&mut self.outgoing, &mut self.incoming] {
             dir.hp = None;
+            dir.keys = None;
         }
         self.outgoing.hp = self.derive(Direction::Outgoing);
         self.incoming.hp = self.derive(Direction::Incoming);
@@ -433,6 +460,7 @@ impl PacketNumberLens {
         let state = self.state(dir);
         state.secret = Some(secret.to_vec());
         state.hp = None;
+        state.keys = None;
         let hp = self.derive(dir);
         if let Some(s) = hp.as_ref().map(HeaderProtection::suite) {
             self.suite.get_or_insert(s);
@@ -512,12 +540,32 @@ impl PacketNumberLens {
         if self.state(dir).hp.is_none() {
             self.identify_suite(dir, packet)?;
         }
+        let authenticate = self.authenticate && dir == Direction::Incoming;
         let state = self.state(dir);
         let (Some(hp), Some(dcid_len)) = (state.hp.as_ref(), state.dcid_len) else {
             return Err(state.not_ready());
         };
         match unprotect_short(hp, packet, dcid_len, state.largest) {
-            Ok((h, _)) => {
+            Ok((h, header)) => {
+                if authenticate {
+                    state.last_ack = None;
+                    if state.keys.is_none() {
+                        let secret = state.secret.as_deref().unwrap_or_default();
+                        state.keys = auth::PacketKeys::new(hp.suite(), secret).ok();
+                    }
+                    let Some(keys) = state.keys.as_mut() else {
+                        return Err(LensError::Crypto);
+                    };
+                    let before = keys.updates;
+                    let payload = packet.get(header.len()..).unwrap_or_default();
+                    let Some(plain) = keys.open(h.packet_number, h.key_phase, &header, payload)
+                    else {
+                        state.stats.unauthenticated += 1;
+                        return Err(LensError::Unauthenticated);
+                    };
+                    state.last_ack = parse_ack_frame(plain);
+                    state.stats.key_updates += keys.updates - before;
+                }
                 state.largest = Some(
                     state
                         .largest

@@ -219,8 +219,9 @@ pub struct SidekickCounters {
     /// answered.
     pub fallback: bool,
     /// Why: `no_proxy`, `init_timeout`, `rejected`, `idle_timeout`, `control_timeout`,
-    /// `closed_by_proxy`, `inconsistent_quacks`, `never_sent`, `over_quota`, `too_many_resets`,
-    /// `application`, or `discovery_unanswered` (still probing when the transfer ended).
+    /// `bad_echo`, `sidekick_addr_refused`, `closed_by_proxy`, `inconsistent_quacks`,
+    /// `never_sent`, `over_quota`, `too_many_resets`, `application`, `holds_unrepaired`,
+    /// `resends_unneeded`, or `discovery_unanswered` (still probing when the transfer ended).
     pub fallback_cause: Option<&'static str>,
 }
 
@@ -233,6 +234,8 @@ pub fn cause_name(c: FallbackCause) -> &'static str {
             FallbackReason::Rejected(_) => "rejected",
             FallbackReason::IdleTimeout => "idle_timeout",
             FallbackReason::ControlTimeout => "control_timeout",
+            FallbackReason::BadEcho(_) => "bad_echo",
+            FallbackReason::SidekickAddr(_) => "sidekick_addr_refused",
         },
         FallbackCause::ClosedByProxy => "closed_by_proxy",
         FallbackCause::InconsistentQuacks => "inconsistent_quacks",
@@ -240,6 +243,8 @@ pub fn cause_name(c: FallbackCause) -> &'static str {
         FallbackCause::OverQuota => "over_quota",
         FallbackCause::TooManyResets => "too_many_resets",
         FallbackCause::Application => "application",
+        FallbackCause::HoldsUnrepaired => "holds_unrepaired",
+        FallbackCause::ResendsUnneeded => "resends_unneeded",
     }
 }
 

@@ -14,6 +14,11 @@ impl ProxySessionTable {
         datagram: &[u8],
     ) -> Result<ProxyEvent, Error> {
         let caps = self.policy.capabilities;
+        let (bind, rate, burst) = (
+            self.policy.bind_station,
+            self.policy.control_rate,
+            self.policy.control_burst,
+        );
         let Some(s) = self.sessions.get_mut(&Header::peek(datagram)?.session_id) else {
             return Err(Error::UnknownSession);
         };
@@ -27,26 +32,62 @@ impl ProxySessionTable {
                 return Err(e);
             }
         };
+        if bind && from.ip().to_canonical() != s.station {
+            self.stats.station_mismatch += 1;
+            return Err(Error::StationMismatch);
+        }
         if let Err(e) = s.replay.accept(f.header.seq) {
             self.stats.replays += 1;
             return Err(e);
+        }
+        let control = !matches!(f.message, Message::Eack(_) | Message::Close(_));
+        if control && !s.take_control_token(now, rate, burst) {
+            // RFC 9000 §21.9: a peer may not make us work without bound; the client
+            // retransmits what matters.
+            self.stats.refused += 1;
+            return Err(Error::RateLimited);
         }
         s.last_rx = now;
         s.stats.received += 1;
         s.quota_limit = s.quota_limit.max(u64::from(f.header.quota));
         let mut out: Vec<Result<Transmit, Error>> = Vec::new();
-        if from != s.client_addr {
-            // NAT rebinding (or an on-path copy): the new address is unverified until it
-            // echoes a fresh challenge.
+        if from != s.client_addr && !s.validated {
+            // Never validated: nothing to keep; the new address is unverified until it echoes
+            // a fresh challenge.
             s.client_addr = from;
-            s.validated = false;
             s.bytes_in_unverified = 0;
             s.bytes_out_unverified = 0;
-            s.stats.address_changes += 1;
             let mut c = [0u8; 8];
             self.rng.fill(&mut c)?;
             s.challenge = u64::from_be_bytes(c).max(1);
             s.challenge_pending = true;
+        } else if from != s.client_addr {
+            // RFC 9000 §9.3.3: NAT rebinding or an on-path copy. Frames keep going to the last
+            // validated address; the new one is probed with its own zero-amplification budget
+            // and replaces it only once it echoes the probe's challenge.
+            let len = datagram.len() as u64;
+            match s.probe.as_mut() {
+                Some(p) if p.addr == from => p.bytes_in += len,
+                _ => {
+                    let mut c = [0u8; 8];
+                    self.rng.fill(&mut c)?;
+                    s.probe = Some(crate::proxy::Probe {
+                        addr: from,
+                        challenge: u64::from_be_bytes(c).max(1),
+                        bytes_in: len,
+                        bytes_out: 0,
+                        pending: true,
+                    });
+                }
+            }
+            if let Some(t) = s.emit_probe_challenge() {
+                if t.is_err()
+                    && let Some(p) = s.probe.as_mut()
+                {
+                    p.pending = true;
+                }
+                out.push(t);
+            }
         }
         if !s.validated {
             s.bytes_in_unverified += datagram.len() as u64;
@@ -152,6 +193,14 @@ impl ProxySessionTable {
                 if !s.validated && r.path_response == s.challenge {
                     s.validated = true;
                     ev = ProxyEvent::PathValidated { id };
+                } else if let Some(p) = s.probe
+                    && p.addr == from
+                    && r.path_response == p.challenge
+                {
+                    s.client_addr = p.addr;
+                    s.probe = None;
+                    s.stats.address_changes += 1;
+                    ev = ProxyEvent::PathValidated { id };
                 }
                 if r.want_reply {
                     out.push(s.emit(&Message::Refresh(Refresh {
@@ -170,11 +219,10 @@ impl ProxySessionTable {
         }
         match &ev {
             Ok(ProxyEvent::Closed { id }) => {
-                if let Some(s) = self.sessions.remove(id) {
-                    self.retire(&s);
-                }
+                self.remove_session(now, id, super::Removal::Closed);
                 self.stats.sessions_closed += 1;
             }
+            Ok(ProxyEvent::PathValidated { id }) => self.on_validated(now, *id),
             Err(_) => self.stats.refused += 1,
             Ok(_) => {}
         }

@@ -11,7 +11,7 @@
 //! Datagrams that do not authenticate under a known session's key produce no output and no state.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use ring::rand::{SecureRandom, SystemRandom};
@@ -29,8 +29,10 @@ use crate::replay::ReplayWindow;
 use crate::{PROTOCOL_VERSION, Retry};
 
 mod established;
+mod stations;
 
 use established::init_ack;
+use stations::{FlowOwners, Removal, Station};
 
 /// The discovery reply to inject on the base path, spoofed from the base peer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,11 +162,24 @@ pub struct TableStats {
     pub bytes_in: u64,
     /// Total bytes sent on the sidekick socket.
     pub bytes_out: u64,
+    /// Discovery requests refused by their station's own rate limit.
+    pub station_rate_limited: u64,
+    /// Frames refused because they came from another station than the base flow's client.
+    pub station_mismatch: u64,
+    /// Sessions established on a flow that another session owns (not announced).
+    pub sessions_waiting: u64,
+    /// Unvalidated flow owners displaced by a validated session of the same flow.
+    pub sessions_displaced: u64,
+    /// Control frames dropped by the per-session rate limit (all sessions).
+    pub control_rate_limited: u64,
+    /// Stations forgotten by the station cap while holding nothing.
+    pub stations_forgotten: u64,
 }
 
 #[derive(Debug)]
 struct HalfOpen {
     base: BaseFlow,
+    station: IpAddr,
     key: SessionKey,
     created: Instant,
 }
@@ -199,12 +214,16 @@ pub struct ProxySessionTable {
     events: VecDeque<ProxyEvent>,
     tokens: f64,
     tokens_at: Option<Instant>,
+    stations: HashMap<IpAddr, Station>,
+    flows: FlowOwners,
     stats: TableStats,
 }
 
 impl ProxySessionTable {
-    /// An empty table under `policy`.
+    /// An empty table under `policy`, every value clamped into its documented range
+    /// ([`ProxyPolicy::clamped`]; use [`ProxySessionTable::try_new`] to refuse instead).
     pub fn new(policy: ProxyPolicy) -> Self {
+        let policy = policy.clamped();
         let tokens = f64::from(policy.discovery_burst);
         ProxySessionTable {
             policy,
@@ -216,8 +235,26 @@ impl ProxySessionTable {
             events: VecDeque::new(),
             tokens,
             tokens_at: None,
+            stations: HashMap::new(),
+            flows: HashMap::new(),
             stats: TableStats::default(),
         }
+    }
+
+    /// An empty table under `policy`, refused when a value is outside its documented range.
+    pub fn try_new(policy: ProxyPolicy) -> Result<Self, crate::proxy::PolicyError> {
+        policy.validate()?;
+        Ok(Self::new(policy))
+    }
+
+    /// The session that owns `base` (announced to the engines), if any.
+    pub fn flow_owner(&self, base: &BaseFlow) -> Option<SessionId> {
+        self.flows.get(base).map(|(o, _)| *o)
+    }
+
+    /// Established sessions of one station (client IP address of their base flows).
+    pub fn station_sessions(&self, station: IpAddr) -> usize {
+        self.stations.get(&station).map_or(0, |s| s.sessions)
     }
 
     /// The policy.
@@ -230,6 +267,7 @@ impl ProxySessionTable {
         for sess in self.sessions.values() {
             s.quota_refused += sess.stats.quota_refused;
             s.amplification_refused += sess.stats.amplification_refused;
+            s.control_rate_limited += sess.stats.control_rate_limited;
         }
         s
     }
@@ -285,6 +323,12 @@ impl ProxySessionTable {
         base: BaseFlow,
         req: &DiscoveryRequest,
     ) -> Result<DiscoveryTransmit, Error> {
+        // The station's own bucket first, so that one station cannot drain the shared one.
+        let station = base.client.ip().to_canonical();
+        if !self.take_station_token(station, now) {
+            self.stats.station_rate_limited += 1;
+            return Err(Error::RateLimited);
+        }
         if !self.take_token(now) {
             self.stats.discovery_rate_limited += 1;
             return Err(Error::RateLimited);
@@ -317,11 +361,13 @@ impl ProxySessionTable {
         };
         let bytes = reply.encode(self.random_u8(), &key);
         self.expire_half_open(now);
-        while self.half_open.len() >= self.policy.max_half_open.max(1) {
+        self.make_half_open_room(station, now);
+        while self.half_open.len() >= self.policy.max_half_open {
             let Some(old) = self.half_open_order.pop_front() else {
                 break;
             };
-            if self.half_open.remove(&old).is_some() {
+            if let Some(h) = self.half_open.remove(&old) {
+                self.count_half_open(h.station, now, -1);
                 self.stats.half_open_evicted += 1;
             }
         }
@@ -329,10 +375,12 @@ impl ProxySessionTable {
             id,
             HalfOpen {
                 base,
+                station,
                 key,
                 created: now,
             },
         );
+        self.count_half_open(station, now, 1);
         self.half_open_order.push_back(id);
         self.stats.discovery_replies += 1;
         tracing::debug!(?id, client = %base.client, "discovery answered");
@@ -353,8 +401,10 @@ impl ProxySessionTable {
                     if now.saturating_duration_since(h.created)
                         >= self.policy.half_open_timeout =>
                 {
+                    let station = h.station;
                     self.half_open.remove(&id);
                     self.half_open_order.pop_front();
+                    self.count_half_open(station, now, -1);
                     self.stats.half_open_expired += 1;
                 }
                 Some(_) => break,
@@ -404,9 +454,16 @@ impl ProxySessionTable {
             self.stats.refused += 1;
             return Err(Error::InvalidState("half-open session expects Init"));
         };
+        if self.policy.bind_station && from.ip().to_canonical() != h.station {
+            // Another station holds this session's key (it saw or guessed the reply): the
+            // session stays the base client's to take.
+            self.stats.station_mismatch += 1;
+            return Err(Error::StationMismatch);
+        }
         let Some(h) = self.half_open.remove(&id) else {
             return Err(Error::UnknownSession);
         };
+        self.count_half_open(h.station, now, -1);
         let mut replay = ReplayWindow::new();
         replay.accept(f.header.seq)?;
         let negotiated = init
@@ -414,8 +471,8 @@ impl ProxySessionTable {
             .as_ref()
             .ok_or(crate::messages::ConfigError::NoMode)
             .and_then(|c| self.policy.negotiate(c));
-        while self.sessions.len() >= self.policy.max_sessions.max(1) {
-            self.evict_lru();
+        if negotiated.is_ok() {
+            self.make_session_room(h.station, now);
         }
         let mut challenge = [0u8; 8];
         self.rng.fill(&mut challenge)?;
@@ -443,6 +500,11 @@ impl ProxySessionTable {
             },
             tag_len: self.policy.tag_len,
             amplification_factor: self.policy.amplification_factor,
+            station: h.station,
+            announced: false,
+            probe: None,
+            control_tokens: f64::from(self.policy.control_burst),
+            control_at: now,
         };
         let ack = init_ack(&s, negotiated.as_ref().err(), self.policy.capabilities);
         let t = s.emit(&ack);
@@ -451,13 +513,17 @@ impl ProxySessionTable {
             Ok(config) => {
                 self.stats.established += 1;
                 let base = s.base;
-                self.sessions.insert(id, s);
-                Ok(ProxyEvent::SessionEstablished {
-                    id,
-                    base,
-                    config,
-                    epoch: 0,
-                })
+                if self.insert_session(now, s) {
+                    Ok(ProxyEvent::SessionEstablished {
+                        id,
+                        base,
+                        config,
+                        epoch: 0,
+                    })
+                } else {
+                    tracing::debug!(?id, "session waits: its base flow has an owner");
+                    Ok(ProxyEvent::Nothing)
+                }
             }
             Err(e) => {
                 self.stats.refused += 1;
@@ -486,29 +552,11 @@ impl ProxySessionTable {
         }
     }
 
-    fn evict_lru(&mut self) {
-        let Some(victim) = self
-            .sessions
-            .values()
-            .min_by_key(|s| s.last_rx)
-            .map(|s| s.id)
-        else {
-            return;
-        };
-        if let Some(s) = self.sessions.remove(&victim) {
-            self.retire(&s);
-            self.stats.sessions_evicted += 1;
-            self.push_event(ProxyEvent::Expired {
-                id: victim,
-                base: s.base,
-            });
-        }
-    }
-
     /// Folds a removed session's refusal counters into the table's totals.
     fn retire(&mut self, s: &ProxySession) {
         self.stats.quota_refused += s.stats.quota_refused;
         self.stats.amplification_refused += s.stats.amplification_refused;
+        self.stats.control_rate_limited += s.stats.control_rate_limited;
     }
 
     fn push_event(&mut self, ev: ProxyEvent) {
@@ -592,12 +640,13 @@ impl ProxySessionTable {
     }
 
     /// Closes session `id`: queues a Close (if quota allows) and forgets the session.
-    pub fn close(&mut self, _now: Instant, id: &SessionId, reason: ErrorCode) -> Result<(), Error> {
-        let mut s = self.sessions.remove(id).ok_or(Error::UnknownSession)?;
+    pub fn close(&mut self, now: Instant, id: &SessionId, reason: ErrorCode) -> Result<(), Error> {
+        let mut s = self
+            .remove_session(now, id, Removal::ClosedByProxy)
+            .ok_or(Error::UnknownSession)?;
         let t = s.emit(&Message::Close(Close {
             reason: reason as u32,
         }));
-        self.retire(&s);
         self.queue(t);
         Ok(())
     }
@@ -621,7 +670,7 @@ impl ProxySessionTable {
             .half_open_order
             .front()
             .and_then(|id| self.half_open.get(id))
-            .map(|h| h.created + self.policy.half_open_timeout);
+            .map(|h| crate::saturating_add(h.created, self.policy.half_open_timeout));
         self.sessions
             .values()
             .map(|s| s.next_deadline(idle))
@@ -642,11 +691,7 @@ impl ProxySessionTable {
             .map(|s| s.id)
             .collect();
         for id in expired {
-            if let Some(s) = self.sessions.remove(&id) {
-                self.retire(&s);
-                self.stats.sessions_expired += 1;
-                self.push_event(ProxyEvent::Expired { id, base: s.base });
-            }
+            self.remove_session(now, &id, Removal::Expired);
         }
         let mut out = Vec::new();
         for s in self.sessions.values_mut() {
