@@ -1,4 +1,4 @@
-//! Per-operation cost of the SDK's engines: a Robin quACK decode (seed 001 Table 3 setting:
+//! Per-operation cost of the SDK's engines: a Robin quACK decode (Sidekick (NSDI '24) Table 3 setting:
 //! n = 25 outstanding, t = 10, 2 missing), reading a packet number through the lens, a Packrat
 //! receive, and a PACUBIC ACK.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

@@ -1,4 +1,4 @@
-//! The Packrat receiver engine (seed 002 §4, §5.2, §6.1).
+//! The Packrat receiver engine (Packrat (CoNEXT '26) §4, §5.2, §6.1).
 //!
 //! Every received datagram's identifier goes into the local eACK (a rateless IBLT). eACKs are
 //! sent every `N` ms or `N` packets, or only while a gap is open (selective eACKs, §5.2.3); each
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use eack::ReceiverEack;
 use quack::IdSource;
 
-/// Packrat receiver parameters (defaults: the WiFi scenario of seed 002 Table 3/4).
+/// Packrat receiver parameters (defaults: the WiFi scenario of Packrat (CoNEXT '26) Table 3/4).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PackratConfig {
     /// Local eACK coded symbols (160 for downloads, 40 for media).
@@ -340,7 +340,7 @@ impl PackratReceiver {
         if !(by_count || by_time || by_gap) {
             return None;
         }
-        // Rateless sizing (seed 002 §5.2.2): the open gaps are the expected retransmissions.
+        // Rateless sizing (Packrat (CoNEXT '26) §5.2.2): the open gaps are the expected retransmissions.
         let mut buf = Vec::new();
         let expected = self.gaps.len() + self.config.inflight_allowance;
         let n = self
@@ -505,7 +505,7 @@ mod tests {
         }
         let diff = proxy.on_eack(&wire).unwrap();
         assert_eq!(diff.missing, vec![40]);
-        // Five more gaps → a larger eACK (rateless sizing, seed 002 §5.2.2).
+        // Five more gaps → a larger eACK (rateless sizing, Packrat (CoNEXT '26) §5.2.2).
         rx.on_datagram(t0 + ms(22), dg(47), Some(47));
         assert!(
             rx.poll_eack(t0 + ms(22)).is_some(),

@@ -1,4 +1,4 @@
-//! PACUBIC: path-aware CUBIC congestion control (seed 001 §4.3.2 and Appendix A).
+//! PACUBIC: path-aware CUBIC congestion control (Sidekick (NSDI '24) §4.3.2 and Appendix A).
 //!
 //! CUBIC (RFC 9438) grows its window along `W(T) = C·(T − K)³ + W_max` with
 //! `K = ∛(W_max·(1 − β)/C)` and reduces it multiplicatively by `β` on a congestion event.
@@ -27,9 +27,9 @@
 
 use std::time::{Duration, Instant};
 
-/// CUBIC's multiplicative decrease factor for end-to-end events (RFC 9438 §4.6; seed 001 §4.3.2).
+/// CUBIC's multiplicative decrease factor for end-to-end events (RFC 9438 §4.6; Sidekick (NSDI '24) §4.3.2).
 pub const BETA_STAR: f64 = 0.7;
-/// CUBIC's scaling constant for end-to-end events (RFC 9438 §4.2; seed 001 §4.3.2).
+/// CUBIC's scaling constant for end-to-end events (RFC 9438 §4.2; Sidekick (NSDI '24) §4.3.2).
 pub const C_STAR: f64 = 0.4;
 /// Smallest RTT ratio used in the formulas: `C*/r³` grows without bound as `r → 0`.
 pub const MIN_RTT_RATIO: f64 = 0.01;
@@ -83,7 +83,7 @@ pub struct CubicConstants {
 }
 
 impl CubicConstants {
-    /// Constants for an event from `source` with RTT ratio `r` (seed 001 §4.3.2).
+    /// Constants for an event from `source` with RTT ratio `r` (Sidekick (NSDI '24) §4.3.2).
     pub fn for_event(source: CongestionSource, r: f64, beta_star: f64, c_star: f64) -> Self {
         match source {
             CongestionSource::EndToEnd => Self {
@@ -224,7 +224,7 @@ impl Pacubic {
     }
 
     /// The cubic curve of the current epoch `W(T) = C·(T − K)³ + W_max`, in bytes, at `T` after
-    /// the epoch start (seed 001 §4.3.2). `None` outside congestion avoidance.
+    /// the epoch start (Sidekick (NSDI '24) §4.3.2). `None` outside congestion avoidance.
     pub fn cubic_window_at(&self, t: Duration) -> Option<u64> {
         self.epoch
             .map(|e| (Self::w_cubic(&e, t.as_secs_f64()) * self.config.mss as f64) as u64)
@@ -311,7 +311,7 @@ impl Pacubic {
         let reduced = (self.cwnd * constants.beta).max(self.config.minimum_window as f64);
         self.cwnd = reduced;
         self.ssthresh = reduced;
-        // Seed 001 §4.3.2: K = ∛(W_max(1 − β)/C), with the event's β and C.
+        // Sidekick (NSDI '24) §4.3.2: K = ∛(W_max(1 − β)/C), with the event's β and C.
         let k = (w_max * (1.0 - constants.beta) / constants.c).cbrt();
         self.epoch = Some(Epoch {
             start: now,

@@ -1,11 +1,11 @@
-//! The Robin sender engine (seed 001 §4.3.1): loss detection from the proxy's quACKs.
+//! The Robin sender engine (Sidekick (NSDI '24) §4.3.1): loss detection from the proxy's quACKs.
 //!
 //! The engine logs the identifier, send time and (when the packet-number lens read it) packet
 //! number of every datagram the transport sends. On a quACK it subtracts the proxy's power sums
 //! from those of the sent log up to the proxy's last received element and decodes the difference
-//! against the log (seed 001 §3.4). Entries not missing were received by the proxy; a missing
+//! against the log (Sidekick (NSDI '24) §3.4). Entries not missing were received by the proxy; a missing
 //! entry is declared lost once at least three later-sent packets were received (the 3-duplicate
-//! rule, reordering-aware) or when a time rule expires (RACK-like, seed 001 §4.3.1). The engine
+//! rule, reordering-aware) or when a time rule expires (RACK-like, Sidekick (NSDI '24) §4.3.1). The engine
 //! never releases data on a quACK: only end-to-end ACKs do; it reports losses so that the
 //! adapter resends the identical datagram (same packet number, so the receiver accepts it once)
 //! and the congestion controller reacts with PACUBIC's quACK constants. It also estimates the
@@ -50,7 +50,7 @@ pub struct RobinConfig {
     pub threshold: usize,
     /// How identifiers are read from datagrams (default: last 4 bytes, the AEAD tag).
     pub id_source: IdSource,
-    /// A missing packet is lost once this many later-sent packets were received (seed 001
+    /// A missing packet is lost once this many later-sent packets were received (Sidekick (NSDI '24)
     /// §4.3.1: three, as TCP's duplicate-ACK rule).
     pub reorder_threshold: u32,
     /// Time rule: lost when a later packet was received and the packet is older than
@@ -321,7 +321,7 @@ impl RobinSender {
         }
     }
 
-    /// PACUBIC's `r`: minimum near-segment RTT over minimum end-to-end RTT (seed 001 §4.3.2).
+    /// PACUBIC's `r`: minimum near-segment RTT over minimum end-to-end RTT (Sidekick (NSDI '24) §4.3.2).
     pub fn rtt_ratio(&self) -> Option<f64> {
         let near = self.near_rtt.min()?;
         let e2e = self.e2e_min_rtt?;
@@ -540,7 +540,7 @@ impl RobinSender {
                 unknown[c.index] = true;
             }
         }
-        // Near-segment RTT from the last element's send time (seed 001 §7 suggests timing the
+        // Near-segment RTT from the last element's send time (Sidekick (NSDI '24) §7 suggests timing the
         // proxy's receipts; the quACK interval inflates samples, the minimum filters it).
         if let Some(e) = self.log.get(idx) {
             if !unknown[idx] {

@@ -5,7 +5,7 @@
 //! quota refresh, idle timeout) and runs the Robin sender and the Packrat receiver on the base
 //! connection's datagrams, with packet numbers from the [`PacketNumberLens`].
 //!
-//! Fail open (DESIGN §3): on no proxy, a proxy gone silent, or anything inconsistent about the
+//! Fail open (docs/architecture.md): on no proxy, a proxy gone silent, or anything inconsistent about the
 //! sidekick — forged, stale or undecodable quACKs, a proxy exceeding its quota, receipts of
 //! packets never sent, repeated eACK resets — the client counts the cause, closes the session
 //! and continues with plain end-to-end behaviour: every held datagram is released, nothing more
@@ -89,7 +89,7 @@ pub struct SidekickConfig {
 }
 
 impl SidekickConfig {
-    /// Robin only: quACKs every `interval_ms` with threshold `t` (seed 001 Table 5).
+    /// Robin only: quACKs every `interval_ms` with threshold `t` (Sidekick (NSDI '24) Table 5).
     pub fn robin(interval_ms: u32, threshold: u32) -> Self {
         let session = SessionConfig {
             robin: Some(sidekick_protocol::messages::RobinConfig {
@@ -104,7 +104,7 @@ impl SidekickConfig {
         Self::with_session(session)
     }
 
-    /// Packrat only, with the WiFi defaults of seed 002 (eACK every 10 ms / 16 packets, 160
+    /// Packrat only, with the WiFi defaults of Packrat (CoNEXT '26) (eACK every 10 ms / 16 packets, 160
     /// symbols, 48 kB cache, 30 ms reorder window).
     pub fn packrat() -> Self {
         let session = SessionConfig {
@@ -545,7 +545,7 @@ impl SidekickClient {
             Ok(ev) => ev,
             Err(sidekick_protocol::Error::QuotaExhausted) if self.mode == Mode::Active => {
                 // The protocol checks the grant only after the MAC: an authentic frame beyond
-                // what we authorised means the proxy ignores the quota (seed 001 §4.1).
+                // what we authorised means the proxy ignores the quota (Sidekick (NSDI '24) §4.1).
                 self.stats.over_quota += 1;
                 self.fall_back(now, FallbackCause::OverQuota);
                 return;

@@ -170,7 +170,7 @@ fn proxy_beyond_quota_causes_fallback() {
         "baseline + one, within the grant"
     );
     // The proxy has every grant the client sent; an authentic frame numbered beyond the last
-    // one is a proxy ignoring the quota (seed 001 §4.1).
+    // one is a proxy ignoring the quota (Sidekick (NSDI '24) §4.1).
     lab.flush_to_proxy(4);
     let data = lab.seen.to_bytes();
     let t = lab.proxy.send_quack_beyond_quota(&lab.sid, &data).unwrap();

@@ -127,7 +127,7 @@ fn pump(
                                     }
                                 }
                             } else {
-                                // Undecodable: new epoch (seed 002 §6.1).
+                                // Undecodable: new epoch (Packrat (CoNEXT '26) §6.1).
                                 proxy.decode_failures += 1;
                                 let sid = proxy.sid.unwrap();
                                 let code = sidekick_protocol::ErrorCode::DecodeFailure;

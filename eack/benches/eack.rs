@@ -1,4 +1,4 @@
-//! eACK benchmarks (seed 002 §5.3, Figs. 3–4, Table 2).
+//! eACK benchmarks (Packrat (CoNEXT '26) §5.3, Figs. 3–4, Table 2).
 //!
 //! `cargo bench -p eack` prints:
 //! - `insert/t`: incremental encode of one identifier into a t-symbol sketch (Fig. 3a);
@@ -188,7 +188,7 @@ fn multiplier_distribution() {
     }
 }
 
-/// Seed 002 Table 2's network conditions: (label, throughput bit/s, loss fraction of an eACK
+/// Packrat (CoNEXT '26) Table 2's network conditions: (label, throughput bit/s, loss fraction of an eACK
 /// interval, eACK RTT s). "<1%" is taken as 1%.
 const TABLE2: [(&str, f64, f64, f64); 5] = [
     ("20Mbps_1pct_10ms", 20e6, 0.01, 0.010),

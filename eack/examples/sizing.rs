@@ -1,4 +1,4 @@
-//! Regenerates `eack::sizing::SIZING_TABLE` (seed 002 Fig. 4): for each m, the number of coded
+//! Regenerates `eack::sizing::SIZING_TABLE` (Packrat (CoNEXT '26) Fig. 4): for each m, the number of coded
 //! symbols needed to decode m missing elements with probability p, over many random trials
 //! (the quantile at level `eack::sizing::table_level(p)`, slightly above p).
 //!

@@ -1,4 +1,4 @@
-//! Peeling decoder (seed 002 §5.1; Yang et al. SIGCOMM '24 §4.2).
+//! Peeling decoder (Packrat (CoNEXT '26) §5.1; Yang et al. SIGCOMM '24 §4.2).
 
 use thiserror::Error;
 

@@ -1,4 +1,4 @@
-//! The eACK: client-side and proxy-side views over [`Sketch`] (seed 002 §5.2, §6.1).
+//! The eACK: client-side and proxy-side views over [`Sketch`] (Packrat (CoNEXT '26) §5.2, §6.1).
 
 use thiserror::Error;
 
@@ -9,7 +9,7 @@ use crate::sketch::Sketch;
 use crate::wire::{EncodeError, WireError};
 
 /// Why the proxy could not use a received eACK. Any of these should make the proxy send a
-/// Reset (new epoch) and fall back to end-to-end recovery (seed 002 §6.1).
+/// Reset (new epoch) and fall back to end-to-end recovery (Packrat (CoNEXT '26) §6.1).
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum EackError {
     /// Malformed bytes.
@@ -29,7 +29,7 @@ pub enum EackError {
 }
 
 /// Client-side eACK: records every received datagram's identifier and serialises a prefix sized
-/// to the number of packets the client believes are missing (rateless eACKs, seed 002 §5.2.2).
+/// to the number of packets the client believes are missing (rateless eACKs, Packrat (CoNEXT '26) §5.2.2).
 ///
 /// ```
 /// use eack::{ProxyEack, ReceiverEack};
@@ -54,7 +54,7 @@ pub struct ReceiverEack {
 
 impl ReceiverEack {
     /// A receiver keeping `local_symbols` coded symbols (the negotiated local eACK size: 160 for
-    /// the HTTP/3 download, 40 for media; seed 002 Table 4), default hash key, epoch 0.
+    /// the HTTP/3 download, 40 for media; Packrat (CoNEXT '26) Table 4), default hash key, epoch 0.
     pub fn new(local_symbols: usize) -> Self {
         ReceiverEack::with_key(local_symbols, HashKey::DEFAULT)
     }
@@ -123,7 +123,7 @@ impl ReceiverEack {
     }
 }
 
-/// Proxy-side eACK: records every forwarded (or evicted, seed 002 §6.1) identifier, decodes
+/// Proxy-side eACK: records every forwarded (or evicted, Packrat (CoNEXT '26) §6.1) identifier, decodes
 /// received eACKs against its own view, and keeps the identifier set (up to a cap) so it can
 /// answer a prefix longer than its local sketch.
 ///

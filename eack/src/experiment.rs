@@ -1,4 +1,4 @@
-//! The sizing experiment (seed 002 Fig. 4): how many coded symbols does a difference of `m`
+//! The sizing experiment (Packrat (CoNEXT '26) Fig. 4): how many coded symbols does a difference of `m`
 //! elements need before it peels? Used by `examples/sizing.rs` to regenerate
 //! [`crate::sizing::SIZING_TABLE`], by the benchmarks to print the multiplier distribution, and by
 //! the tests that check the sizing function.

@@ -12,7 +12,7 @@ mod sealed {
 
 /// A fixed-width packet identifier (`u16`, `u32` or `u64`; `u32` is the default everywhere).
 ///
-/// Seed 002 §5.2.1 picks four bytes read at a fixed offset of the encrypted payload; narrower or
+/// Packrat (CoNEXT '26) §5.2.1 picks four bytes read at a fixed offset of the encrypted payload; narrower or
 /// wider identifiers trade eACK size against the chance that two packets of one eACK interval
 /// collide.
 pub trait Id:

@@ -8,7 +8,7 @@
 //! - [`ReceiverEack`] / [`ProxyEack`]: the client-side and proxy-side views with epochs.
 //! - [`symbols_for`]: how many symbols to send for an expected number of missing packets.
 //! - [`PowerSumEack`]: the power-sum construction on `quack`, behind the same [`EackScheme`]
-//!   trait as [`RibltEack`], for the comparison of seed 002 Table 2.
+//!   trait as [`RibltEack`], for the comparison of Packrat (CoNEXT '26) Table 2.
 //!
 //! Everything is sans-IO: bytes in, bytes or identifier lists out.
 

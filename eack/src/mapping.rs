@@ -1,6 +1,6 @@
 //! The rIBLT's pseudorandom mapping of an element to an infinite, increasing sequence of
 //! coded-symbol indices (Yang, Gilad, Alizadeh, "Practical Rateless Set Reconciliation",
-//! SIGCOMM '24, §4; seed 002 §5.1).
+//! SIGCOMM '24, §4; Packrat (CoNEXT '26) §5.1).
 //!
 //! Index `i` must be hit with probability `ρ(i) = 1/(1 + i/2)`. Index 0 is always hit. From a hit
 //! at index `j`, the next hit lies beyond `j + x` with probability
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn marginal_hit_probability_is_one_over_one_plus_half_index() {
-        // ρ(i) = 1/(1+i/2) (SIGCOMM '24 rIBLT; seed 002 §5.1). 200k elements, check indices
+        // ρ(i) = 1/(1+i/2) (SIGCOMM '24 rIBLT; Packrat (CoNEXT '26) §5.1). 200k elements, check indices
         // 1..200 within 4 standard deviations plus 5 %: the gap formula uses the paper's
         // continuous approximation ((j+1.5)/(j+x+1.5))², which gives 0.64 instead of 2/3 at
         // index 1 and converges to ρ(i) as i grows.

@@ -1,4 +1,4 @@
-//! The two eACK constructions behind one trait, for the comparison of seed 002 §5.3 (Table 1,
+//! The two eACK constructions behind one trait, for the comparison of Packrat (CoNEXT '26) §5.3 (Table 1,
 //! Table 2): the rIBLT [`Sketch`] and the power-sum [`PowerSumEack`] built on `quack`.
 
 use crate::decode::{Decoder, Difference};
@@ -25,7 +25,7 @@ pub trait EackScheme {
     /// Decodes a peer's encoding against `self` (the proxy's view, the minuend): `missing` =
     /// identifiers of `self` the peer lacks. `log` holds the proxy's candidate identifiers (its
     /// not-yet-acknowledged cache): the power-sum construction needs it (decoding is linear in
-    /// its length, seed 002 Table 1), the rIBLT ignores it.
+    /// its length, Packrat (CoNEXT '26) Table 1), the rIBLT ignores it.
     fn decode_against(
         &mut self,
         remote: &[u8],
@@ -96,7 +96,7 @@ pub enum PowerSumError {
     Indeterminate,
 }
 
-/// The power-sum eACK of seed 002 §5.3: a `quack` power-sum quACK with the roles swapped (the
+/// The power-sum eACK of Packrat (CoNEXT '26) §5.3: a `quack` power-sum quACK with the roles swapped (the
 /// client encodes, the proxy decodes against its log of cached identifiers). `t` power sums
 /// decode up to `t` missing identifiers exactly; decoding costs `O(N·m)` for a log of `N`.
 #[derive(Clone, Debug)]

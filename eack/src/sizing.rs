@@ -1,4 +1,4 @@
-//! How many coded symbols to send (seed 002 §5.2.2, Fig. 4).
+//! How many coded symbols to send (Packrat (CoNEXT '26) §5.2.2, Fig. 4).
 //!
 //! The client knows how many packets it is missing and sends the shortest prefix that decodes
 //! with the desired probability. [`SIZING_TABLE`] is measured by this crate's own experiment;

@@ -8,13 +8,13 @@ use crate::mapping::IndexWalk;
 /// Largest number of coded symbols a sketch (local or on the wire) may have.
 ///
 /// At 9 bytes per `u32` symbol this bounds an eACK to about 36 kB; the papers use 40 and 160
-/// local symbols (seed 002, Table 4).
+/// local symbols (Packrat (CoNEXT '26), Table 4).
 pub const MAX_SYMBOLS: usize = 4096;
 
 /// One coded symbol (rIBLT "cell"): XOR of the identifiers mapped to it, XOR of their checksums
-/// and their count (seed 002 §5.1).
+/// and their count (Packrat (CoNEXT '26) §5.1).
 ///
-/// The count is exact (`i64`) in memory; the wire carries it modulo 256 (seed 002 §5.2.1), see
+/// The count is exact (`i64`) in memory; the wire carries it modulo 256 (Packrat (CoNEXT '26) §5.2.1), see
 /// [`Sketch::counts_exact`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CodedSymbol<I: Id = u32> {
@@ -42,7 +42,7 @@ impl<I: Id> CodedSymbol<I> {
 }
 
 /// A rateless invertible Bloom lookup table over fixed-width identifiers: the first `t` coded
-/// symbols of the infinite rIBLT stream of a set (Yang, Gilad, Alizadeh, SIGCOMM '24; seed 002 §5).
+/// symbols of the infinite rIBLT stream of a set (Yang, Gilad, Alizadeh, SIGCOMM '24; Packrat (CoNEXT '26) §5).
 ///
 /// Any prefix of the stream represents the whole set, so a receiver can transmit fewer symbols
 /// than it keeps ([`Sketch::encode_prefix`]) and the other side subtracts its own sketch

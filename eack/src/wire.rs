@@ -10,7 +10,7 @@
 //! 12     n×(W+5) coded symbols 0..n, each:
 //!              W  identifier XOR, little-endian
 //!              4  checksum XOR, u32 little-endian
-//!              1  count modulo 256 (seed 002 §5.2.1: an eight-bit count)
+//!              1  count modulo 256 (Packrat (CoNEXT '26) §5.2.1: an eight-bit count)
 //! ```
 //!
 //! The length must be exactly `12 + n·(W+5)`. Symbol 0 contains every element, so its count

@@ -14,7 +14,7 @@ fn intervals_with_loss_retransmission_and_reset() {
     let mut repaired = 0usize;
     let mut wire = Vec::new();
     for interval in 0..50 {
-        // 16 packets per eACK interval (seed 002 Table 4), 4 % loss on the proxy–client link.
+        // 16 packets per eACK interval (Packrat (CoNEXT '26) Table 4), 4 % loss on the proxy–client link.
         for _ in 0..16 {
             let id = rng.next_u64() as u32;
             proxy.insert(id);

@@ -1,4 +1,4 @@
-// Command sidekick-rtc-quicgo is the RTC frames server of sidekick-rtc (seed 000 §6.1.2) on
+// Command sidekick-rtc-quicgo is the RTC frames server of sidekick-rtc (PEMI §6.1.2) on
 // quic-go: the same application protocol (ALPN "sidekick-rtc", examples/src/rtc.rs), so the
 // sidekick-rtc client (quinn or quiche) measures a quic-go sender. PEMI assists the sender's
 // loss recovery and congestion control, so the sender is the stack a PEMI run tests.

@@ -1,4 +1,4 @@
-//! Low-latency media with FEC by repetition (Packrat media workload, seed 002 §6.2, §7.2.2).
+//! Low-latency media with FEC by repetition (Packrat media workload, Packrat (CoNEXT '26) §6.2, §7.2.2).
 //!
 //! The server sends a packet every 20 ms carrying the last 40 ms of audio: packet `k` carries
 //! frames `k` and `k−1` (20 ms, 240 B each; 480 B of payload). The client starts playback with
@@ -16,7 +16,7 @@
 //! - `packet_latency_*` (per received packet, the paper's Fig. 6 definition): from when the oldest
 //!   data in the packet was produced to when the packet arrived — minimum 40 ms + one-way delay
 //!   ("a frame containing 40 ms of data sent over a network path with 80 ms delay has a minimum
-//!   one-way latency of 120 ms", seed 002 §6.2).
+//!   one-way latency of 120 ms", Packrat (CoNEXT '26) §6.2).
 //!
 //! Stalls are computed by [`playout`] from the frames' availability times.
 //!
@@ -96,7 +96,7 @@ pub struct Playout {
     pub frames_concealed: u64,
 }
 
-/// Play-out model of the client (seed 002 §6.2): frame `j` becomes available at `avail[j]`.
+/// Play-out model of the client (Packrat (CoNEXT '26) §6.2): frame `j` becomes available at `avail[j]`.
 /// Playback starts once the first `target` frames are available; each frame plays for `frame`.
 /// When frame `j`'s turn comes and it is not available, playback stalls until it is. Before each
 /// frame, if more than `target` consecutive frames are already buffered, the oldest are skipped

@@ -6,7 +6,7 @@
 //! - [`media`]: Robin #1 low-latency media with NACKs and de-jitter delay, binary `sidekick-media`;
 //!   [`media_sidekick`]: its Robin sender on the SDK (`--sidekick`).
 //! - [`fec`]: Packrat media with FEC by repetition, stalls, binary `sidekick-media-fec`.
-//! - [`rtc`]: RTC frames over QUIC (PEMI, seed 000 §6.1.2): one stream per frame, frame delay
+//! - [`rtc`]: RTC frames over QUIC (PEMI, PEMI §6.1.2): one stream per frame, frame delay
 //!   and jitter, quinn and quiche, binary `sidekick-rtc`.
 //! - [`webrtc`]: a WebRTC call on str0m (ICE, DTLS, SRTP, RTP/RTCP, NACK/RTX) with Robin on the
 //!   sender and Packrat on the receiver, binary `sidekick-webrtc`.

@@ -1,11 +1,11 @@
-//! Low-latency media with NACK retransmission (Robin scenario #1, seed 001 §5.1, §6.2).
+//! Low-latency media with NACK retransmission (Robin scenario #1, Sidekick (NSDI '24) §5.1, §6.2).
 //!
 //! The sender emits a packet of [`MediaConfig::payload_len`] bytes (240) every
 //! [`MediaConfig::interval`] (20 ms) with an encrypted sequence number. The receiver NACKs every
 //! gap at once and re-NACKs at most once per RTT until the packet arrives; the sender retransmits
 //! on every NACK. The receiver stores packets in a de-jitter buffer and plays each as soon as all
 //! its predecessors have played; the **de-jitter buffer delay** of a packet is the time between
-//! its arrival (when it is stored) and when it can be played in order (seed 001 §5.1: "the length
+//! its arrival (when it is stored) and when it can be played in order (Sidekick (NSDI '24) §5.1: "the length
 //! of time between when the packet is stored to when it can be played in-order. Some packets can
 //! be played immediately"), computed by [`dejitter_delays`].
 //!
@@ -207,7 +207,7 @@ impl MediaSender {
     }
 }
 
-/// Per-packet de-jitter buffer delay (seed 001 §5.1): packet `i` arrives at `arrivals[i]`, is
+/// Per-packet de-jitter buffer delay (Sidekick (NSDI '24) §5.1): packet `i` arrives at `arrivals[i]`, is
 /// stored, and plays at `max(arrival_i, play_{i-1})` — as soon as its predecessor has played. The
 /// delay is `play_i − arrival_i`. A packet that never arrived (`None`) is skipped: it does not hold
 /// back its successors (the stream has no later chance to play it) and has no delay.

@@ -1,4 +1,4 @@
-//! Robin #1 for the low-latency media sender (seed 001 §2, §4.3, Table 5 #1): the SDK's sans-IO
+//! Robin #1 for the low-latency media sender (Sidekick (NSDI '24) §2, §4.3, Table 5 #1): the SDK's sans-IO
 //! session and Robin engine on plain UDP datagrams.
 //!
 //! Every media datagram ends with its Poly1305 tag, pseudorandom like a QUIC packet's AEAD tag,
@@ -24,10 +24,10 @@ use crate::media::SendObserver;
 use crate::media_io::FecHooks;
 use crate::transfer::sidekick::{EngineSample, Mode, SidekickCounters};
 
-/// Robin #1 settings (seed 001 Table 5): a quACK every `every_packets` packets (2) and/or
+/// Robin #1 settings (Sidekick (NSDI '24) Table 5): a quACK every `every_packets` packets (2) and/or
 /// `interval_ms`, threshold `threshold` (8); a hole is lost once `reorder_threshold` later
 /// packets were received — 1 for media: "when it receives a quACK, it detects lost packets
-/// without reordering and immediately retransmits them" (seed 001 §5.2), where bulk transfers
+/// without reordering and immediately retransmits them" (Sidekick (NSDI '24) §5.2), where bulk transfers
 /// use TCP's 3 (§4.3.1). `quack_on_gap_percent` (0: off) asks the proxy for a quACK at once
 /// when a packet follows a silence (the loss of the one before it), see
 /// `sidekick_protocol::messages::RobinConfig`.
@@ -187,7 +187,7 @@ impl SendObserver for SidekickObserver {
     }
 }
 
-/// Packrat media config (seed 002 Table 4, media: 40 symbols, 20 kB cache): eACKs every
+/// Packrat media config (Packrat (CoNEXT '26) Table 4, media: 40 symbols, 20 kB cache): eACKs every
 /// `every_packets` packets or `interval_ms`. Media datagrams carry no QUIC packet number, so
 /// the reorder window never holds anything (the player has no ACKs to withhold) and the client
 /// cannot count its open gaps: each eACK is sized for [`MEDIA_EACK_EXPECTED`] differences at

@@ -2,7 +2,7 @@
 //!
 //! A sequence number (a packet for `sidekick-media`, a frame for `sidekick-media-fec`) is missing
 //! when a later one has been received. The tracker NACKs a missing number at once and then again
-//! at most once per RTT until it arrives (seed 001 §5.1; seed 002 §6.2). The set of missing numbers
+//! at most once per RTT until it arrives (Sidekick (NSDI '24) §5.1; Packrat (CoNEXT '26) §6.2). The set of missing numbers
 //! is capped; beyond the cap the oldest is given up and counted in [`NackTracker::dropped`].
 
 use std::collections::BTreeMap;

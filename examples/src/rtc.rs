@@ -1,7 +1,7 @@
-//! RTC frames over QUIC (seed 000 §6.1.2, "Application2: RTC frames"): a server sends media
+//! RTC frames over QUIC (PEMI §6.1.2, "Application2: RTC frames"): a server sends media
 //! frames at a constant frame rate and bit rate (30 fps, 3000 kbit/s: 12 500 bytes every 33.3 ms)
 //! to a client, which measures frame delay and frame-level jitter as Michel et al. (IMC '22) and
-//! seed 000 §6.2.2 do. Binary `sidekick-rtc`, on quinn and on quiche ([`quinn_stack`],
+//! PEMI §6.2.2 do. Binary `sidekick-rtc`, on quinn and on quiche ([`quinn_stack`],
 //! [`quiche_stack`]), interoperable through the ALPN [`ALPN`].
 //!
 //! # Application protocol
@@ -32,7 +32,7 @@
 //!   them (the delay is off by the clock offset otherwise).
 //! - **Frame-level jitter** of frame `i > 0` (in index order among received frames): the RFC 3550
 //!   §6.4.1 difference `D(i−1, i) = |(arrival_i − arrival_{i−1}) − (created_i − created_{i−1})|`,
-//!   in ms. (Seed 000 describes it as "statistical variance of the RTP frame interarrival time";
+//!   in ms. (PEMI describes it as "statistical variance of the RTP frame interarrival time";
 //!   the percentiles of `D` are the usual reading of that.)
 //! - **Goodput**: payload bytes received × 8 / `duration_s`, where `duration_s` runs from the
 //!   client writing its request (after the handshake) to the completion of the last frame.
@@ -53,10 +53,10 @@ pub use crate::transfer::Stack;
 /// ALPN of the RTC application (both stacks).
 pub const ALPN: &[u8] = b"sidekick-rtc";
 
-/// Frame rate of seed 000 §6.1.2.
+/// Frame rate of PEMI §6.1.2.
 pub const DEFAULT_FPS: u32 = 30;
 
-/// Bit rate of seed 000 §6.1.2, kbit/s.
+/// Bit rate of PEMI §6.1.2, kbit/s.
 pub const DEFAULT_KBPS: u32 = 3000;
 
 /// Longest run a server accepts (one hour).

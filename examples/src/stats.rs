@@ -60,7 +60,7 @@ impl RttEstimator {
         self.samples
     }
 
-    /// Interval between two NACKs of the same packet: at least one RTT (seed 001 §5.1: "up to one
+    /// Interval between two NACKs of the same packet: at least one RTT (Sidekick (NSDI '24) §5.1: "up to one
     /// per RTT"), padded by the RTT variation so a retransmission that is merely late is not
     /// NACKed again.
     pub fn renack_interval(&self) -> Duration {

@@ -12,7 +12,7 @@
 //!
 //! All integers big-endian. The sequence number (and everything else in DATA) is encrypted; the
 //! last four bytes of a DATA datagram are its AEAD tag — pseudorandom, which is what a quACK or eACK
-//! identifier needs (DESIGN.md §4, quack).
+//! identifier needs (docs/architecture.md).
 
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
 
@@ -28,7 +28,7 @@ pub const KIND_FIN: u8 = 0x04;
 pub const KIND_SUMMARY: u8 = 0x05;
 
 /// Fixed test key: these are example applications; the encryption exists so that the sequence
-/// number is opaque on the wire (seed 001 §5.1), not to protect anything.
+/// number is opaque on the wire (Sidekick (NSDI '24) §5.1), not to protect anything.
 pub const TEST_KEY: [u8; 32] = *b"sidekick-media-test-key-32-bytes";
 
 /// Bytes of a DATA datagram besides the payload: kind, nonce, seq, generation time, echo, tag.

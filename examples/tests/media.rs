@@ -210,7 +210,7 @@ async fn media_fec_recovers_single_losses_and_nacks_double_losses() {
 
 #[tokio::test]
 async fn media_dejitter_delay_is_one_rtt_per_loss_with_end_to_end_nacks() {
-    // 10 ms each way (RTT 20 ms), one original packet in 15 dropped. Seed 001 §6.2: the receiver
+    // 10 ms each way (RTT 20 ms), one original packet in 15 dropped. Sidekick (NSDI '24) §6.2: the receiver
     // learns of a loss from the next packet (20 ms later) and gets the retransmission one RTT
     // after that, so the packet after a loss waits one RTT in the de-jitter buffer and the lost
     // packet arrives 20 ms + RTT + one-way delay after it was produced.

@@ -1,10 +1,10 @@
 //! `sidekick-media client --sidekick` (Robin #1) through the in-process proxy (`tests/common`):
-//! the near link loses one media datagram in 28 (≈ 3.6 %, seed 001 Table 5 #1) before the proxy
+//! the near link loses one media datagram in 28 (≈ 3.6 %, Sidekick (NSDI '24) Table 5 #1) before the proxy
 //! sees it, the far segment has 25 ms one way; the proxy quACKs every 2 packets with t = 8 and
 //! the sender resends what a quACK shows lost (also with a quACK every 32 packets plus one after
 //! each silence, `--sidekick-quack-on-gap`). Without a proxy the stream falls back to NACKs.
 //! `sidekick-media-fec client --sidekick` (Packrat media): the link after the proxy loses one
-//! datagram in 10 (seed 002 Table 3, cellular), the player's eACKs let the proxy retransmit.
+//! datagram in 10 (Packrat (CoNEXT '26) Table 3, cellular), the player's eACKs let the proxy retransmit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apps;

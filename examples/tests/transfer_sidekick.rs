@@ -3,7 +3,7 @@
 //!
 //! The proxy is the real proxy's sans-IO core in a UDP relay (`tests/common`): one short-header
 //! datagram in 40 is lost on the proxy's client side — before the proxy on uploads (Robin, seed
-//! 001 Table 5 #2), after it cached the datagram on downloads (Packrat, seed 002 Table 3) — and
+//! 001 Table 5 #2), after it cached the datagram on downloads (Packrat, Packrat (CoNEXT '26) Table 3) — and
 //! the far segment has 15 ms one way and 20 Mbit/s towards the client.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -227,7 +227,7 @@ fn quiche_without_proxy_falls_back() {
     unassisted("quiche", "--download");
 }
 
-/// Robin #3 (seed 001 Table 5 #3, no loss): with `--sidekick-ack-reduction 20` the quinn server
+/// Robin #3 (Sidekick (NSDI '24) Table 5 #3, no loss): with `--sidekick-ack-reduction 20` the quinn server
 /// is asked (ACK-frequency extension) to ACK every 20 packets while quACKs (every 15 ms, t = 50)
 /// advance PACUBIC; it sends far fewer packets than with its default ACK rate, and the upload
 /// still completes with the session active. The upload is paced at 10 Mbit/s (the Robin #3 far

@@ -2,7 +2,7 @@
 //!
 //! On veth, a datagram sent with checksum offload leaves with CHECKSUM_PARTIAL; AF_PACKET hands
 //! it over unfinished (TP_STATUS_CSUMNOTREADY) and a copy re-sent on another veth is dropped by
-//! the receiver as corrupt (DESIGN §4 interop). The link element recomputes the UDP or TCP
+//! the receiver as corrupt (docs/architecture.md). The link element recomputes the UDP or TCP
 //! checksum of such frames (RFC 768, RFC 793, RFC 8200 §8.1 pseudo-headers) before forwarding.
 //! This parses wire input: it never panics and leaves malformed frames untouched.
 

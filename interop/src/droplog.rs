@@ -1,5 +1,5 @@
 //! Drop logs: every datagram a link element drops, named by a hash of its UDP payload, so that
-//! an inference made elsewhere (PEMI's loss inference in the proxy, seed 000 §4.3) can be scored
+//! an inference made elsewhere (PEMI's loss inference in the proxy, PEMI §4.3) can be scored
 //! against what really happened on the link.
 //!
 //! Enabled by the environment variable `SIDEKICK_LAB_DROP_LOG=<directory>`: each element then

@@ -1,7 +1,7 @@
 //! The kernel link backend: `tc netem` on the two veth ends of a link namespace, joined by a
 //! kernel bridge, instead of the userspace element ([`crate::element`]).
 //!
-//! The papers emulated their links with netem (seed 001 §6, seed 002 §7.1, seed 000 §6.1.3), so
+//! The papers emulated their links with netem (Sidekick (NSDI '24) §6, Packrat (CoNEXT '26) §7.1, PEMI §6.1.3), so
 //! a machine whose kernel has it can run the scenarios the same way. Kernels without
 //! `sch_netem` (like the one this lab was developed on) keep the userspace element: `auto`
 //! probes once and picks netem only when a netem qdisc can actually be created.

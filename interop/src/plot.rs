@@ -1,5 +1,5 @@
 //! Figures (PNG and SVG) with `plotters`: goodput bars with IQR error bars (the shape of seed
-//! 001 Fig. 4b and seed 002 Fig. 5) and per-trial CDFs of a metric.
+//! 001 Fig. 4b and Packrat (CoNEXT '26) Fig. 5) and per-trial CDFs of a metric.
 //!
 //! Text in bitmaps needs a TrueType font: DejaVu Sans from the Debian package
 //! `fonts-dejavu-core` (override with `SIDEKICK_LAB_FONT`).
@@ -251,7 +251,7 @@ pub fn numeric_prefix(s: &str) -> f64 {
 }
 
 /// Metric vs swept parameter, one line per variant with IQR whiskers (the shape of goodput vs
-/// loss figures, e.g. seed 000 Fig. 10); PNG and SVG.
+/// loss figures, e.g. PEMI Fig. 10); PNG and SVG.
 pub fn sweep(
     points: &[SweepPoint],
     param: &str,

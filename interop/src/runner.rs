@@ -430,7 +430,7 @@ pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Valu
 ///   replies, Packrat retransmissions); 0 without a proxy; from the metrics endpoint, or the
 ///   quACK count of its final log line when metrics are off.
 /// - `sidekick_overhead_pct`: `proxy_pkts_sent` as a percentage of `client_pkts_sent`
-///   (seed 001 Fig. 7's link overhead, for uploads).
+///   (Sidekick (NSDI '24) Fig. 7's link overhead, for uploads).
 /// - `spurious_retx`: an estimate of the data sender's end-to-end loss declarations for packets
 ///   that had in fact arrived: `lost_packets` minus the packets still missing, i.e. the frames the
 ///   emulated links dropped in the data direction (loss and queue drops) less the repairs of the
@@ -442,7 +442,7 @@ pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Valu
 /// - `retx_amplification`: frames the box sent on in the data direction per frame it received
 ///   (download: `lan0_down_offered / wan_down_delivered`; upload: `wan_up_offered /
 ///   lan0_up_delivered`): 1.0 for a plain bridge, `1 + retransmissions / forwarded` with PEMI or
-///   Packrat (seed 000 §4.6 caps PEMI's share at 10 %); PEMI's ICMP probes are left out.
+///   Packrat (PEMI §4.6 caps PEMI's share at 10 %); PEMI's ICMP probes are left out.
 pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     let get = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
     if let Some(c) = m.get("cli0_tx_packets").copied() {
@@ -474,7 +474,7 @@ pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     if let Some(lost) = m.get("lost_packets").copied() {
         m.insert("spurious_retx".into(), (lost - missing).max(0.0));
     }
-    // Seed 000 §4.6 bounds what an in-network box may add: frames the client-side link was
+    // PEMI §4.6 bounds what an in-network box may add: frames the client-side link was
     // offered in the data direction per frame the wide-area link delivered to the box (1.0 for
     // a plain bridge; PEMI's retransmissions and discovery replies add to it). Upload: the
     // other way round (the client side offers, the wide-area side carries what left the box).

@@ -90,8 +90,8 @@ pub struct AppSpec {
     /// Per-trial timeout in seconds.
     #[serde(default = "default_timeout")]
     pub timeout_s: f64,
-    /// `transfer`: speak HTTP/3 (`--http3` on both ends: GET/POST over h3, seed 001 §6.2 and
-    /// seed 002 §7.2.1 ran HTTP/3) instead of the raw stream protocol.
+    /// `transfer`: speak HTTP/3 (`--http3` on both ends: GET/POST over h3, Sidekick (NSDI '24) §6.2 and
+    /// Packrat (CoNEXT '26) §7.2.1 ran HTTP/3) instead of the raw stream protocol.
     #[serde(default)]
     pub http3: bool,
     /// Extra client arguments.

@@ -1,8 +1,8 @@
 //! Link specifications and the unit syntax used by scenario files and `--set` overrides.
 //!
 //! A link joins two namespaces; both directions get the same [`LinkSpec`] (as a mininet `TCLink`
-//! configured with `tc`, which is how the papers set up their links: seed 001 §6.1, seed 002
-//! §7.1, seed 000 §6.1.3), each direction with its own queue, loss state and RNG.
+//! configured with `tc`, which is how the papers set up their links: Sidekick (NSDI '24) §6.1, Packrat (CoNEXT '26)
+//! §7.1, PEMI §6.1.3), each direction with its own queue, loss state and RNG.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -136,7 +136,7 @@ pub enum LossModel {
         p: f64,
     },
     /// Gilbert–Elliott two-state Markov loss, evaluated per packet like `tc netem loss gemodel`
-    /// (seed 000 §6.1.4): first the state transition, then a loss draw with the state's loss
+    /// (PEMI §6.1.4): first the state transition, then a loss draw with the state's loss
     /// probability.
     GilbertElliott {
         /// Good→bad transition probability per packet.
@@ -335,7 +335,7 @@ mod tests {
 
     #[test]
     fn gilbert_elliott_mean() {
-        // seed 000 §6.1.4: p = 0.069 %, r = 6.93 %, bad state loses everything.
+        // PEMI §6.1.4: p = 0.069 %, r = 6.93 %, bad state loses everything.
         let t: toml::Table = toml::from_str("ge_p = \"0.069%\"\nge_r = \"6.93%\"").unwrap();
         let s = LinkSpec::from_table(&t).unwrap();
         let m = s.loss.mean_loss();

@@ -14,7 +14,7 @@
 //!
 //! Neighbour entries are static (no ARP across emulated lossy links), IPv6 is disabled (no
 //! router or DAD chatter in the counters), and tx checksum, GSO, TSO and GRO are off on every
-//! veth (DESIGN §4 interop, offload caveat). Clean-up: [`Topology`] removes everything on drop;
+//! veth (docs/architecture.md, offload caveat). Clean-up: [`Topology`] removes everything on drop;
 //! a state file under [`STATE_DIR`] names the owning process so [`crate::cleanup::clean`] can
 //! remove runs whose owner died (and leaves live runs alone).
 
@@ -162,7 +162,7 @@ pub enum ApMode {
     Router,
     /// The ap's interfaces carry no addresses and are joined at layer 2: by a kernel bridge
     /// `br0`, or — for a trial whose proxy bridges in user space (`--mode bridge`, PEMI's reply
-    /// delaying, seed 000 §4.5.2) — by that proxy ([`Topology::hand_ports_to_proxy`]). Server
+    /// delaying, PEMI §4.5.2) — by that proxy ([`Topology::hand_ports_to_proxy`]). Server
     /// and client keep their addresses and reach each other on-link with static neighbours.
     /// One client.
     Bridge,

@@ -49,7 +49,7 @@ fn skip(test: &str) -> bool {
 }
 
 fn wifi_lan() -> LinkSpec {
-    // Packrat WiFi last hop (seed 002 Table 3): 2 ms, 50 Mbit/s, 4 % loss.
+    // Packrat WiFi last hop (Packrat (CoNEXT '26) Table 3): 2 ms, 50 Mbit/s, 4 % loss.
     LinkSpec {
         delay: Duration::from_millis(2),
         rate_bps: 50_000_000,

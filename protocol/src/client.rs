@@ -12,7 +12,7 @@
 //! datagrams from its sidekick socket to [`ClientSession::handle_datagram`], sends what
 //! [`ClientSession::poll_transmit`] returns, and calls [`ClientSession::handle_timeout`] at
 //! [`ClientSession::poll_timeout`]. Any [`ClientEvent::Fallback`] means: continue with plain
-//! end-to-end behaviour (fail open, DESIGN §3).
+//! end-to-end behaviour (fail open, docs/architecture.md).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -84,7 +84,7 @@ pub struct ClientSession {
     pending_reset: Option<(u32, Retry)>,
     path_response: u64,
     /// The latest path response was sent but not yet confirmed by the proxy's reply: resent on
-    /// this timer. Until the proxy has it, its anti-amplification limit (seed 001 §4.1) holds
+    /// this timer. Until the proxy has it, its anti-amplification limit (Sidekick (NSDI '24) §4.1) holds
     /// back nearly every quACK, so a lost response must not wait for the next keepalive.
     path_retry: Option<Retry>,
     // Quota.
@@ -389,7 +389,7 @@ impl ClientSession {
         };
         let f = frame::open(datagram, key, Direction::ProxyToClient)?;
         if f.header.seq > u64::from(self.granted) {
-            // The proxy sent beyond what this client authorised (seed 001 §4.1 quota): a
+            // The proxy sent beyond what this client authorised (Sidekick (NSDI '24) §4.1 quota): a
             // protocol violation, dropped without acting on it.
             return Err(Error::QuotaExhausted);
         }
@@ -574,7 +574,7 @@ impl ClientSession {
         self.send(now, &m)
     }
 
-    /// Starts a new epoch (seed 001 §4.2 "Resets"); returns it. Quacks of older epochs are
+    /// Starts a new epoch (Sidekick (NSDI '24) §4.2 "Resets"); returns it. Quacks of older epochs are
     /// refused from now on; the proxy's echo yields [`ClientEvent::ResetAcked`].
     pub fn reset(&mut self, now: Instant, reason: u32) -> Result<u32, Error> {
         if self.state != ClientState::Established {

@@ -156,7 +156,7 @@ pub enum ClientEvent {
         /// The refused request's id.
         config_id: u32,
     },
-    /// The proxy started a new epoch (e.g. it failed to decode an eACK, seed 002 §6.1).
+    /// The proxy started a new epoch (e.g. it failed to decode an eACK, Packrat (CoNEXT '26) §6.1).
     ResetByProxy {
         /// The new epoch.
         epoch: u32,

@@ -1,4 +1,4 @@
-//! Discovery markers carried inline on the base connection's 4-tuple (seed 001 §4.1).
+//! Discovery markers carried inline on the base connection's 4-tuple (Sidekick (NSDI '24) §4.1).
 //!
 //! The client sends a *request* datagram on its base connection; an on-path proxy answers with a
 //! *reply* datagram spoofed from the peer's address and port. Both are exactly

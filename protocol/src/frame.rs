@@ -174,7 +174,7 @@ pub const PADDING_FIELD: u32 = 2047;
 
 /// Smallest datagram that may carry an Init. The InitAck the proxy answers with is never larger
 /// (checked by a unit test against the largest InitAck the encoder can produce), so answering an
-/// Init never sends more bytes than were received (zero amplification, seed 001 §4.1
+/// Init never sends more bytes than were received (zero amplification, Sidekick (NSDI '24) §4.1
 /// "Security"). Proxies refuse shorter Inits with [`Error::Truncated`].
 pub const MIN_INIT_DATAGRAM: usize = 256;
 

@@ -1,6 +1,6 @@
 //! Session identifiers, per-session keys and the key agreement of discovery.
 //!
-//! Session ids are 16 bytes from `ring::rand::SystemRandom` (unguessable, seed 001 §4.1
+//! Session ids are 16 bytes from `ring::rand::SystemRandom` (unguessable, Sidekick (NSDI '24) §4.1
 //! "Security"). The per-session HMAC-SHA256 key is derived with HKDF-SHA256 from an X25519
 //! exchange carried in the discovery request and reply (see `docs/protocol.md` §3), so a
 //! *passive* observer of the base path cannot learn it.

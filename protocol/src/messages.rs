@@ -1,7 +1,7 @@
 //! Message bodies (protobuf, hand-derived with `prost`; no `protoc` needed).
 //!
-//! The message set follows seed 001 §4.1–4.2 (session configuration: quACK interval in ms or
-//! packets, threshold t, identifier selection; resets; quota) and seed 002 §6.1 (Init / InitAck
+//! The message set follows Sidekick (NSDI '24) §4.1–4.2 (session configuration: quACK interval in ms or
+//! packets, threshold t, identifier selection; resets; quota) and Packrat (CoNEXT '26) §6.1 (Init / InitAck
 //! negotiation of Robin and Packrat parameters, eACK symbols, cache size, Reset with a new epoch).
 //! Unknown protobuf fields are skipped by `prost`, so later versions may add fields freely.
 
@@ -9,9 +9,9 @@ use prost::Message as _;
 
 use crate::error::Error;
 
-/// Capability bit: Robin (quACKs from the proxy to a sender, seed 001).
+/// Capability bit: Robin (quACKs from the proxy to a sender, Sidekick (NSDI '24)).
 pub const CAP_ROBIN: u32 = 1;
-/// Capability bit: Packrat (eACKs from a receiver, retransmission by the proxy, seed 002).
+/// Capability bit: Packrat (eACKs from a receiver, retransmission by the proxy, Packrat (CoNEXT '26)).
 pub const CAP_PACKRAT: u32 = 2;
 /// All capability bits this version defines.
 pub const CAP_ALL: u32 = CAP_ROBIN | CAP_PACKRAT;
@@ -21,7 +21,7 @@ pub const MAX_ERROR_DETAIL: usize = 256;
 /// Largest keyed-hash key for identifier hashing (bytes).
 pub const MAX_HASH_KEY: usize = 32;
 
-/// How the proxy and the endpoint compute a packet identifier (seed 001 §3, DESIGN §4 quack).
+/// How the proxy and the endpoint compute a packet identifier (Sidekick (NSDI '24) §3, docs/architecture.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, prost::Enumeration)]
 #[repr(i32)]
 pub enum IdentifierMode {
@@ -48,7 +48,7 @@ pub struct IdentifierSpec {
     pub hash_key: Vec<u8>,
 }
 
-/// Robin parameters (seed 001 §4.2).
+/// Robin parameters (Sidekick (NSDI '24) §4.2).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RobinConfig {
     /// Send a quACK every this many milliseconds (0 = not time-driven).
@@ -69,7 +69,7 @@ pub struct RobinConfig {
     pub quack_on_gap_percent: u32,
 }
 
-/// Packrat parameters (seed 002 §5, §6.1).
+/// Packrat parameters (Packrat (CoNEXT '26) §5, §6.1).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PackratConfig {
     /// Client sends an eACK every this many milliseconds (0 = not time-driven).
@@ -84,10 +84,10 @@ pub struct PackratConfig {
     /// Proxy cache capacity in bytes.
     #[prost(uint64, tag = "4")]
     pub cache_capacity_bytes: u64,
-    /// Client-side reorder (ACK withholding) delay in milliseconds (seed 002 §4).
+    /// Client-side reorder (ACK withholding) delay in milliseconds (Packrat (CoNEXT '26) §4).
     #[prost(uint32, tag = "5")]
     pub reorder_delay_ms: u32,
-    /// Multicast assistance (seed 002 §6.1 "Multicast Proxy"): the group address and port the
+    /// Multicast assistance (Packrat (CoNEXT '26) §6.1 "Multicast Proxy"): the group address and port the
     /// server sends the base stream to, as 4 (IPv4) or 16 (IPv6) address bytes followed by the
     /// port in network order; empty for a unicast session. The proxy then caches the group's
     /// stream once and keeps this client's eACK and virtual cache (see
@@ -202,7 +202,7 @@ pub const MAX_SYMBOLS: u32 = 65_536;
 pub const MAX_OFFSET: i32 = 65_535;
 
 impl IdentifierSpec {
-    /// The default for QUIC: the last 4 bytes of the datagram (DESIGN §4 quack).
+    /// The default for QUIC: the last 4 bytes of the datagram (docs/architecture.md).
     pub fn quic_default() -> Self {
         IdentifierSpec {
             mode: IdentifierMode::Offset as i32,
@@ -286,7 +286,7 @@ impl SessionConfig {
     }
 }
 
-/// Client → proxy: request assistance with a configuration (seed 002 §6.1 "Init").
+/// Client → proxy: request assistance with a configuration (Packrat (CoNEXT '26) §6.1 "Init").
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Init {
     /// Capability bits the client wants (`CAP_*`).
@@ -338,7 +338,7 @@ pub struct Config {
     pub epoch: u32,
 }
 
-/// Either side: start epoch `epoch` (seed 001 §4.2 "Resets", seed 002 §6.1 "Resetting").
+/// Either side: start epoch `epoch` (Sidekick (NSDI '24) §4.2 "Resets", Packrat (CoNEXT '26) §6.1 "Resetting").
 /// The receiver adopts a newer epoch and echoes the same Reset; an equal epoch is an echo.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Reset {

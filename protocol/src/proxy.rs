@@ -1,7 +1,7 @@
 //! The proxy side of one sidekick session, its policy, and configuration negotiation.
 //!
 //! A [`ProxySession`] is owned by a [`crate::ProxySessionTable`], which routes datagrams to it.
-//! The session enforces the two send limits of seed 001 §4.1 "Security":
+//! The session enforces the two send limits of Sidekick (NSDI '24) §4.1 "Security":
 //! - **quota**: it sends a frame with sequence number `s` only if `s ≤ limit`, where `limit` is
 //!   the highest value the client put in an authentic frame's quota field; every frame it sends
 //!   carries `limit − s`, the number of further frames it may still send;

@@ -2,7 +2,7 @@
 //! datagrams from many addresses, with real sessions (validated and unvalidated) mixed in.
 //! Asserts bounded state (every cap holds, evictions are counted) and zero amplification: no
 //! address ever receives more bytes from the proxy than the proxy received from it, unless the
-//! address proved it is a client (seed 001 §4.1 "Security").
+//! address proved it is a client (Sidekick (NSDI '24) §4.1 "Security").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{HashMap, HashSet};

@@ -1,4 +1,4 @@
-//! Both state machines driven with explicit `Instant`s (seed 001 §4.1–4.2, seed 002 §6.1):
+//! Both state machines driven with explicit `Instant`s (Sidekick (NSDI '24) §4.1–4.2, Packrat (CoNEXT '26) §6.1):
 //! handshake, reconfiguration, resets with epochs, close, Init retransmission with backoff and
 //! fallback, quota exhaustion and refresh, idle expiry, replay rejection, address change.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -113,7 +113,7 @@ fn reconfigure_reset_and_close() {
     assert!(pe.contains(&ProxyEvent::Reset { id, epoch: 2 }), "{pe:?}");
     assert!(ce.contains(&ClientEvent::ResetAcked { epoch: 2 }), "{ce:?}");
 
-    // Proxy-initiated reset (e.g. an undecodable eACK, seed 002 §6.1), first copy held back.
+    // Proxy-initiated reset (e.g. an undecodable eACK, Packrat (CoNEXT '26) §6.1), first copy held back.
     now += 10 * MS;
     assert_eq!(
         p.proxy

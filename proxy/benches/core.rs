@@ -1,5 +1,5 @@
-//! Per-packet and per-eACK cost of the proxy core (issue 7 "Performance"; seed 002 §7.3.4 reports
-//! 1002 cycles per data packet and 27,716 per eACK on 2.3 GHz; seed 001 Table 6).
+//! Per-packet and per-eACK cost of the proxy core (issue 7 "Performance"; Packrat (CoNEXT '26) §7.3.4 reports
+//! 1002 cycles per data packet and 27,716 per eACK on 2.3 GHz; Sidekick (NSDI '24) Table 6).
 //!
 //! Targets: ≤ 150 ns per data packet, ≤ 5 µs per eACK at the Packrat WiFi setting (160 symbols,
 //! 48 kB cache, one eACK per 16 packets, 4 % loss). Cycles are printed as ns × the CPU clock read

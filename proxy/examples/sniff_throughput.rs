@@ -1,5 +1,5 @@
 //! Sniff-mode throughput of the real `sidekick-proxy` binary (issue 7, "a lab measurement of
-//! sniff-mode throughput"; seed 001 §6.4 reports 464 k packets/s on one core with recvfrom).
+//! sniff-mode throughput"; Sidekick (NSDI '24) §6.4 reports 464 k packets/s on one core with recvfrom).
 //!
 //! Two network namespaces joined by a veth pair. A blaster in the first sends UDP datagrams to
 //! many destinations (one flow each) routed through the veth; the second namespace drops them

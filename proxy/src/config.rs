@@ -104,12 +104,12 @@ pub struct Config {
     pub capture: Capture,
     /// Request virtio-net headers (GSO sizes, checksum state).
     pub vnet_hdr: bool,
-    /// Run PEMI (transparent mode, seed 000) on QUIC flows without a sidekick session. In bridge
+    /// Run PEMI (transparent mode, PEMI) on QUIC flows without a sidekick session. In bridge
     /// mode it infers losses, retransmits and enforces its window by delaying replies; in sniff
     /// mode the kernel forwards every packet, so only loss inference and retransmission remain.
     pub pemi: bool,
     /// PEMI's reply-length gap signal (our extension; `pemi::gap`): on by default; off leaves
-    /// PEMI to the paper's timing-only inference (seed 000 §4.2–4.3).
+    /// PEMI to the paper's timing-only inference (PEMI §4.2–4.3).
     pub pemi_gap_signal: bool,
     /// Write a PEMI trace of every UDP datagram seen (one line each, `pemi::trace`) to this
     /// file: for offline replay and scoring of the loss inference. Off by default.

@@ -269,7 +269,7 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
                 };
                 // Engines get the frame's capture time, not the batch's: a ring block reaches
                 // user space up to its retire timeout after its first frame arrived, and PEMI's
-                // inference (seed 000 §4.2) works on sub-millisecond gaps.
+                // inference (PEMI §4.2) works on sub-millisecond gaps.
                 let delay = capture_delay(wall_ns, info.kernel_ts_ns);
                 if let Some(d) = delay {
                     let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);

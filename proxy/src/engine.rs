@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::packet::UdpPacket;
 
 /// Direction of a base-connection packet relative to the assisted client (the endpoint on the
-/// proxy's near side — seed 001 §2 sender for Robin, seed 002 §3 receiver for Packrat).
+/// proxy's near side — Sidekick (NSDI '24) §2 sender for Robin, Packrat (CoNEXT '26) §3 receiver for Packrat).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Direction {
     /// Sent by the client towards the server.
@@ -61,7 +61,7 @@ pub enum Action {
 pub enum Outgoing {
     /// A quACK in its wire form (the quack crate's encoding).
     Quack(Vec<u8>),
-    /// A proxy-initiated Reset: the engine has started a new epoch (seed 002 §6.1).
+    /// A proxy-initiated Reset: the engine has started a new epoch (Packrat (CoNEXT '26) §6.1).
     Reset,
 }
 
@@ -80,7 +80,7 @@ pub struct Packet<'a> {
 }
 
 /// A per-flow engine. Implementations never drop or alter the base packet: their verdict for it
-/// is [`Action::Forward`] (implicit) unless they are PEMI's delay (fail-open, DESIGN §3).
+/// is [`Action::Forward`] (implicit) unless they are PEMI's delay (fail-open, docs/architecture.md).
 pub trait FlowEngine {
     /// Process one packet of the flow; push side effects to `out`.
     fn on_packet(&mut self, now: Instant, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>);

@@ -1,5 +1,4 @@
-//! The sharded, capped flow table keyed by the UDP 4-tuple (DESIGN §4 proxy: "flow table
-//! (sharded, capped, idle timeout 120 s)").
+//! The sharded, capped flow table keyed by the UDP 4-tuple (docs/architecture.md).
 //!
 //! Keys are normalised to (client, server) so both directions of a connection land in the same
 //! entry and the same shard (a symmetric hash, as PACKET_FANOUT workers need). Hashing is SipHash-1-3

@@ -75,7 +75,7 @@ pub struct Counters {
     pub cache_bytes: u64,
     /// Gauge: heap bytes held by engines.
     pub engine_memory_bytes: u64,
-    /// Gauge: multicast groups with a shared Packrat cache (seed 002 §6.1).
+    /// Gauge: multicast groups with a shared Packrat cache (Packrat (CoNEXT '26) §6.1).
     pub multicast_groups: u64,
     /// Gauge: clients subscribed to multicast groups.
     pub multicast_members: u64,
@@ -424,7 +424,7 @@ impl Counters {
         s
     }
 
-    /// PEMI counters: activity, and each give-up with its reason (seed 000 §4.6).
+    /// PEMI counters: activity, and each give-up with its reason (PEMI §4.6).
     fn render_pemi(&self, s: &mut String) {
         let p = &self.pemi;
         let families: [(&str, &str, u64); 14] = [

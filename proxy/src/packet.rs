@@ -457,7 +457,7 @@ fn finish_checksum(p: &mut [u8]) {
 
 /// Build the reply to a frame captured on an Ethernet or raw-IP link: swap the MAC addresses (if
 /// Ethernet, keeping VLAN tags) and send `payload` from `pkt.dst` to `pkt.src`. This is how the
-/// proxy answers a discovery request "from the peer's address" (seed 001 §4.1).
+/// proxy answers a discovery request "from the peer's address" (Sidekick (NSDI '24) §4.1).
 pub fn build_reply_frame(frame: &[u8], link: LinkType, pkt: &UdpPacket, payload: &[u8]) -> Vec<u8> {
     let ip = build_udp_ip(pkt.dst, pkt.src, payload, 64);
     match link {

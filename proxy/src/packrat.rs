@@ -1,4 +1,4 @@
-//! Packrat engine (seed 002 §3, §5, §6.1): cache server→client packets, decode the client's
+//! Packrat engine (Packrat (CoNEXT '26) §3, §5, §6.1): cache server→client packets, decode the client's
 //! eACKs, retransmit the missing cached packets unchanged.
 //!
 //! - **Cache** (§6.1 "Cache Management"): packets in forwarding order up to a byte capacity.
@@ -35,9 +35,9 @@ use crate::packet::segment_frame;
 /// Packrat parameters of one session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PackratConfig {
-    /// Local coded symbols of the rIBLT (seed 002 §5.2.1: 160 for a download, 40 for media).
+    /// Local coded symbols of the rIBLT (Packrat (CoNEXT '26) §5.2.1: 160 for a download, 40 for media).
     pub local_symbols: usize,
-    /// Cache capacity in bytes (seed 002 Table 4 WiFi: 48 kB).
+    /// Cache capacity in bytes (Packrat (CoNEXT '26) Table 4 WiFi: 48 kB).
     pub cache_bytes: usize,
     /// How to compute identifiers.
     pub id: IdSource,
@@ -51,7 +51,7 @@ pub struct PackratConfig {
 }
 
 impl Default for PackratConfig {
-    /// The Packrat WiFi setting (DESIGN scenario table): 160 symbols, 48 kB cache.
+    /// The Packrat WiFi setting (docs/results.md): 160 symbols, 48 kB cache.
     fn default() -> Self {
         Self {
             local_symbols: 160,

@@ -1,16 +1,16 @@
-//! Robin engine (seed 001 §4, §5.3): insert the identifier of every client→server packet of a
+//! Robin engine (Sidekick (NSDI '24) §4, §5.3): insert the identifier of every client→server packet of a
 //! session into the flow's power-sum quACK and emit the quACK every N ms or every N packets.
 //!
 //! A session may also ask for a quACK at once when a packet arrives after a silence longer than
 //! a given percentage of the flow's smoothed packet spacing (`quack_on_gap_percent`): for a
 //! paced media stream that silence is the near-segment loss of the packet before, and the quACK
-//! that reveals it (reorder threshold 1, seed 001 §5.2) then leaves with the very next packet.
-//! Seed 001 §6.2 notes that with a quACK every 2 packets the packet after a loss waits "20+2=22 ms
+//! that reveals it (reorder threshold 1, Sidekick (NSDI '24) §5.2) then leaves with the very next packet.
+//! Sidekick (NSDI '24) §6.2 notes that with a quACK every 2 packets the packet after a loss waits "20+2=22 ms
 //! or 20×2+2=42 ms"; this closes that wait without a quACK per packet. The packet after that one
 //! carries a second quACK: it covers the sender's resend (which arrives between the two), so a
 //! lost resend — or a lost first quACK — costs one packet interval, not the end-to-end NACK.
 //!
-//! The quota (seed 001 §4.1 "Security") is enforced by the session layer in the core: an engine
+//! The quota (Sidekick (NSDI '24) §4.1 "Security") is enforced by the session layer in the core: an engine
 //! asks for an emission, the session refuses it beyond the client's quota and the refusal is
 //! counted. The engine emits only when something new was inserted since its last quACK.
 
@@ -20,7 +20,7 @@ use quack::{IdSource, PowerSumQuack};
 
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
 
-/// When Robin emits quACKs (seed 001 §4.2 "Protocol parameters").
+/// When Robin emits quACKs (Sidekick (NSDI '24) §4.2 "Protocol parameters").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RobinConfig {
     /// Threshold t: number of power sums.
@@ -37,7 +37,7 @@ pub struct RobinConfig {
 }
 
 impl Default for RobinConfig {
-    /// Robin #2 (seed 001 Table 5): every 30 ms, t = 10, last 4 bytes of the datagram.
+    /// Robin #2 (Sidekick (NSDI '24) Table 5): every 30 ms, t = 10, last 4 bytes of the datagram.
     fn default() -> Self {
         Self {
             threshold: 10,
@@ -166,7 +166,7 @@ impl RobinEngine {
         };
     }
 
-    /// Reinitialise the quACK (Reset, seed 001 §4.2 "Resets").
+    /// Reinitialise the quACK (Reset, Sidekick (NSDI '24) §4.2 "Resets").
     pub fn reset(&mut self, now: Instant) {
         self.quack.clear();
         self.since_emit = 0;
@@ -418,7 +418,7 @@ mod tests {
     fn the_packet_after_a_silence_carries_a_quack_at_once() {
         let t0 = Instant::now();
         let mut e = RobinEngine::new(gap_config(), t0);
-        // 40 paced packets, ids 10 and 11 lost (seed 001 §6.2: the packet after a loss), 3 ms
+        // 40 paced packets, ids 10 and 11 lost (Sidekick (NSDI '24) §6.2: the packet after a loss), 3 ms
         // of sender jitter on every packet.
         let jitter = |i: u32| if i % 2 == 0 { 3 } else { -3 };
         let fired = paced(&mut e, t0, 0..40, &[10, 20, 21], jitter);

@@ -1,7 +1,7 @@
 //! The session layer seen by the core: discovery, authenticated sidekick messages, quota.
 //!
 //! [`SessionLayer`] is the narrow interface the core needs; [`ProtocolSessions`] implements it
-//! over `sidekick_protocol::ProxySessionTable` (seed 001 §4.1–4.2, seed 002 §6.1: discovery reply
+//! over `sidekick_protocol::ProxySessionTable` (Sidekick (NSDI '24) §4.1–4.2, Packrat (CoNEXT '26) §6.1: discovery reply
 //! from the peer's address, Init/InitAck, Config, Reset with epochs, quota, HMAC'd frames). The
 //! indirection keeps the engines and the flow pipeline testable on their own.
 
@@ -28,7 +28,7 @@ pub struct EngineConfig {
     pub robin: Option<RobinConfig>,
     /// Packrat, if on.
     pub packrat: Option<PackratConfig>,
-    /// With Packrat: the multicast group whose shared cache assists this client (seed 002
+    /// With Packrat: the multicast group whose shared cache assists this client (Packrat (CoNEXT '26)
     /// §6.1), instead of a cache of the session's own flow.
     pub multicast_group: Option<std::net::SocketAddr>,
 }
@@ -220,7 +220,7 @@ fn to_flow(b: BaseFlow) -> FlowKey {
 }
 
 /// Map a negotiated protocol configuration to engine parameters. Identifiers are 32-bit in both
-/// engines (seed 002 §5.2.1 default); other widths are refused.
+/// engines (Packrat (CoNEXT '26) §5.2.1 default); other widths are refused.
 pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError> {
     let id = match &config.identifier {
         None => IdSource::QUIC_DEFAULT,
@@ -400,7 +400,7 @@ impl SessionLayer for ProtocolSessions {
     }
 }
 
-/// Sessions configured out of band (explicitly configured proxies, seed 001 §4.1; simulations and
+/// Sessions configured out of band (explicitly configured proxies, Sidekick (NSDI '24) §4.1; simulations and
 /// benchmarks): [`StaticSessions::add`] announces a session; engine messages are delivered
 /// unframed to the configured sidekick address. Datagrams from clients are refused (counted).
 #[derive(Debug, Default)]

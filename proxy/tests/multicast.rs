@@ -1,4 +1,4 @@
-//! Packrat multicast through the sans-IO core (seed 002 §6.1): two clients with real protocol
+//! Packrat multicast through the sans-IO core (Packrat (CoNEXT '26) §6.1): two clients with real protocol
 //! sessions subscribe to one multicast stream; the proxy caches the stream once and retransmits
 //! to each client only what that client's eACK says it lacks, addressed to the client's MAC.
 

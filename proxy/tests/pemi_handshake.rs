@@ -1,4 +1,4 @@
-//! PEMI handshake tracking on real handshakes (seed 000 App. A, seed 004): an in-process quinn
+//! PEMI handshake tracking on real handshakes (PEMI App. A, ReACKed QUICer (IMC '24)): an in-process quinn
 //! pair and a quiche pair talk over loopback through a UDP relay that models the proxy's position
 //! (client link delay `D_C`, server link delay `D_S`, one way) and records every datagram as it
 //! passes the proxy. The recording is fed to the tracker; its initial RTTs must match the

@@ -1,4 +1,4 @@
-//! PEMI through the proxy core (seed 000): a synthetic QUIC-like download (handshake, then
+//! PEMI through the proxy core (PEMI): a synthetic QUIC-like download (handshake, then
 //! RTC-like bursts) with datagrams dropped between the proxy and the client. The proxy must
 //! retransmit exactly the dropped datagrams, never more than 10 % of forwarded packets, and give
 //! up (with a reason) where inference is unreliable.

@@ -1,4 +1,4 @@
-//! Criterion benchmarks reproducing seed 001 §3.5 (Fig. 2, Table 3):
+//! Criterion benchmarks reproducing Sidekick (NSDI '24) §3.5 (Fig. 2, Table 3):
 //!
 //! - `insert/<width>/t=<t>`: one identifier inserted into a quACK of threshold t (Fig. 2c);
 //!   the reported time is per identifier.

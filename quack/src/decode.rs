@@ -1,9 +1,9 @@
-//! Decoding a quACK difference against the sender's candidate log (seed 001 §3.4–3.5).
+//! Decoding a quACK difference against the sender's candidate log (Sidekick (NSDI '24) §3.4–3.5).
 //!
 //! Newton's identities turn the `m` power sums of the missing multiset into the coefficients of
 //! `P(x) = Π (x − r)` over the missing identifiers `r`; evaluating `P` at every candidate of the
 //! log finds the missing ones ("plug in candidate roots", faster than factoring for
-//! `n < ~40 000`, seed 001 §3.5 "Decoding").
+//! `n < ~40 000`, Sidekick (NSDI '24) §3.5 "Decoding").
 
 use crate::field::{Identifier, eval_monic};
 use crate::quack::PowerSumQuack;
@@ -59,7 +59,7 @@ pub struct Missing<T> {
 }
 
 /// Log entries that share one field value, of which only some are missing: the decode cannot
-/// tell which (seed 001 §3 collision handling: report, never guess).
+/// tell which (Sidekick (NSDI '24) §3 collision handling: report, never guess).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Indeterminate<T> {
     /// How many of the candidates are missing (`0 < missing < candidates.len()`).

@@ -1,6 +1,6 @@
 //! Decoding without a candidate log: the roots of the quACK polynomial over the prime field.
 //!
-//! Seed 001 §3.5 mentions factoring as the alternative to evaluating candidates. This module
+//! Sidekick (NSDI '24) §3.5 mentions factoring as the alternative to evaluating candidates. This module
 //! uses the Cantor–Zassenhaus / Rabin approach for roots:
 //!
 //! 1. strip the root 0 (while the constant term is 0);

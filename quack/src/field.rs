@@ -1,10 +1,10 @@
 //! Prime-field arithmetic for the three identifier widths.
 //!
-//! Seed 001 §3.4: identifiers are mapped into the field of integers modulo the largest prime that
+//! Sidekick (NSDI '24) §3.4: identifiers are mapped into the field of integers modulo the largest prime that
 //! fits in `b` bytes. Each of those primes has the special form `p = 2^(8b) - c` with a small `c`
 //! (16 bits: `2^16 - 15`; 32 bits: `2^32 - 5`; 64 bits: `2^64 - 59`), so a double-width product
 //! `hi·2^(8b) + lo` reduces to `hi·c + lo` with a couple of folds instead of a hardware division
-//! (this replaces the Montgomery multiplication of seed 001 §3.5 for 64-bit identifiers: same
+//! (this replaces the Montgomery multiplication of Sidekick (NSDI '24) §3.5 for 64-bit identifiers: same
 //! purpose, fewer multiplications because `c` is tiny).
 //!
 //! Values handed between the generic code and these routines are `u64`. A *canonical* value is
@@ -31,7 +31,7 @@ mod sealed {
 pub trait Identifier:
     sealed::Sealed + Copy + Eq + Ord + Hash + Debug + Default + Send + Sync + 'static
 {
-    /// Width of an identifier in bytes (`b` in seed 001).
+    /// Width of an identifier in bytes (`b` in Sidekick (NSDI '24)).
     const BYTES: usize;
     /// The prime modulus: the largest prime below `2^(8·BYTES)`.
     const MODULUS: u64;
@@ -137,7 +137,7 @@ pub trait Identifier:
             .fold(0, |acc, (&x, &y)| Self::add_mod(acc, Self::mul_mod(x, y)))
     }
 
-    /// Newton's identities (seed 001 §3.4 and its reference 22): with `c_0 = 1`,
+    /// Newton's identities (Sidekick (NSDI '24) §3.4 and its reference 22): with `c_0 = 1`,
     /// `k·c_k = −Σ_{i=1..k} c_(k−i)·p_i`, giving `P(x) = x^m + c_1 x^(m−1) + … + c_m`.
     /// `sums` are the canonical power sums `p_1..`, `inverses[k]` the inverse of `k`;
     /// `coeffs` receives the canonical `c_1..c_m`.

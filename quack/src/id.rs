@@ -1,4 +1,4 @@
-//! Identifier extraction from UDP payloads (seed 001 §3.1; DESIGN §4 quack).
+//! Identifier extraction from UDP payloads (Sidekick (NSDI '24) §3.1; docs/architecture.md).
 //!
 //! An identifier is `b` bytes read at a fixed offset of the UDP payload (for QUIC the last 4
 //! bytes of the datagram, the AEAD tag of its last packet: pseudorandom and independent of the

@@ -1,4 +1,4 @@
-//! The power-sum quACK (seed 001 §3.4).
+//! The power-sum quACK (Sidekick (NSDI '24) §3.4).
 
 use core::fmt;
 use core::ops::{Sub, SubAssign};
@@ -25,7 +25,7 @@ pub struct ThresholdError {
 ///
 /// It holds the first `t` power sums `Σ x^i` (`i = 1..=t`) of a multiset of identifiers modulo
 /// the largest prime below `2^b`, the number of identifiers inserted (wrapping `u32`) and the last
-/// identifier inserted (seed 001 §3.4, "Interface"). The difference of the sender's and the
+/// identifier inserted (Sidekick (NSDI '24) §3.4, "Interface"). The difference of the sender's and the
 /// receiver's quACK identifies up to `t` missing identifiers; see
 /// [`decode_with_log`](PowerSumQuack::decode_with_log).
 ///
@@ -161,7 +161,7 @@ impl<T: Identifier> PowerSumQuack<T> {
         self.pending = 0;
     }
 
-    /// Inserts an identifier: `t` modular multiply-adds (seed 001 §3.5, "Encoding").
+    /// Inserts an identifier: `t` modular multiply-adds (Sidekick (NSDI '24) §3.5, "Encoding").
     ///
     /// The multiply-adds of 8 consecutive insertions are done together (independent chains
     /// interleaved; AVX2 for 32-bit identifiers where available): the identifier is buffered and

@@ -1,4 +1,4 @@
-//! The quACK wire form (seed 001 §3.4 "Interface": `t` power sums, a count and the last
+//! The quACK wire form (Sidekick (NSDI '24) §3.4 "Interface": `t` power sums, a count and the last
 //! element), with a header naming the version and identifier width.
 //!
 //! Layout, all integers little-endian, `b` = identifier width in bytes:

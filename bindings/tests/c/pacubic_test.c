@@ -37,7 +37,7 @@ static void quack_loss_with_small_r_shrinks_less_than_e2e_loss(void) {
     CHECK_EQ(sk_pacubic_on_loss(near, 10 * MS, 5 * MS, SK_CONGESTION_SOURCE_QUACK, 0.1, &reduced),
              SK_STATUS_OK);
     CHECK(reduced);
-    /* beta* = 0.7 end to end; beta = 1 - 0.1 * 0.3 = 0.97 for the quACK (seed 001 §4.3.2). */
+    /* beta* = 0.7 end to end; beta = 1 - 0.1 * 0.3 = 0.97 for the quACK (Sidekick (NSDI '24) §4.3.2). */
     CHECK_EQ(cwnd(e2e), 70000);
     CHECK_EQ(cwnd(near), 97000);
     uint64_t ss = 0;

@@ -7,7 +7,7 @@
 //!                                       [--sidekick-eack-symbols 40] [--sidekick-discovery-retry-ms MS]
 //!                                       [--sidekick-discovery-attempts N]]
 //! ```
-//! With `--sidekick` the player runs a Packrat receiver (seed 002 §6.2): it sends eACKs of the
+//! With `--sidekick` the player runs a Packrat receiver (Packrat (CoNEXT '26) §6.2): it sends eACKs of the
 //! media datagrams it received to an on-path proxy, which retransmits from its cache what is
 //! missing.
 //! The server sends 480 B every 20 ms carrying the last 40 ms (frames k and k−1); the client plays
@@ -94,7 +94,7 @@ struct ClientArgs {
     /// …or at least every MS while packets arrive.
     #[arg(long, value_name = "MS", default_value_t = 40)]
     sidekick_eack_interval_ms: u32,
-    /// Local eACK symbols (seed 002 Table 4, media: 40).
+    /// Local eACK symbols (Packrat (CoNEXT '26) Table 4, media: 40).
     #[arg(long, value_name = "N", default_value_t = 40)]
     sidekick_eack_symbols: u32,
     /// Size each eACK to decode this many differences (media datagrams have no packet number,

@@ -8,7 +8,7 @@
 //!                                   [--sidekick-discovery-retry-ms MS]
 //!                                   [--sidekick-discovery-attempts N]]
 //! ```
-//! With `--sidekick` the sender runs Robin (seed 001 Table 5 #1): an on-path proxy quACKs the
+//! With `--sidekick` the sender runs Robin (Sidekick (NSDI '24) Table 5 #1): an on-path proxy quACKs the
 //! datagrams it forwarded and the sender resends at once a datagram a quACK shows lost.
 //! The client sends 240 B every 20 ms with an encrypted sequence number; the server NACKs gaps
 //! (re-NACK at most once per RTT), measures the de-jitter buffer delay of every packet and returns
@@ -102,10 +102,10 @@ struct ClientArgs {
     /// to end-to-end NACKs when no proxy answers.
     #[arg(long)]
     sidekick: bool,
-    /// quACK every N packets (seed 001 Table 5 #1: 2).
+    /// quACK every N packets (Sidekick (NSDI '24) Table 5 #1: 2).
     #[arg(long, value_name = "N", default_value_t = 2)]
     sidekick_quack_every_packets: u32,
-    /// quACK threshold t (seed 001 Table 5 #1: 8).
+    /// quACK threshold t (Sidekick (NSDI '24) Table 5 #1: 8).
     #[arg(long, value_name = "T", default_value_t = 8)]
     sidekick_quack_threshold: u32,
     /// Also a quACK every MS milliseconds (0: packet count only).
@@ -116,7 +116,7 @@ struct ClientArgs {
     /// With it a sparse --sidekick-quack-every-packets keeps the recovery of a dense one.
     #[arg(long, value_name = "PCT", default_value_t = 0)]
     sidekick_quack_on_gap: u32,
-    /// A hole is lost once this many later packets reached the proxy (seed 001 §5.2: 1 for
+    /// A hole is lost once this many later packets reached the proxy (Sidekick (NSDI '24) §5.2: 1 for
     /// media, no reordering tolerance; bulk transfers use 3).
     #[arg(long, value_name = "N", default_value_t = 1)]
     sidekick_reorder_threshold: u32,

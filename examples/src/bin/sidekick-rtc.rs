@@ -1,4 +1,4 @@
-//! `sidekick-rtc`: RTC frames over QUIC (seed 000 §6.1.2) with quinn or quiche: the server sends
+//! `sidekick-rtc`: RTC frames over QUIC (PEMI §6.1.2) with quinn or quiche: the server sends
 //! one frame per stream at a constant frame rate and bit rate, the client measures frame delay
 //! and frame-level jitter.
 //!

@@ -99,8 +99,8 @@ struct ClientArgs {
     sk: SidekickArgs,
 }
 
-/// Parameters of the sidekick session (with --sidekick). Defaults: seed 001 Table 5 (Robin) and
-/// seed 002 Tables 3-4 (Packrat, HTTP/3 on Wi-Fi).
+/// Parameters of the sidekick session (with --sidekick). Defaults: Sidekick (NSDI '24) Table 5 (Robin) and
+/// Packrat (CoNEXT '26) Tables 3-4 (Packrat, HTTP/3 on Wi-Fi).
 #[derive(Args)]
 // The field names are the flags' names, which share the `--sidekick-` prefix on purpose.
 #[allow(clippy::struct_field_names)]
@@ -111,7 +111,7 @@ struct SidekickArgs {
     /// Upload (Robin): quACK threshold t [default: 10, or 50 with --sidekick-ack-reduction].
     #[arg(long, value_name = "T")]
     sidekick_quack_threshold: Option<u32>,
-    /// Upload (Robin): also a quACK every N packets (seed 001 Table 5 #1 uses 2) [default: 0,
+    /// Upload (Robin): also a quACK every N packets (Sidekick (NSDI '24) Table 5 #1 uses 2) [default: 0,
     /// time-driven only].
     #[arg(long, value_name = "N", default_value_t = 0)]
     sidekick_quack_every_packets: u32,

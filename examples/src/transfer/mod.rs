@@ -16,7 +16,7 @@
 //!
 //! Goodput is measured at the receiving application, from the moment the first byte is requested
 //! (the client writes the request, after the handshake) to the moment the last byte is received
-//! (seed 002 §6.2 measures at the client for a download; seed 001 §5.1 for an upload). For an upload
+//! (Packrat (CoNEXT '26) §6.2 measures at the client for a download; Sidekick (NSDI '24) §5.1 for an upload). For an upload
 //! the server reports in its [`Summary`] the wall-clock time (`CLOCK_REALTIME`) at which it received
 //! the last byte; the client uses it when it is consistent with its own clock (same host or
 //! synchronised clocks, as in the namespace lab), otherwise it falls back to the time the summary

@@ -311,7 +311,7 @@ pub async fn run_client(
                 signals.clone(),
             )));
             if let Some(n) = opts.sidekick_params.ack_reduction {
-                // Robin #3 (seed 001 §2, Table 5): the server ACKs rarely (ACK-frequency
+                // Robin #3 (Sidekick (NSDI '24) §2, Table 5): the server ACKs rarely (ACK-frequency
                 // extension, which quinn servers support); quACKs advance the window meanwhile.
                 let mut af = quinn::AckFrequencyConfig::default();
                 af.ack_eliciting_threshold(VarInt::from_u32(n.saturating_sub(1)))

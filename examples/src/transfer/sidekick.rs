@@ -1,17 +1,17 @@
 //! The sidekick side of `sidekick-transfer client --sidekick`: which engine runs for which
 //! direction, the parameters the lab scenarios set, and the counters the JSON report carries.
 //!
-//! - **Upload** (the client is the data sender, lossy link near it): Robin (seed 001 §4.3). The
+//! - **Upload** (the client is the data sender, lossy link near it): Robin (Sidekick (NSDI '24) §4.3). The
 //!   proxy quACKs what it forwarded; the SDK retransmits a datagram the quACK shows lost (an
 //!   identical copy) and, on quinn, PACUBIC reacts to the near-segment loss (§4.3.2, App. A).
-//!   Defaults from seed 001 Table 5, scenario #2: a quACK every 30 ms, threshold t = 10.
+//!   Defaults from Sidekick (NSDI '24) Table 5, scenario #2: a quACK every 30 ms, threshold t = 10.
 //!   ACK reduction (scenario #3, quinn only): the client asks the server through the QUIC
 //!   ACK-frequency extension to ACK only every N ack-eliciting packets and lets quACKs advance
 //!   PACUBIC's window meanwhile; defaults then become a quACK every 15 ms, t = 50.
-//! - **Download** (the client is the data receiver, lossy link near it): Packrat (seed 002
+//! - **Download** (the client is the data receiver, lossy link near it): Packrat (Packrat (CoNEXT '26)
 //!   §4-§5). The client sends eACKs of what it received; the proxy retransmits from its cache
 //!   what is missing; the client holds post-gap datagrams for a reorder window (ACK withholding,
-//!   seed 002 §4 and §5.2) so the server never sees a gap the proxy repairs. Defaults from seed
+//!   Packrat (CoNEXT '26) §4 and §5.2) so the server never sees a gap the proxy repairs. Defaults from seed
 //!   002 Table 4 (HTTP/3: eACK every 10 ms / 16 packets, 160 symbols, 48 kB cache) and Table 3
 //!   (reorder delay 30 ms, the Wi-Fi and cellular setting; 65 ms for satellite).
 
@@ -28,11 +28,11 @@ use super::Direction;
 /// Parameters of the sidekick session (`--sidekick-*` flags).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SidekickParams {
-    /// quACK interval in ms (Robin); `None`: 30, or 15 with ACK reduction (seed 001 Table 5).
+    /// quACK interval in ms (Robin); `None`: 30, or 15 with ACK reduction (Sidekick (NSDI '24) Table 5).
     pub quack_interval_ms: Option<u32>,
     /// quACK threshold t (Robin); `None`: 10, or 50 with ACK reduction.
     pub quack_threshold: Option<u32>,
-    /// Also a quACK every this many packets (Robin; seed 001 Table 5 #1 uses 2); 0: time only.
+    /// Also a quACK every this many packets (Robin; Sidekick (NSDI '24) Table 5 #1 uses 2); 0: time only.
     pub quack_packets: u32,
     /// quinn upload: ask the server to send an ACK only every this many ack-eliciting packets
     /// (ACK-frequency extension) and advance PACUBIC on quACKs (Robin #3). `None`: off.
@@ -47,7 +47,7 @@ pub struct SidekickParams {
     pub cache_bytes: u32,
     /// Reorder window (ACK withholding) in ms (Packrat).
     pub reorder_ms: u32,
-    /// Selective eACKs: only while a gap is open (seed 002 §5.2.3).
+    /// Selective eACKs: only while a gap is open (Packrat (CoNEXT '26) §5.2.3).
     pub selective: bool,
     /// Packets added to the open gaps when sizing an eACK (Packrat): the proxy's view includes
     /// the packets it forwarded that had not reached the client when the eACK was built, and
@@ -119,7 +119,7 @@ impl SidekickParams {
     ///
     /// let c = SidekickParams::default().config(Direction::Upload);
     /// let robin = c.protocol.session.robin.unwrap();
-    /// assert_eq!((robin.interval_ms, robin.threshold), (30, 10)); // seed 001 Table 5, #2
+    /// assert_eq!((robin.interval_ms, robin.threshold), (30, 10)); // Sidekick (NSDI '24) Table 5, #2
     /// assert!(c.protocol.session.packrat.is_none());
     /// ```
     pub fn config(&self, direction: Direction) -> SidekickConfig {

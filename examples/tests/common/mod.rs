@@ -6,8 +6,8 @@
 //! Packrat cache), forwards the payload, and carries out the core's actions (discovery replies
 //! and cached retransmissions injected towards the client, sidekick messages from the proxy's
 //! sidekick socket). The lossy link sits on the proxy's client side, as in the papers: towards
-//! the server a datagram is dropped *before* the proxy sees it (Robin, seed 001 Table 5), towards
-//! the client *after* the proxy cached it (Packrat, seed 002 Table 3). Only datagrams that
+//! the server a datagram is dropped *before* the proxy sees it (Robin, Sidekick (NSDI '24) Table 5), towards
+//! the client *after* the proxy cached it (Packrat, Packrat (CoNEXT '26) Table 3). Only datagrams that
 //! `Links::droppable` selects (by default those whose first bit is 0: QUIC short headers, media
 //! packets) are dropped, and only once a session exists. The
 //! far segment (relay ↔ server) has a delay and, towards the client, a rate limit.

@@ -596,7 +596,7 @@ impl ProxySessionTable {
     }
 
     /// Test support (feature `testing`): emits a quACK numbered right after the client's last
-    /// grant, as a proxy that ignores the quota would (seed 001 §4.1), so client tests can check
+    /// grant, as a proxy that ignores the quota would (Sidekick (NSDI '24) §4.1), so client tests can check
     /// that they notice. The proxy never enables this feature.
     #[cfg(feature = "testing")]
     pub fn send_quack_beyond_quota(
@@ -617,7 +617,7 @@ impl ProxySessionTable {
         t
     }
 
-    /// Starts a new epoch from the proxy side (e.g. an undecodable eACK, seed 002 §6.1);
+    /// Starts a new epoch from the proxy side (e.g. an undecodable eACK, Packrat (CoNEXT '26) §6.1);
     /// returns it. The Reset is queued and retransmitted until the client echoes it.
     pub fn send_reset(
         &mut self,

@@ -12,7 +12,7 @@ use sidekick_protocol::{
     is_discovery_reply, is_discovery_request,
 };
 
-/// Robin and Packrat with the paper's settings (seed 001 Table 5 Robin #2, seed 002 WiFi).
+/// Robin and Packrat with the paper's settings (Sidekick (NSDI '24) Table 5 Robin #2, Packrat (CoNEXT '26) WiFi).
 pub fn both_modes() -> SessionConfig {
     SessionConfig {
         robin: Some(RobinConfig {

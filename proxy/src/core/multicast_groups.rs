@@ -1,5 +1,5 @@
 //! Packrat's multicast part of the core: shared caches per multicast stream, clients joining and
-//! leaving them, and the Ethernet addresses retransmissions to a member go to (seed 002 §6.1).
+//! leaving them, and the Ethernet addresses retransmissions to a member go to (Packrat (CoNEXT '26) §6.1).
 
 use std::net::SocketAddr;
 
@@ -11,7 +11,7 @@ use crate::packrat::multicast::MulticastCache;
 
 impl<S: SessionLayer> ProxyCore<S> {
     /// A frame of a multicast stream some clients are subscribed to: one shared copy per group
-    /// (seed 002 §6.1). A multicast stream is not segmented (GSO super-frames are left alone).
+    /// (Packrat (CoNEXT '26) §6.1). A multicast stream is not segmented (GSO super-frames are left alone).
     /// Kept out of line so that the unicast hot path stays small.
     #[inline(never)]
     pub(super) fn on_multicast_frame(
@@ -49,7 +49,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     }
 
     /// Subscribes session `id` (whose base flow is `flow`) to the shared cache of the multicast
-    /// stream `group` from the same server (seed 002 §6.1), creating it within the caps.
+    /// stream `group` from the same server (Packrat (CoNEXT '26) §6.1), creating it within the caps.
     pub(super) fn join_group(
         &mut self,
         id: S::Id,

@@ -1,4 +1,4 @@
-//! Packrat for a multicast stream (seed 002 §6.1 "Multicast Proxy"): one fixed-size cache for the
+//! Packrat for a multicast stream (Packrat (CoNEXT '26) §6.1 "Multicast Proxy"): one fixed-size cache for the
 //! group's four-tuple, and for each subscribed client an eACK and a *virtual cache*.
 //!
 //! The paper's virtual cache holds "(1) a global index in the base cache of the client's first
@@ -177,7 +177,7 @@ impl<M: Copy + Eq> MulticastCache<M> {
     }
 
     /// Bytes of all clients' virtual caches (first-unacknowledged index and retransmission
-    /// pairs): proportional to outstanding retransmissions (seed 002 §7.3.3 reports 12 bytes
+    /// pairs): proportional to outstanding retransmissions (Packrat (CoNEXT '26) §7.3.3 reports 12 bytes
     /// per client).
     pub fn virtual_cache_bytes(&self) -> usize {
         self.members

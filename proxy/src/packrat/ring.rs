@@ -1,5 +1,5 @@
 //! The Packrat cache's storage: one preallocated byte ring holding the cached frames back to back
-//! in forwarding order (seed 002 §6.1 "Cache Management": a FIFO cache bounded in bytes).
+//! in forwarding order (Packrat (CoNEXT '26) §6.1 "Cache Management": a FIFO cache bounded in bytes).
 //!
 //! The ring's capacity is the cache's byte cap, so frames whose lengths add up to at most the cap
 //! always fit: there are no gaps — a frame that reaches the end of the buffer continues at its

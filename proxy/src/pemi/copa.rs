@@ -1,4 +1,4 @@
-//! Black-box congestion control (seed 000 §4.5): a Copa-derived window updated on every RTT update
+//! Black-box congestion control (PEMI §4.5): a Copa-derived window updated on every RTT update
 //! with a Δt-scaled step (§4.5.1), a target rate `CWND / RTT_min` (eq. 2) and its enforcement by
 //! stopping retransmissions, then delaying replies, doubling the perturbation when the sender has
 //! not slowed after one end-to-end RTT (§4.5.2).
@@ -10,7 +10,7 @@ pub const MIN_CWND: f64 = 2.0;
 /// Initial window (packets).
 pub const INIT_CWND: f64 = 10.0;
 
-/// The Copa-derived window (Copa: Arun & Balakrishnan, NSDI '18, as adapted by seed 000 §4.5.1).
+/// The Copa-derived window (Copa: Arun & Balakrishnan, NSDI '18, as adapted by PEMI §4.5.1).
 #[derive(Debug, Clone)]
 pub struct CopaWindow {
     cwnd: f64,

@@ -1,6 +1,6 @@
 //! The PEMI per-flow engine: the [`FlowEngine`] that ties handshake tracking, dominant direction,
 //! flowlets, matching, loss inference, retransmission, RTT and congestion control together
-//! (seed 000 §4, Fig. 5).
+//! (PEMI §4, Fig. 5).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

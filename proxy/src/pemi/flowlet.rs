@@ -1,4 +1,4 @@
-//! Flowlets of the dominant direction and reply assignment (seed 000 §4.2.1–4.2.2, §4.3.2).
+//! Flowlets of the dominant direction and reply assignment (PEMI §4.2.1–4.2.2, §4.3.2).
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Reply-size gap signal: per-packet loss inference from the length of the receiver's
-//! acknowledgements (our extension to seed 000 §4.3; measured in docs/results.md).
+//! acknowledgements (our extension to PEMI §4.3; measured in docs/results.md).
 //!
 //! QUIC encrypts ACK frames but not their length, and ACK-only packets are not padded. A
 //! receiver that sees a packet-number gap reports it as one more ACK range — a Gap and an ACK

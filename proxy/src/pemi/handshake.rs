@@ -1,6 +1,6 @@
-//! QUIC connection tracking from long headers and initial RTTs to both sides (seed 000 §4.4.1,
+//! QUIC connection tracking from long headers and initial RTTs to both sides (PEMI §4.4.1,
 //! App. A "QUIC connection tracking and initial RTT measurement", Fig. 14), with the instant-ACK
-//! and coalesced ACK+ServerHello behaviours of seed 004 (§2, Fig. 3).
+//! and coalesced ACK+ServerHello behaviours of ReACKed QUICer (IMC '24) (§2, Fig. 3).
 //!
 //! Nothing is decrypted. Each datagram is walked as a sequence of coalesced QUIC packets (RFC 9000
 //! §12.2) using only the invariant long-header fields and the cleartext Length / Token Length
@@ -35,7 +35,7 @@ pub enum PacketKind {
 }
 
 /// Largest Initial Length field treated as an ACK-only Initial: an ACK frame, a packet number
-/// and the 16-byte AEAD tag. A ServerHello alone is well over 90 bytes (seed 004 §2).
+/// and the 16-byte AEAD tag. A ServerHello alone is well over 90 bytes (ReACKed QUICer (IMC '24) §2).
 pub const ACK_ONLY_INITIAL_MAX: u64 = 64;
 
 fn varint(b: &[u8], pos: &mut usize) -> Option<u64> {
@@ -134,7 +134,7 @@ fn next_packet(b: &[u8], pos: &mut usize) -> Option<PacketKind> {
 pub struct HandshakeRtts {
     /// Proxy → server → proxy: first client Initial to first server Initial/Handshake or Retry.
     /// With an instant ACK this is the network RTT; with a coalesced ACK+ServerHello (wait for
-    /// certificate) it also holds the server's processing time (seed 004 §2).
+    /// certificate) it also holds the server's processing time (ReACKed QUICer (IMC '24) §2).
     pub to_server: Option<Duration>,
     /// Proxy → client → proxy: first server Handshake datagram (or Retry) to the first client
     /// Handshake (or the client's Initial after the Retry).
@@ -221,7 +221,7 @@ impl HandshakeTracker {
                     if self.server_first.is_none() && (initial || handshake || retry) {
                         self.server_first = Some(now);
                         self.rtts.to_server = Some(now.saturating_duration_since(ci));
-                        // Instant ACK (seed 004 §2, Fig. 3): an ACK-only Initial alone in its
+                        // Instant ACK (ReACKed QUICer (IMC '24) §2, Fig. 3): an ACK-only Initial alone in its
                         // datagram, not coalesced with the ServerHello's Handshake packets.
                         self.rtts.instant_ack = !handshake
                             && !retry

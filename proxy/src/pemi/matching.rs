@@ -1,4 +1,4 @@
-//! Reply-to-sent matching within one flowlet and loss inference (seed 000 §4.2.3, §4.3.1).
+//! Reply-to-sent matching within one flowlet and loss inference (PEMI §4.2.3, §4.3.1).
 //!
 //! Times are nanosecond offsets (`u64`) from any common origin, so the algorithms are pure and
 //! easy to test with synthetic traces.

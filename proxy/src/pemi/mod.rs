@@ -1,5 +1,5 @@
 //! PEMI: transparent performance enhancement for QUIC flows whose endpoints never opted into a
-//! sidekick session (seed 000, "PEMI: Transparent Performance Enhancements for QUIC").
+//! sidekick session (PEMI, "PEMI: Transparent Performance Enhancements for QUIC").
 //!
 //! The engine sees only what a middlebox sees in encrypted QUIC: UDP timing and sizes, the long
 //! header types of the handshake and, when enabled, the spin bit. From these it

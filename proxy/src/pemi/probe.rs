@@ -1,4 +1,4 @@
-//! ICMP echo calibration of PEMI's RTT to the protected endpoint (seed 000 §4.4.3, §5, App. A:
+//! ICMP echo calibration of PEMI's RTT to the protected endpoint (PEMI §4.4.3, §5, App. A:
 //! "one ICMP-based PEMI–receiver RTT sample every end-to-end RTT").
 //!
 //! The proxy has no address of its own on the path (bridge mode), so the probe travels like the

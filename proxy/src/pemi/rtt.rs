@@ -1,4 +1,4 @@
-//! RTT estimation for PEMI (seed 000 §4.4): smoothed estimate from matched sent–reply pairs,
+//! RTT estimation for PEMI (PEMI §4.4): smoothed estimate from matched sent–reply pairs,
 //! windowed minimum for the congestion controller (§4.5.2), calibration samples (spin bit or an
 //! external ICMP prober) with the reset rule of App. A.
 
@@ -83,7 +83,7 @@ impl RttEstimator {
     }
 }
 
-/// Spin-bit RTT measurement at a middlebox (RFC 9000 §17.4, RFC 9312 §3.8.2; seed 000 §4.4.3).
+/// Spin-bit RTT measurement at a middlebox (RFC 9000 §17.4, RFC 9312 §3.8.2; PEMI §4.4.3).
 ///
 /// An edge (value change) seen towards the client at `t1` comes back from the client as an edge
 /// at `t2`: `t2 − t1` is the proxy↔client RTT; symmetrically an edge from the client at `t2`

@@ -2,7 +2,7 @@
 //! hash of the UDP payload and its first bytes) and a replay that feeds a trace through a fresh
 //! [`PemiEngine`] and scores its loss inference against the packets a link really dropped.
 //!
-//! PEMI's inference is a heuristic over timing (seed 000 §4.2–4.3); the only way to know how
+//! PEMI's inference is a heuristic over timing (PEMI §4.2–4.3); the only way to know how
 //! often it is right is to compare it with ground truth. The lab's link elements can log a hash
 //! of every datagram they drop (`SIDEKICK_LAB_DROP_LOG`, interop README); the proxy writes the
 //! trace with `--pemi-trace FILE`. Both hash the UDP payload with 64-bit FNV-1a, so a protected

@@ -34,7 +34,7 @@ pub fn long(ty: u8, len: usize) -> Vec<u8> {
     p
 }
 
-/// A Robin session: a quACK every 2 packets, threshold 8 (seed 001 Table 5 #1), QUIC identifiers.
+/// A Robin session: a quACK every 2 packets, threshold 8 (Sidekick (NSDI '24) Table 5 #1), QUIC identifiers.
 pub fn robin_config() -> SessionConfig {
     SessionConfig {
         robin: Some(RobinConfig {
