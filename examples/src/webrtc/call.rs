@@ -341,7 +341,11 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
                 Role::Sender => Mode::Robin,
                 Role::Receiver => Mode::Packrat,
             };
-            Some(WebrtcSidekick::new(SidekickClient::new(c.clone()), s, mode))
+            let mut client = SidekickClient::new(c.clone());
+            // The sidekick may not point back into this host (unless the far peer is on it too).
+            client.set_base_peer(o.connect);
+            client.add_local_addrs(sidekick::local_addrs::host_addresses());
+            Some(WebrtcSidekick::new(client, s, mode))
         }
         None => None,
     };
