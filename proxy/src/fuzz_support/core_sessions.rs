@@ -208,7 +208,13 @@ impl Harness {
             } else {
                 v4(10, 0, 0, 2, 50000)
             },
-            client_sk: v4(10, 0, 0, 2, 50001),
+            // The sidekick socket shares the base socket's address: the proxy binds a session
+            // to its station (the client's IP).
+            client_sk: if ipv6 {
+                v6(2, 50001)
+            } else {
+                v4(10, 0, 0, 2, 50001)
+            },
             server: if ipv6 {
                 v6(10, 443)
             } else {
