@@ -20,8 +20,14 @@ use crate::packet::LinkType;
 use crate::session::ProtocolSessions;
 use crate::sys::{FrameInfo, PacketSocket, RingOptions, StopSignals, poll_readable};
 
-/// Build the core a configuration describes.
+/// Build the core a configuration describes (its flow table keyed at random).
 pub fn build_core(cfg: &Config) -> ProxyCore<ProtocolSessions> {
+    build_core_keyed(cfg, (rand::random(), rand::random()))
+}
+
+/// Build the core a configuration describes with the flow table's SipHash key `hash_key` (the
+/// simulator seeds it, so runs are reproducible).
+pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<ProtocolSessions> {
     let mut policy = ProxyPolicy::new(cfg.advertise());
     policy.max_threshold = cfg.max_threshold;
     policy.min_quack_interval_ms = cfg.min_quack_interval_ms;
@@ -48,7 +54,7 @@ pub fn build_core(cfg: &Config) -> ProxyCore<ProtocolSessions> {
     ProxyCore::new(
         core_cfg,
         ProtocolSessions::new(policy).with_packrat_retx_budget(cfg.packrat_retx_budget_percent),
-        (rand::random(), rand::random()),
+        hash_key,
     )
     .with_pemi(cfg.pemi_config())
 }

@@ -20,14 +20,11 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use sidekick_protocol::ProxyPolicy;
 use sidekick_proxy::config::{Config, Faces, Mode};
-use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit};
+use sidekick_proxy::core::{FrameMeta, ProxyCore, Transmit};
 use sidekick_proxy::engine::Direction;
-use sidekick_proxy::flow::FlowTableConfig;
-use sidekick_proxy::packet::LinkType;
 use sidekick_proxy::session::ProtocolSessions;
 
 /// Errors of the proxy command line.
@@ -165,31 +162,8 @@ impl ProxyNode {
     /// The proxy `cfg` describes (as `daemon::build_core` builds it), its flow table keyed by
     /// `hash_key` instead of a random key.
     pub fn new(cfg: &Config, hash_key: (u64, u64)) -> Self {
-        let mut policy = ProxyPolicy::new(cfg.advertise());
-        policy.max_threshold = cfg.max_threshold;
-        policy.min_quack_interval_ms = cfg.min_quack_interval_ms;
-        policy.max_symbols = cfg.max_symbols;
-        policy.max_cache_bytes = cfg.max_cache_bytes;
-        policy.max_sessions = cfg.max_sessions;
-        policy.max_half_open = cfg.max_half_open;
-        policy.idle_timeout = Duration::from_secs(cfg.session_idle_timeout_s);
-        policy.discovery_rate = cfg.discovery_rate;
-        policy.discovery_burst = cfg.discovery_burst;
-        let core_cfg = CoreConfig {
-            link: LinkType::Ethernet,
-            flows: FlowTableConfig {
-                shards: cfg.shards,
-                max_flows: cfg.max_flows,
-                max_assisted: cfg.max_sessions,
-                idle_timeout: cfg.idle_timeout(),
-            },
-            track_unassisted: cfg.track_unassisted,
-            max_flow_memory: cfg.max_flow_memory,
-            memory_budget: cfg.memory_budget,
-            ..CoreConfig::default()
-        };
-        let core = ProxyCore::new(core_cfg, ProtocolSessions::new(policy), hash_key)
-            .with_pemi(cfg.pemi_config());
+        // The daemon's own construction, with a seeded flow-table key.
+        let core = sidekick_proxy::daemon::build_core_keyed(cfg, hash_key);
         Self {
             bridge: cfg.mode == Mode::Bridge,
             core,
