@@ -131,9 +131,9 @@ impl SidekickConfig {
             max_inconsistent_quacks: 3,
             max_resets: 5,
             reset_window: Duration::from_secs(1),
-            // Off by default: on short emulated paths the RTT-bounded hold can end before a
-            // genuine proxy's repair arrives, which this assessment would misread.
-            hold_assessment_gaps: 0,
+            // A repair arriving after the RTT-bounded hold counts as a repair (a genuine proxy
+            // on a short path), so only a proxy that never repairs reads as worthless.
+            hold_assessment_gaps: 32,
             min_repaired_fraction: 0.1,
             resend_assessment: 32,
             max_unneeded_fraction: 0.9,
@@ -462,19 +462,21 @@ impl SidekickClient {
     }
 
     /// Falls back when holds measurably cost more than they bring: of the last
-    /// `hold_assessment_gaps` gaps resolved, too few were repaired in time.
+    /// `hold_assessment_gaps` gaps settled, too few were repaired (while held or late: a
+    /// repair after the hold still shows the proxy repairs; a packet that never arrives shows
+    /// it does not).
     fn assess_holds(&mut self, now: Instant) {
         let Some(p) = self.packrat.as_ref() else {
             return;
         };
         let n = self.config.hold_assessment_gaps;
         let st = p.stats();
-        let filled = st.gaps_filled - self.hold_base.0;
-        let expired = st.gaps_expired - self.hold_base.1;
+        let filled = st.gaps_filled + st.gaps_filled_late - self.hold_base.0;
+        let expired = st.gaps_unrepaired - self.hold_base.1;
         if n == 0 || filled + expired < n {
             return;
         }
-        self.hold_base = (st.gaps_filled, st.gaps_expired);
+        self.hold_base = (st.gaps_filled + st.gaps_filled_late, st.gaps_unrepaired);
         self.stats.holds_repaired += filled;
         self.stats.holds_unrepaired += expired;
         #[allow(clippy::cast_precision_loss)]
