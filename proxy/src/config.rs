@@ -126,6 +126,9 @@ pub struct Config {
     pub fail_open_bridge: String,
     /// A bridge-mode worker silent this long (no watchdog message) counts as hung.
     pub fail_open_hang_ms: u32,
+    /// Test builds only (feature `testing`): lie to clients this way (`crate::lie`).
+    #[cfg(feature = "testing")]
+    pub lie: Option<crate::lie::Lie>,
 }
 
 impl Default for Config {
@@ -167,6 +170,8 @@ impl Default for Config {
             fail_open: true,
             fail_open_bridge: "sidekick0".into(),
             fail_open_hang_ms: 500,
+            #[cfg(feature = "testing")]
+            lie: None,
         }
     }
 }

@@ -51,12 +51,18 @@ pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<Protoco
         memory_budget: cfg.memory_budget,
         ..CoreConfig::default()
     };
-    ProxyCore::new(
-        core_cfg,
-        ProtocolSessions::new(policy).with_packrat_retx_budget(cfg.packrat_retx_budget_percent),
-        hash_key,
-    )
-    .with_pemi(cfg.pemi_config())
+    #[allow(unused_mut)] // a test build may lie (feature `testing`)
+    let mut sessions =
+        ProtocolSessions::new(policy).with_packrat_retx_budget(cfg.packrat_retx_budget_percent);
+    #[cfg(feature = "testing")]
+    if cfg.lie == Some(crate::lie::Lie::ExtremeEcho) {
+        tracing::warn!("lying to clients: extreme echoes (a test build)");
+        sessions.lie_in_echoes(crate::lie::extreme_echo);
+    }
+    let core = ProxyCore::new(core_cfg, sessions, hash_key).with_pemi(cfg.pemi_config());
+    #[cfg(feature = "testing")]
+    let core = core.with_lie(cfg.lie);
+    core
 }
 
 /// Serve `text` as Prometheus metrics on `listener` from a background thread.

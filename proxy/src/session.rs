@@ -206,6 +206,12 @@ impl ProtocolSessions {
         }
     }
 
+    /// Test builds only: every InitAck echoes `lie(negotiated)` ([`crate::lie`]).
+    #[cfg(feature = "testing")]
+    pub fn lie_in_echoes(&mut self, lie: fn(&SessionConfig) -> SessionConfig) {
+        self.table.lie_in_echoes(lie);
+    }
+
     /// The underlying table.
     pub fn table(&self) -> &ProxySessionTable {
         &self.table
