@@ -1,0 +1,161 @@
+//! A lying proxy against real clients in network namespaces (`SIDEKICK_LAB=1`, root): the
+//! `lying-proxy-upload` and `lying-proxy-download` scenarios, two short trials of each variant
+//! in alternation (about 3 minutes; docs/results.md has longer runs). Every lie must cost the
+//! client no more than 10 % of its end-to-end transfer time (mean over the trials), and nothing
+//! may leave the client on its loopback.
+//!
+//! The proxy binary must be a `testing` build (`--lie`): `cargo test --workspace` makes one,
+//! since this package's dev-dependency on the proxy turns the feature on.
+
+mod common;
+
+use common::{sidekick_bin_dir, skip};
+use sidekick_lab::netem::LinkBackend;
+use sidekick_lab::runner::{self, RunOptions, RunResult};
+use sidekick_lab::scenario::Scenario;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Runs `trials` of every variant of a shipped scenario with `sets`.
+fn run(test: &str, scenario: &str, sets: &[&str], trials: usize) -> RunResult {
+    let bin_dir = sidekick_bin_dir(test);
+    let help = Command::new(bin_dir.join("sidekick-proxy"))
+        .arg("--help")
+        .output()
+        .unwrap_or_else(|e| panic!("{test}: sidekick-proxy --help: {e}"));
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("--lie"),
+        "{test}: {} is not a testing build: cargo build -p sidekick-proxy --features testing",
+        bin_dir.join("sidekick-proxy").display()
+    );
+    let sets: Vec<String> = sets.iter().map(|s| (*s).to_string()).collect();
+    let scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{scenario}.toml")),
+        &sets,
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    let opts = RunOptions {
+        trials: Some(trials),
+        bin_dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+        link_backend: LinkBackend::Userspace,
+    };
+    runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"))
+}
+
+/// The mean transfer time (`duration_s`) of variant `name`; every trial completed.
+fn mean_duration(test: &str, r: &RunResult, name: &str) -> f64 {
+    let v = r
+        .variants
+        .iter()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("{test}: no variant {name}"));
+    let mut sum = 0.0;
+    for t in &v.trials {
+        assert!(t.error.is_none(), "{test}: {name}: {:?}", t.error);
+        sum += t
+            .metrics
+            .get("duration_s")
+            .copied()
+            .unwrap_or(f64::INFINITY);
+    }
+    sum / v.trials.len().max(1) as f64
+}
+
+/// Every variant: a mean transfer time within 1.1× of e2e's (the runner alternates the
+/// variants, and a trial's link drops are seeded alike for all of them), nothing on the
+/// client's loopback; each trial of `name` has `metric` = 1 (the defence that caught the lie).
+fn check(test: &str, r: &RunResult, caught_by: &[(&str, &str)]) {
+    let e2e = mean_duration(test, r, "e2e");
+    for v in &r.variants {
+        let d = mean_duration(test, r, &v.name);
+        eprintln!(
+            "{test}: {}: mean transfer time {d:.2} s, {:.3}× e2e",
+            v.name,
+            d / e2e
+        );
+        assert!(
+            d <= 1.1 * e2e,
+            "{test}: {} took {d:.2} s, e2e {e2e:.2} s",
+            v.name
+        );
+        for t in &v.trials {
+            assert_eq!(
+                t.metrics.get("cli0_lo_tx_packets").copied(),
+                Some(0.0),
+                "{test}: {}: the client sent on its loopback: {:?}",
+                v.name,
+                t.metrics
+            );
+        }
+    }
+    for (name, metric) in caught_by {
+        let v = r
+            .variants
+            .iter()
+            .find(|v| v.name == *name)
+            .unwrap_or_else(|| panic!("{test}: no variant {name}"));
+        for t in &v.trials {
+            assert_eq!(
+                t.metrics.get(*metric).copied(),
+                Some(1.0),
+                "{test}: {name}: {metric}: {:?}",
+                t.metrics
+            );
+        }
+    }
+}
+
+#[test]
+fn a_lying_proxy_costs_a_robin_upload_no_more_than_end_to_end() {
+    let test = "a_lying_proxy_costs_a_robin_upload_no_more_than_end_to_end";
+    if skip(test) {
+        return;
+    }
+    let r = run(test, "lying-proxy-upload", &["app.bytes=2000000"], 2);
+    check(
+        test,
+        &r,
+        &[
+            ("honest", "sidekick_state_active"),
+            (
+                "loopback-addr",
+                "sidekick_fallback_cause_sidekick_addr_refused",
+            ),
+            ("extreme-echo", "sidekick_fallback"),
+            ("victim-addr", "sidekick_fallback"),
+        ],
+    );
+}
+
+#[test]
+fn a_lying_proxy_costs_a_packrat_download_no_more_than_end_to_end() {
+    let test = "a_lying_proxy_costs_a_packrat_download_no_more_than_end_to_end";
+    if skip(test) {
+        return;
+    }
+    let r = run(
+        test,
+        "lying-proxy-download",
+        // ~45 drops: enough for one assessment of the holds' worth (32 settled gaps).
+        &["app.bytes=1500000", "lan.loss=3%"],
+        2,
+    );
+    check(
+        test,
+        &r,
+        &[
+            ("honest", "sidekick_state_active"),
+            ("never-repair", "sidekick_fallback_cause_holds_unrepaired"),
+            (
+                "loopback-addr",
+                "sidekick_fallback_cause_sidekick_addr_refused",
+            ),
+            ("extreme-echo", "sidekick_fallback"),
+        ],
+    );
+}
