@@ -308,7 +308,7 @@ impl PackratReceiver {
     }
 
     /// Advances time: expires gaps older than the reorder window and releases what they held.
-    pub fn on_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.expire(now);
         self.release();
     }
@@ -337,8 +337,8 @@ impl PackratReceiver {
         self.stats.resets += 1;
     }
 
-    /// The next instant at which [`Self::on_timeout`] or [`Self::poll_eack`] has work.
-    pub fn next_timeout(&self) -> Option<Instant> {
+    /// The next instant at which [`Self::handle_timeout`] or [`Self::poll_eack`] has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
         let gap = self.gaps.values().min().map(|t| *t + self.hold_window());
         let eack = self.eack_due_at();
         match (gap, eack) {
@@ -446,7 +446,7 @@ mod tests {
         let mut rx = PackratReceiver::new(PackratConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(3), Some(3)); // 1 and 2 missing
-        rx.on_timeout(t0 + ms(31)); // the 30 ms hold ends: both expire
+        rx.handle_timeout(t0 + ms(31)); // the 30 ms hold ends: both expire
         assert_eq!((rx.stats().gaps_expired, rx.open_gaps()), (2, 0));
         // The proxy's repair of 1 arrives after the hold: late, not lost.
         rx.on_datagram(t0 + ms(50), dg(1), Some(1));
@@ -454,9 +454,9 @@ mod tests {
         assert_eq!(rx.stats().gaps_unrepaired, 0, "2 may still come");
         // 2 never comes: unrepaired once the late window (4 × 30 ms) has passed.
         assert_eq!(rx.late_window(), ms(120));
-        rx.on_timeout(t0 + ms(31) + ms(119));
+        rx.handle_timeout(t0 + ms(31) + ms(119));
         assert_eq!(rx.stats().gaps_unrepaired, 0);
-        rx.on_timeout(t0 + ms(31) + ms(120));
+        rx.handle_timeout(t0 + ms(31) + ms(120));
         assert_eq!(rx.stats().gaps_unrepaired, 1);
         // A packet number arriving after it settled is neither.
         rx.on_datagram(t0 + ms(400), dg(2), Some(2));
@@ -473,12 +473,12 @@ mod tests {
         let mut rx = PackratReceiver::new(PackratConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(2), Some(2));
-        assert_eq!(rx.next_timeout(), Some(t0), "first eACK due at once");
+        assert_eq!(rx.poll_timeout(), Some(t0), "first eACK due at once");
         assert!(rx.poll_eack(t0).is_some());
-        assert_eq!(rx.next_timeout(), Some(t0 + ms(30)), "gap expiry");
-        rx.on_timeout(t0 + ms(29));
+        assert_eq!(rx.poll_timeout(), Some(t0 + ms(30)), "gap expiry");
+        rx.handle_timeout(t0 + ms(29));
         assert_eq!(ids(&mut rx), vec![0]);
-        rx.on_timeout(t0 + ms(30));
+        rx.handle_timeout(t0 + ms(30));
         assert_eq!(ids(&mut rx), vec![2]);
         assert_eq!(rx.stats().gaps_expired, 1);
         assert_eq!(rx.open_gaps(), 0);
@@ -605,7 +605,7 @@ mod tests {
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(2), Some(2));
         assert_eq!(ids(&mut rx), vec![0]);
-        rx.on_timeout(t0 + ms(20));
+        rx.handle_timeout(t0 + ms(20));
         assert_eq!(ids(&mut rx), vec![2]);
     }
 
@@ -640,14 +640,14 @@ mod tests {
                 }
                 let _ = rx.poll_eack(now);
                 // Every timer due before the next arrival, in order.
-                while let Some(t) = rx.next_timeout().filter(|t| *t <= now + ms(1)) {
-                    rx.on_timeout(t);
+                while let Some(t) = rx.poll_timeout().filter(|t| *t <= now + ms(1)) {
+                    rx.handle_timeout(t);
                     let _ = rx.poll_eack(t);
                     for out in rx.poll_ready() {
                         let id = u32::from_le_bytes(out[out.len() - 4..].try_into().unwrap());
                         proptest::prop_assert!(t.saturating_duration_since(arrivals[&id]) <= bound);
                     }
-                    if rx.next_timeout() == Some(t) {
+                    if rx.poll_timeout() == Some(t) {
                         break;
                     }
                 }
@@ -667,7 +667,7 @@ mod tests {
                 delivered += rx.poll_ready().count();
             }
             let end = t0 + ms(step * pns.len() as u64) + ms(30);
-            rx.on_timeout(end);
+            rx.handle_timeout(end);
             delivered += rx.poll_ready().count();
             proptest::prop_assert_eq!(delivered, pns.len());
             proptest::prop_assert_eq!(rx.held(), 0);

@@ -372,7 +372,7 @@ impl SidekickClient {
         if let Some(mut p) = self.packrat.take() {
             // Release in order: nothing stays held once the sidekick is gone.
             p.on_proxy_nothing_missing(now + p.config().reorder_window);
-            p.on_timeout(now + p.config().reorder_window);
+            p.handle_timeout(now + p.config().reorder_window);
             self.deliver.extend(p.poll_ready());
         }
         self.robin = None;
@@ -746,10 +746,10 @@ impl SidekickClient {
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
             self.session.poll_timeout(),
-            self.robin.as_ref().and_then(RobinSender::next_timeout),
+            self.robin.as_ref().and_then(RobinSender::poll_timeout),
             self.packrat
                 .as_ref()
-                .and_then(PackratReceiver::next_timeout),
+                .and_then(PackratReceiver::poll_timeout),
         ]
         .into_iter()
         .flatten()
@@ -762,11 +762,11 @@ impl SidekickClient {
         self.pump_session();
         self.drain_session_events(now);
         if let Some(r) = self.robin.as_mut() {
-            r.on_timeout(now);
+            r.handle_timeout(now);
             self.drain_robin(now);
         }
         if let Some(p) = self.packrat.as_mut() {
-            p.on_timeout(now);
+            p.handle_timeout(now);
             self.deliver.extend(p.poll_ready());
             self.send_eack(now);
             self.assess_holds(now);
