@@ -150,7 +150,7 @@ impl Retired {
             Assistance::Pemi(p) => self.pemi.add(&p.stats),
             Assistance::Session(s) => {
                 if let Some(r) = &s.robin {
-                    add_robin(&mut self.robin, &r.counters);
+                    self.robin.add(&r.counters);
                 }
                 if let Some(p) = &s.packrat {
                     self.packrat.add(&p.counters);
@@ -209,14 +209,6 @@ fn checksummed<'a>(
     fill_udp_checksum(scratch, udp);
     *filled += 1;
     scratch
-}
-
-fn add_robin(a: &mut RobinCounters, b: &RobinCounters) {
-    a.inserted += b.inserted;
-    a.id_errors += b.id_errors;
-    a.quacks += b.quacks;
-    a.resets += b.resets;
-    a.gap_quacks += b.gap_quacks;
 }
 
 /// The budget a PEMI engine with `cfg` reserves: the engine and its datagram buffer's cap.
@@ -707,7 +699,7 @@ impl<S: SessionLayer> ProxyCore<S> {
                 && let Some(s) = e.value.assistance.session_engines()
             {
                 if let Some(r) = &s.robin {
-                    add_robin(&mut robin, &r.counters);
+                    robin.add(&r.counters);
                 }
                 if let Some(p) = &s.packrat {
                     packrat.add(&p.counters);

@@ -21,3 +21,4 @@ pub mod robin;
 pub mod session;
 pub mod supervisor;
 pub mod sys;
+pub mod worker;

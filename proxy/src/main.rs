@@ -58,6 +58,9 @@ struct Cli {
     /// Log filter (e.g. `info`, `sidekick_proxy=debug`).
     #[arg(long)]
     log: Option<String>,
+    /// Capture workers (0: one per CPU); worker k answers on the sidekick port + k.
+    #[arg(long)]
+    workers: Option<usize>,
     /// Flow-table shards.
     #[arg(long)]
     shards: Option<usize>,
@@ -173,6 +176,7 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         server_interface,
         sidekick_listen,
         log,
+        workers,
         shards,
         max_flows,
         max_sessions,
