@@ -211,3 +211,106 @@ fn a_lying_proxy_leaves_a_curl_download_complete_with_the_reason() {
         ],
     );
 }
+
+/// A 6 s WebRTC call of `scenario` (str0m), end to end and through a proxy lying each way of
+/// `lies`, one trial each in alternation.
+fn webrtc_run(test: &str, scenario: &str, lies: &[&str]) -> RunResult {
+    let bin_dir = sidekick_bin_dir(test);
+    assert!(
+        bin_dir.join("sidekick-webrtc").exists(),
+        "{test}: sidekick-webrtc not built: cargo build -p sidekick-examples first"
+    );
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{scenario}.toml")),
+        &["app.duration_s=6.0".into(), "app.timeout_s=60.0".into()],
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    let honest = scn
+        .variants
+        .iter()
+        .find(|v| v.name == "sidekick")
+        .cloned()
+        .unwrap_or_else(|| panic!("{test}: {scenario} has no sidekick variant"));
+    scn.variants.retain(|v| v.name == "e2e");
+    for lie in lies {
+        let mut v = honest.clone();
+        v.name = (*lie).to_string();
+        v.proxy.extend(["--lie".to_string(), (*lie).to_string()]);
+        scn.variants.push(v);
+    }
+    let opts = RunOptions {
+        trials: Some(1),
+        bin_dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+        link_backend: LinkBackend::Userspace,
+    };
+    runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"))
+}
+
+/// Every variant's call ran to its end (180 frames sent at 30 fps), completed at least 95 % of
+/// the frames end to end completed, and froze no more than 10 % longer than end to end plus one
+/// 33 ms frame per second of call (a trial's link drops are seeded alike for all variants).
+fn check_calls(test: &str, r: &RunResult) {
+    let metric = |v: &str, k: &str| {
+        let var = r
+            .variants
+            .iter()
+            .find(|x| x.name == v)
+            .unwrap_or_else(|| panic!("{test}: no variant {v}"));
+        let t = &var.trials[0];
+        assert!(t.error.is_none(), "{test}: {v}: {:?}", t.error);
+        t.metrics
+            .get(k)
+            .copied()
+            .unwrap_or_else(|| panic!("{test}: {v}: no {k}: {:?}", t.metrics))
+    };
+    let e2e_frozen = metric("e2e", "frozen_ms_total");
+    let e2e_complete = metric("e2e", "frames_complete");
+    for v in &r.variants {
+        let frozen = metric(&v.name, "frozen_ms_total");
+        let complete = metric(&v.name, "frames_complete");
+        eprintln!(
+            "{test}: {}: frozen {frozen:.0} ms, {complete} frames complete (e2e {e2e_frozen:.0} ms, {e2e_complete})",
+            v.name
+        );
+        assert_eq!(metric(&v.name, "frames_sent"), 180.0, "{test}: {}", v.name);
+        assert!(complete >= 0.95 * e2e_complete, "{test}: {}", v.name);
+        assert!(
+            frozen <= 1.1 * e2e_frozen + 6.0 * 33.0,
+            "{test}: {}: frozen {frozen} ms, e2e {e2e_frozen} ms",
+            v.name
+        );
+    }
+}
+
+/// A WebRTC receiver (Packrat's media links, 10 % loss) facing a proxy that never repairs or
+/// forges packets: the call continues end to end; the holds that were never repaired are named.
+#[test]
+fn a_lying_proxy_leaves_a_webrtc_downlink_call_end_to_end() {
+    let test = "a_lying_proxy_leaves_a_webrtc_downlink_call_end_to_end";
+    if skip(test) {
+        return;
+    }
+    let r = webrtc_run(test, "webrtc-downlink", &["never-repair", "forged-packets"]);
+    check_calls(test, &r);
+    check_caught(
+        test,
+        &r,
+        &[("never-repair", "sidekick_fallback_cause_holds_unrepaired")],
+    );
+}
+
+/// A WebRTC sender (Robin #1's links) told of losses that never happened: the call continues;
+/// the spurious resends are the lie's whole cost.
+#[test]
+fn a_lying_proxy_leaves_a_webrtc_uplink_call_end_to_end() {
+    let test = "a_lying_proxy_leaves_a_webrtc_uplink_call_end_to_end";
+    if skip(test) {
+        return;
+    }
+    let r = webrtc_run(test, "webrtc-uplink", &["false-loss", "extreme-echo"]);
+    check_calls(test, &r);
+    check_caught(test, &r, &[("extreme-echo", "sidekick_fallback")]);
+}
