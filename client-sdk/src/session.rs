@@ -199,6 +199,9 @@ pub struct SdkStats {
     pub resends_unneeded: u64,
     /// Early resends whose fate end-to-end ACKs told.
     pub resends_assessed: u64,
+    /// Received base datagrams that did not open under the connection's keys (forged or
+    /// corrupted): handed to the stack, left out of the eACKs.
+    pub unauthenticated_datagrams: u64,
 }
 
 /// Cap on queued events and transmits.
@@ -408,7 +411,15 @@ impl SidekickClient {
         }
         // Only packets that open under the connection's keys give a number (the lens
         // authenticates them): an injected datagram cannot open gaps or make us hold.
-        let pn = self.lens.observe(Direction::Incoming, &datagram).ok();
+        let observed = self.lens.observe(Direction::Incoming, &datagram);
+        if matches!(observed, Err(crate::lens::LensError::Unauthenticated)) {
+            // Not a packet of the connection (the stack drops it too): it stays out of the
+            // eACK, where a forged copy the proxy never forwarded would make its decode fail.
+            self.stats.unauthenticated_datagrams += 1;
+            self.deliver.push_back(datagram);
+            return;
+        }
+        let pn = observed.ok();
         if let Some(ack) = self.lens.take_ack()
             && let Some(r) = self.robin.as_mut()
         {

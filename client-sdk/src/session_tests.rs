@@ -394,6 +394,10 @@ fn an_injected_packet_cannot_make_the_client_hold_genuine_traffic() {
     assert_eq!((p.held(), p.open_gaps(), p.stats().held), (0, 0, 0));
     let lens = lab.client.lens().stats(crate::lens::Direction::Incoming);
     assert_eq!((lens.read, lens.unauthenticated), (5, 1));
+    // Nor does it enter the eACK: the proxy never forwarded it, so the eACKs' difference
+    // would not decode.
+    assert_eq!(p.stats().received, 5);
+    assert_eq!(lab.client.stats().unauthenticated_datagrams, 1);
 }
 
 #[test]
