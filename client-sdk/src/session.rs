@@ -207,6 +207,10 @@ pub struct SdkStats {
 /// Cap on queued events and transmits.
 const MAX_QUEUE: usize = 4096;
 
+/// Send times of the newest base packets whose number the lens read, for RTT samples from the
+/// peer's ACK frames.
+const SENT_TIMES_CAP: usize = 512;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Idle,
@@ -228,6 +232,8 @@ pub struct SidekickClient {
     events: VecDeque<SdkEvent>,
     /// Datagrams received on the base socket that the stack may see (when not held).
     deliver: VecDeque<Vec<u8>>,
+    /// (packet number, send time) of the newest base packets sent, increasing.
+    sent_times: VecDeque<(u64, Instant)>,
     passthrough: VecDeque<(SocketAddr, Vec<u8>)>,
     resets: VecDeque<Instant>,
     /// Packrat (filled, expired) gap counts at the start of the current assessment.
@@ -263,6 +269,7 @@ impl SidekickClient {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             deliver: VecDeque::new(),
+            sent_times: VecDeque::new(),
             passthrough: VecDeque::new(),
             resets: VecDeque::new(),
             hold_base: (0, 0),
@@ -388,6 +395,14 @@ impl SidekickClient {
     /// whether Robin logged it.
     pub fn on_base_sent(&mut self, now: Instant, datagram: &[u8]) -> bool {
         let pn = self.lens.observe(Direction::Outgoing, datagram).ok();
+        if let Some(pn) = pn
+            && self.sent_times.back().is_none_or(|&(last, _)| pn > last)
+        {
+            if self.sent_times.len() >= SENT_TIMES_CAP {
+                self.sent_times.pop_front();
+            }
+            self.sent_times.push_back((pn, now));
+        }
         let Some(r) = self.robin.as_mut() else {
             return false;
         };
@@ -420,11 +435,12 @@ impl SidekickClient {
             return;
         }
         let pn = observed.ok();
-        if let Some(ack) = self.lens.take_ack()
-            && let Some(r) = self.robin.as_mut()
-        {
-            r.on_e2e_ack(now, &ack);
-            self.assess_resends(now);
+        if let Some(ack) = self.lens.take_ack() {
+            self.sample_rtt(now, &ack);
+            if let Some(r) = self.robin.as_mut() {
+                r.on_e2e_ack(now, &ack);
+                self.assess_resends(now);
+            }
         }
         self.receive_with_pn(now, datagram, pn);
     }
@@ -732,6 +748,23 @@ impl SidekickClient {
             }
             self.pump_session();
         }
+    }
+
+    /// An RTT sample from the peer's ACK frame (read by the lens): the time since the newest
+    /// acknowledged packet was sent. It includes the peer's ACK delay, so it only ever raises the
+    /// minimum that bounds holds — which is why every adapter gets the bound, not only those
+    /// whose stack reports its RTT ([`Self::on_e2e_rtt`]).
+    fn sample_rtt(&mut self, now: Instant, ack: &crate::lens::AckRanges) {
+        let Some(largest) = ack.ranges.iter().map(|&(_, hi)| hi).max() else {
+            return;
+        };
+        let Ok(i) = self.sent_times.binary_search_by_key(&largest, |&(pn, _)| pn) else {
+            return;
+        };
+        let sent = self.sent_times[i].1;
+        // Older packets can only give longer samples now.
+        self.sent_times.drain(..=i);
+        self.on_e2e_rtt(now.saturating_duration_since(sent));
     }
 
     /// Feeds the transport's end-to-end RTT: PACUBIC's `r`, the bound on holds (Packrat), and
