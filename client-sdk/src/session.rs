@@ -189,6 +189,10 @@ pub struct SdkStats {
     pub rejected_frames: u64,
     /// Early retransmissions queued on the base socket.
     pub retransmissions: u64,
+    /// Reconfigurations the proxy accepted ([`SidekickClient::reconfigure`]).
+    pub reconfigurations: u64,
+    /// Reconfigurations the proxy refused (the session kept its configuration).
+    pub reconfigurations_refused: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
     /// Held gaps repaired (filled in time) in assessments so far.
@@ -304,6 +308,11 @@ impl SidekickClient {
         &self.lens
     }
 
+    /// The session configuration in force (the proxy's echo), once established.
+    pub fn session_config(&self) -> Option<&SessionConfig> {
+        self.session.config()
+    }
+
     /// The Robin engine while the session is active.
     pub fn robin(&self) -> Option<&RobinSender> {
         self.robin.as_ref()
@@ -335,6 +344,30 @@ impl SidekickClient {
             Mode::Fallback(c) => Some(c),
             _ => None,
         }
+    }
+
+    /// Asks the proxy for another configuration mid-session (Sidekick (NSDI '24) §5.2 lets a
+    /// client change its quACK interval and threshold as the path changes; the same holds for
+    /// Packrat's eACK settings); returns the request's id. The proxy's answer must be a clamp
+    /// of `config`, checked like the first one: accepted, it starts a new epoch with fresh
+    /// engines (datagrams held by the old Packrat engine are released in order); refused, the
+    /// session keeps its configuration. Only while the session is established.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use sidekick::session::{SidekickClient, SidekickConfig};
+    /// let mut c = SidekickClient::new(SidekickConfig::robin(30, 10));
+    /// let denser = SidekickConfig::robin(10, 10).protocol.session;
+    /// assert!(c.reconfigure(Instant::now(), denser).is_err()); // no session yet
+    /// ```
+    pub fn reconfigure(
+        &mut self,
+        now: Instant,
+        config: SessionConfig,
+    ) -> Result<u32, sidekick_protocol::Error> {
+        let id = self.session.reconfigure(now, config)?;
+        self.pump_session();
+        Ok(id)
     }
 
     /// Starts discovery at `now`.
@@ -381,8 +414,7 @@ impl SidekickClient {
         self.pump_session();
         if let Some(mut p) = self.packrat.take() {
             // Release in order: nothing stays held once the sidekick is gone.
-            p.on_proxy_nothing_missing(now + p.config().reorder_window);
-            p.handle_timeout(now + p.config().reorder_window);
+            p.release_all();
             self.deliver.extend(p.poll_ready());
         }
         self.robin = None;
@@ -602,8 +634,12 @@ impl SidekickClient {
 
     fn on_client_event(&mut self, now: Instant, ev: ClientEvent) {
         match ev {
-            ClientEvent::Established { config, epoch }
-            | ClientEvent::Reconfigured { config, epoch } => self.establish(&config, epoch),
+            ClientEvent::Established { config, epoch } => self.establish(&config, epoch),
+            ClientEvent::Reconfigured { config, epoch } => {
+                self.stats.reconfigurations += 1;
+                self.establish(&config, epoch);
+            }
+            ClientEvent::ConfigRejected { .. } => self.stats.reconfigurations_refused += 1,
             ClientEvent::Quack { data, .. } => self.on_quack(now, &data),
             ClientEvent::ResetByProxy { epoch, .. } => {
                 self.stats.resets_by_proxy += 1;
@@ -626,7 +662,6 @@ impl SidekickClient {
             ClientEvent::Nothing
             | ClientEvent::ResetAcked { .. }
             | ClientEvent::Discovered { .. }
-            | ClientEvent::ConfigRejected { .. }
             | ClientEvent::ProxyError { .. } => {}
         }
     }
@@ -636,6 +671,11 @@ impl SidekickClient {
             return;
         }
         let ids = id_source(config.identifier.as_ref());
+        if let Some(mut old) = self.packrat.take() {
+            // A reconfiguration: what the old engine holds is released in order, not dropped.
+            old.release_all();
+            self.deliver.extend(old.poll_ready());
+        }
         // Fresh engines: their counters restart, and so do the assessments.
         self.hold_base = (0, 0);
         self.resend_base = (0, 0);
@@ -758,7 +798,10 @@ impl SidekickClient {
         let Some(largest) = ack.ranges.iter().map(|&(_, hi)| hi).max() else {
             return;
         };
-        let Ok(i) = self.sent_times.binary_search_by_key(&largest, |&(pn, _)| pn) else {
+        let Ok(i) = self
+            .sent_times
+            .binary_search_by_key(&largest, |&(pn, _)| pn)
+        else {
             return;
         };
         let sent = self.sent_times[i].1;
