@@ -489,13 +489,23 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// Allocates scratch space per call; use a [`Decoder`] to reuse it.
     pub fn decode_with_log(&self, log: &[T]) -> Result<Decoded<T>, DecodeError> {
         let t = self.threshold();
-        if t > SMALL_T {
-            return Decoder::new().decode(self, log);
+        if t <= 16 {
+            self.decode_on_stack::<16>(log)
+        } else if t <= SMALL_T {
+            self.decode_on_stack::<SMALL_T>(log)
+        } else {
+            Decoder::new().decode(self, log)
         }
-        // Small thresholds: scratch on the stack; the only allocation is the result's.
+    }
+
+    /// [`decode_with_log`](Self::decode_with_log) with scratch arrays of `N ≥ t` entries on the
+    /// stack (`N` ≤ [`SMALL_T`], so the compile-time inverses cover `m ≤ t`); the only
+    /// allocation is the result's.
+    fn decode_on_stack<const N: usize>(&self, log: &[T]) -> Result<Decoded<T>, DecodeError> {
+        let t = self.threshold();
         let m = check_count(self)?;
-        let mut sums = [0u64; SMALL_T];
-        let mut coeffs = [0u64; SMALL_T];
+        let mut sums = [0u64; N];
+        let mut coeffs = [0u64; N];
         let mut scratch = Scratch {
             sums: &mut sums[..t],
             coeffs: &mut coeffs[..m],
