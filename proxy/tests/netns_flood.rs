@@ -168,13 +168,18 @@ fn metric(text: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// `VmRSS` of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
+/// A field of /proc/PID/status in KiB (`VmRSS`, `RssAnon`, …).
+fn status_kib(pid: u32, field: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proxy is running");
     s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .expect("status field")
+}
+
+/// `VmRSS` of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
 }
 
 /// The protocol client of the assisted flow (as in netns_e2e.rs).
@@ -355,6 +360,8 @@ fn flood(secs: u64) {
     let start = Instant::now();
     let end = start + Duration::from_secs(secs);
     let mut rss_max = rss0;
+    // Anonymous resident memory (heap) each second, to tell table growth from the rest.
+    let mut anon = vec![status_kib(pid, "RssAnon")];
     let mut seconds_with_quacks = 0u64;
     let mut seconds = 0u64;
     while Instant::now() < end {
@@ -368,6 +375,7 @@ fn flood(secs: u64) {
         seconds += 1;
         seconds_with_quacks += u64::from(c.quacks.len() > before);
         rss_max = rss_max.max(rss_kib(pid));
+        anon.push(status_kib(pid, "RssAnon"));
     }
     stop.store(true, Ordering::Relaxed);
     g.join().unwrap();
@@ -386,7 +394,7 @@ fn flood(secs: u64) {
          UDP packets; flows {}; refused (table full) {}; capture drops {}; VmRSS {rss0} kB before, \
          {rss1} kB after, {rss_max} kB max (growth {} kB); assisted flow: quACKs in \
          {seconds_with_quacks} of {seconds} seconds, {quacks_sent} quACKs sent by the proxy, \
-         sessions {}",
+         sessions {}; RssAnon per second (kB): {anon:?}",
         sent as f64 / flood_secs,
         metric(&m1, "sidekick_flows"),
         m1.lines()
