@@ -22,6 +22,7 @@ pub mod apps;
 pub mod cleanup;
 pub mod csum;
 pub mod droplog;
+pub mod droprule;
 pub mod element;
 pub mod link;
 pub mod netem;
