@@ -33,5 +33,6 @@ pub mod runner;
 pub mod scenario;
 pub mod spec;
 pub mod stats;
+pub mod sweep;
 pub mod sys;
 pub mod topo;

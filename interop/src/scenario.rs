@@ -97,6 +97,15 @@ pub struct AppSpec {
     /// Extra client arguments.
     #[serde(default)]
     pub client_args: Vec<String>,
+    /// `transfer`: pad the server's certificate to at least this many bytes
+    /// (`sidekick-transfer server --cert-bytes`; ReACKed QUICer (IMC '24) §3 used 5113 B to hit
+    /// the anti-amplification limit); 0: unpadded.
+    #[serde(default)]
+    pub cert_bytes: u64,
+    /// `transfer`: the server holds each connection's first Initial this long before answering
+    /// (`--hello-delay-ms`, the paper's Δt before the ServerHello); 0: none.
+    #[serde(default)]
+    pub hello_delay_ms: u64,
 }
 
 fn default_stack() -> String {
