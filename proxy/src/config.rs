@@ -126,6 +126,16 @@ pub struct Config {
     pub fail_open_bridge: String,
     /// A bridge-mode worker silent this long (no watchdog message) counts as hung.
     pub fail_open_hang_ms: u32,
+    /// Keep the server's handshake datagrams of new flows and replay them once when the client
+    /// shows it missed them (`core::handshake_rescue`). Off by default.
+    pub handshake_rescue: bool,
+    /// Handshake rescue: added to twice the proxy–client round trip before a missing client
+    /// completion triggers the replay, ms.
+    pub handshake_rescue_slack_ms: u32,
+    /// Handshake rescue: a tracked handshake without completion is dropped after this, ms.
+    pub handshake_rescue_hold_ms: u32,
+    /// Handshake rescue: new flows tracked at once.
+    pub handshake_rescue_max_flows: u32,
 }
 
 impl Default for Config {
@@ -167,6 +177,10 @@ impl Default for Config {
             fail_open: true,
             fail_open_bridge: "sidekick0".into(),
             fail_open_hang_ms: 500,
+            handshake_rescue: false,
+            handshake_rescue_slack_ms: 5,
+            handshake_rescue_hold_ms: 3000,
+            handshake_rescue_max_flows: 1024,
         }
     }
 }
@@ -205,7 +219,7 @@ impl Config {
     /// Every numeric key with its value and its allowed range (inclusive). The ranges are the
     /// ones documented in docs/proxy.md ("Configuration keys and ranges") and
     /// docs/proxy.example.toml; [`Config::validate`] refuses a value outside them.
-    pub fn numeric_keys(&self) -> [(&'static str, u64, RangeInclusive<u64>); 19] {
+    pub fn numeric_keys(&self) -> [(&'static str, u64, RangeInclusive<u64>); 22] {
         const GIB: u64 = 1 << 30;
         let u = |v: usize| v as u64;
         [
@@ -259,6 +273,21 @@ impl Config {
                 "fail_open_hang_ms",
                 self.fail_open_hang_ms.into(),
                 100..=60_000,
+            ),
+            (
+                "handshake_rescue_slack_ms",
+                self.handshake_rescue_slack_ms.into(),
+                0..=1000,
+            ),
+            (
+                "handshake_rescue_hold_ms",
+                self.handshake_rescue_hold_ms.into(),
+                100..=60_000,
+            ),
+            (
+                "handshake_rescue_max_flows",
+                self.handshake_rescue_max_flows.into(),
+                1..=1_048_576,
             ),
         ]
     }
@@ -338,6 +367,16 @@ impl Config {
     /// The advertised sidekick address.
     pub fn advertise(&self) -> SocketAddr {
         self.sidekick_advertise.unwrap_or(self.sidekick_listen)
+    }
+
+    /// The handshake rescue settings, when `handshake_rescue` is on.
+    pub fn handshake_rescue_config(&self) -> Option<crate::core::RescueConfig> {
+        self.handshake_rescue.then(|| crate::core::RescueConfig {
+            max_flows: self.handshake_rescue_max_flows as usize,
+            slack: Duration::from_millis(self.handshake_rescue_slack_ms.into()),
+            hold: Duration::from_millis(self.handshake_rescue_hold_ms.into()),
+            ..crate::core::RescueConfig::default()
+        })
     }
 
     /// The PEMI settings implied by `pemi` and `mode` (reply delays only in bridge mode).

@@ -57,6 +57,7 @@ pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<Protoco
         hash_key,
     )
     .with_pemi(cfg.pemi_config())
+    .with_handshake_rescue(cfg.handshake_rescue_config())
 }
 
 /// Serve `text` as Prometheus metrics on `listener` from a background thread.

@@ -1,0 +1,411 @@
+//! Handshake rescue (beyond the papers): a last-hop loss of the server's first flight costs the
+//! client a probe timeout (ReACKed QUICer (IMC '24) §2 and Table 4: 200–999 ms default PTOs, and
+//! §4.2: the server's own PTO when it holds an RTT sample). The proxy has just forwarded those
+//! datagrams, so it keeps the server's handshake datagrams of a new flow for a short time and
+//! replays the identical datagrams once when the client's behaviour shows they did not arrive.
+//!
+//! Nothing is decrypted: the walk of coalesced packets is `pemi::handshake::coalesced` and the
+//! connection ids come from `packet::parse_quic_long` (cleartext long-header fields only).
+//!
+//! # Per flow (a client address and a server address)
+//!
+//! 1. A client Initial (a long-header Initial in a datagram of at least 1200 bytes, RFC 9000
+//!    §14.1) opens a rescue entry, remembering its Destination Connection ID. Nothing else does:
+//!    a server datagram never creates an entry, so replays only ever go to an address that sent
+//!    an Initial, on the flow it opened.
+//! 2. Server datagrams whose first packet is an Initial or Handshake packet (versions 1 and 2)
+//!    are kept as they were forwarded, within the per-flow caps and the core's memory budget. A
+//!    Retry or a Version Negotiation ends the entry (the client starts over; nothing is kept).
+//! 3. The client's first datagram after the server's first kept datagram measures the
+//!    proxy–client round trip `r` (the client acknowledges what it got at once during the
+//!    handshake, RFC 9000 §13.2.1).
+//! 4. **Completion**: a client datagram holding a 1-RTT (short-header) packet means the client
+//!    has the server's whole flight (it holds 1-RTT keys): the entry ends, its memory returns.
+//! 5. **Triggers** — replay every kept datagram not replayed yet, at once:
+//!    - *Probe*: the client sends an Initial still addressed to its original DCID after the
+//!      server's Initial passed: it never processed the server's Initial (the server's SCID
+//!      would have become its DCID, RFC 9000 §7.2), so its probe is a repeated first Initial.
+//!    - *Silence*: no completion by `last kept + 2 r + slack`: a client holding the whole flight
+//!      answers within one `r` (its Finished and the request), so the missing completion shows
+//!      the client lacks part of the flight.
+//! 6. Each kept datagram is replayed at most once. Entries end on completion, after `hold`
+//!    without completion (a handshake that never completes), or when the client's side goes past
+//!    the handshake; flows past the handshake are never tracked again.
+//!
+//! What a wrong guess costs: one duplicate of each kept datagram, which QUIC discards as a
+//! duplicate packet (RFC 9000 §12.3); never more than the caps and the budget.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::budget::MemoryBudget;
+use super::output::InjectQueue;
+use crate::engine::Direction;
+use crate::flow::FlowKey;
+use crate::packet::{LongType, parse_quic_long};
+use crate::pemi::handshake::{ACK_ONLY_INITIAL_MAX, PacketKind, coalesced};
+
+/// Settings of the handshake rescue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RescueConfig {
+    /// Entries (new flows in their handshake) tracked at once.
+    pub max_flows: usize,
+    /// Server datagrams kept per flow.
+    pub max_datagrams: usize,
+    /// Bytes kept per flow.
+    pub max_bytes: usize,
+    /// Added to twice the proxy–client round trip before a missing completion triggers.
+    pub slack: Duration,
+    /// An entry without completion ends after this long.
+    pub hold: Duration,
+}
+
+impl Default for RescueConfig {
+    fn default() -> Self {
+        Self {
+            max_flows: 1024,
+            // A first flight with a 5 kB certificate is 4–6 datagrams; leave room for the
+            // server's own retransmissions.
+            max_datagrams: 16,
+            max_bytes: 24 * 1024,
+            slack: Duration::from_millis(5),
+            hold: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Counters of the handshake rescue (Prometheus `sidekick_handshake_*`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RescueStats {
+    /// Entries opened by a client Initial.
+    pub flows: u64,
+    /// Entries whose client showed the whole flight arrived (1-RTT seen).
+    pub completed: u64,
+    /// Server datagrams kept.
+    pub kept: u64,
+    /// Datagrams replayed.
+    pub replays: u64,
+    /// Bytes replayed (frames).
+    pub replay_bytes: u64,
+    /// Replay rounds started by a client probe (repeated first Initial).
+    pub probe_triggers: u64,
+    /// Replay rounds started by the missing completion.
+    pub silence_triggers: u64,
+    /// Server datagrams not kept: per-flow caps, the memory budget, or the entry table full.
+    pub refused: u64,
+    /// Entries ended by a Retry or Version Negotiation.
+    pub retry_or_vn: u64,
+    /// Entries ended after `hold` without completion.
+    pub expired: u64,
+    /// First server answers that were an instant ACK (ReACKed QUICer (IMC '24) §2).
+    pub instant_acks: u64,
+    /// First server answers coalescing the ACK with the ServerHello (wait for certificate).
+    pub wait_for_cert: u64,
+}
+
+impl RescueStats {
+    /// Adds another worker's counters.
+    pub fn add(&mut self, o: &RescueStats) {
+        self.flows += o.flows;
+        self.completed += o.completed;
+        self.kept += o.kept;
+        self.replays += o.replays;
+        self.replay_bytes += o.replay_bytes;
+        self.probe_triggers += o.probe_triggers;
+        self.silence_triggers += o.silence_triggers;
+        self.refused += o.refused;
+        self.retry_or_vn += o.retry_or_vn;
+        self.expired += o.expired;
+        self.instant_acks += o.instant_acks;
+        self.wait_for_cert += o.wait_for_cert;
+    }
+}
+
+/// Longest connection id (RFC 9000 §17.2).
+const MAX_CID: usize = 20;
+/// Smallest datagram carrying a client Initial (RFC 9000 §14.1).
+const MIN_CLIENT_INITIAL: usize = 1200;
+
+#[derive(Debug)]
+struct Entry {
+    dcid: [u8; MAX_CID],
+    dcid_len: u8,
+    opened: Instant,
+    first_kept: Option<Instant>,
+    last_kept: Option<Instant>,
+    /// Proxy–client round trip (first kept → the client's first datagram after it).
+    rtt: Option<Duration>,
+    /// Kept frames and whether each was replayed.
+    kept: Vec<(Vec<u8>, bool)>,
+    bytes: usize,
+    deadline: Option<Instant>,
+}
+
+impl Entry {
+    fn arm(&mut self, slack: Duration) {
+        if let (Some(last), Some(r)) = (self.last_kept, self.rtt)
+            && self.kept.iter().any(|(_, done)| !done)
+        {
+            self.deadline = Some(last + 2 * r + slack);
+        }
+    }
+}
+
+/// The rescue state of one core (see the module documentation).
+#[derive(Debug)]
+pub struct HandshakeRescue {
+    cfg: RescueConfig,
+    entries: HashMap<FlowKey, Entry>,
+    /// Counters.
+    pub stats: RescueStats,
+}
+
+impl HandshakeRescue {
+    /// An empty rescue table.
+    pub fn new(cfg: RescueConfig) -> Self {
+        Self {
+            cfg,
+            entries: HashMap::new(),
+            stats: RescueStats::default(),
+        }
+    }
+
+    /// Entries being tracked.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no entry is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether a datagram of `key` in `dir` concerns the rescue (any client datagram may open an
+    /// entry; server datagrams only of tracked flows).
+    pub fn wants(&self, dir: Direction, key: &FlowKey) -> bool {
+        dir == Direction::FromClient || self.entries.contains_key(key)
+    }
+
+    /// Bytes of kept frames.
+    pub fn kept_bytes(&self) -> usize {
+        self.entries.values().map(|e| e.bytes).sum()
+    }
+
+    fn close(&mut self, key: &FlowKey, budget: &mut MemoryBudget) {
+        if let Some(e) = self.entries.remove(key) {
+            budget.release(e.bytes);
+        }
+    }
+
+    /// Observe one datagram of flow `key` (`frame`: the whole frame as it will be re-sent, its
+    /// checksum complete; `payload`: its UDP payload). Replays go to `out`.
+    pub(super) fn on_datagram(
+        &mut self,
+        now: Instant,
+        dir: Direction,
+        key: FlowKey,
+        frame: &[u8],
+        payload: &[u8],
+        budget: &mut MemoryBudget,
+        out: &mut InjectQueue,
+    ) {
+        let long = parse_quic_long(payload).ok().flatten();
+        match dir {
+            Direction::FromClient => {
+                let Some(e) = self.entries.get_mut(&key) else {
+                    let Some(h) = long else { return };
+                    if h.ty == LongType::Initial
+                        && matches!(h.version, 1 | crate::packet::QUIC_V2)
+                        && payload.len() >= MIN_CLIENT_INITIAL
+                        && h.dcid.len() <= MAX_CID
+                        && self.entries.len() < self.cfg.max_flows
+                    {
+                        let mut dcid = [0u8; MAX_CID];
+                        dcid[..h.dcid.len()].copy_from_slice(h.dcid);
+                        self.entries.insert(
+                            key,
+                            Entry {
+                                dcid,
+                                dcid_len: h.dcid.len() as u8,
+                                opened: now,
+                                first_kept: None,
+                                last_kept: None,
+                                rtt: None,
+                                kept: Vec::new(),
+                                bytes: 0,
+                                deadline: None,
+                            },
+                        );
+                        self.stats.flows += 1;
+                    }
+                    return;
+                };
+                let pkts = coalesced(payload, 8);
+                if long.is_none() || pkts.iter().any(|k| matches!(k, PacketKind::Short { .. })) {
+                    self.stats.completed += 1;
+                    self.close(&key, budget);
+                    return;
+                }
+                let Some(first) = e.first_kept else {
+                    // The server has not answered yet (a slow server, Δt): the client's own
+                    // retransmissions are its business.
+                    return;
+                };
+                if e.rtt.is_none() {
+                    e.rtt = Some(now.saturating_duration_since(first));
+                    e.arm(self.cfg.slack);
+                }
+                let repeated_first_initial = long.is_some_and(|h| {
+                    h.ty == LongType::Initial && h.dcid == &e.dcid[..usize::from(e.dcid_len)]
+                });
+                if repeated_first_initial && replay(e, out, &mut self.stats) {
+                    self.stats.probe_triggers += 1;
+                }
+            }
+            Direction::ToClient => {
+                let Some(e) = self.entries.get_mut(&key) else {
+                    return;
+                };
+                let pkts = coalesced(payload, 8);
+                match pkts.first() {
+                    Some(PacketKind::Retry | PacketKind::VersionNegotiation) => {
+                        self.stats.retry_or_vn += 1;
+                        self.close(&key, budget);
+                    }
+                    Some(PacketKind::Initial { .. } | PacketKind::Handshake) => {
+                        if e.first_kept.is_none() {
+                            let ack_only = pkts.iter().all(
+                                |k| matches!(k, PacketKind::Initial { len } if *len <= ACK_ONLY_INITIAL_MAX),
+                            );
+                            if ack_only {
+                                self.stats.instant_acks += 1;
+                            } else {
+                                self.stats.wait_for_cert += 1;
+                            }
+                        }
+                        let fits = e.kept.len() < self.cfg.max_datagrams
+                            && e.bytes + frame.len() <= self.cfg.max_bytes;
+                        if !fits || !budget.try_reserve(frame.len()) {
+                            self.stats.refused += 1;
+                            return;
+                        }
+                        e.kept.push((frame.to_vec(), false));
+                        self.stats.kept += 1;
+                        e.bytes += frame.len();
+                        e.first_kept.get_or_insert(now);
+                        e.last_kept = Some(now);
+                        e.arm(self.cfg.slack);
+                    }
+                    // 0.5-RTT data or padding: not part of the flight we keep.
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The earliest deadline (a silence trigger or an entry's end).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.entries
+            .values()
+            .map(|e| {
+                let end = e.opened + self.cfg.hold;
+                e.deadline.map_or(end, |d| d.min(end))
+            })
+            .min()
+    }
+
+    /// Fire what is due at `now`: silence triggers replay, expired entries end.
+    pub(super) fn handle_timeout(
+        &mut self,
+        now: Instant,
+        budget: &mut MemoryBudget,
+        out: &mut InjectQueue,
+    ) {
+        let hold = self.cfg.hold;
+        let mut ended = Vec::new();
+        for (k, e) in &mut self.entries {
+            if e.deadline.is_some_and(|d| d <= now) {
+                e.deadline = None;
+                if replay(e, out, &mut self.stats) {
+                    self.stats.silence_triggers += 1;
+                }
+            }
+            if e.opened + hold <= now {
+                ended.push(*k);
+            }
+        }
+        for k in ended {
+            self.stats.expired += 1;
+            self.close(&k, budget);
+        }
+    }
+}
+
+/// Replays every kept datagram of `e` not replayed yet; whether any was.
+fn replay(e: &mut Entry, out: &mut InjectQueue, stats: &mut RescueStats) -> bool {
+    let mut any = false;
+    for (frame, done) in &mut e.kept {
+        if *done {
+            continue;
+        }
+        *done = true;
+        if out.push(Direction::ToClient, frame.clone()) {
+            stats.replays += 1;
+            stats.replay_bytes += frame.len() as u64;
+            any = true;
+        }
+    }
+    e.deadline = None;
+    any
+}
+
+/// Fuzz body: arbitrary datagrams in both directions, with time advancing, through a rescue
+/// table with a small budget. Invariants: every replay goes to a flow some client Initial opened,
+/// no datagram is replayed twice, and the budget's reservation equals the bytes kept.
+pub fn fuzz_rescue(data: &[u8]) {
+    let t0 = Instant::now();
+    let cfg = RescueConfig {
+        max_flows: 4,
+        max_datagrams: 3,
+        max_bytes: 4000,
+        ..RescueConfig::default()
+    };
+    let mut r = HandshakeRescue::new(cfg);
+    let mut budget = MemoryBudget::new(6000);
+    let mut out = InjectQueue::default();
+    let mut now = t0;
+    for chunk in data.split(|&b| b == 0x5a) {
+        let Some((&ctl, rest)) = chunk.split_first() else {
+            continue;
+        };
+        now += Duration::from_millis(u64::from(ctl & 0x0f) * 3);
+        let dir = if ctl & 0x10 == 0 {
+            Direction::FromClient
+        } else {
+            Direction::ToClient
+        };
+        let key = FlowKey {
+            client: std::net::SocketAddr::from(([10, 0, 0, 2], u16::from(ctl >> 6))),
+            server: std::net::SocketAddr::from(([10, 0, 0, 3], 443)),
+        };
+        // Client Initials must be padded to 1200 bytes: let the fuzzer reach that size.
+        let mut payload = rest.to_vec();
+        if ctl & 0x20 != 0 {
+            payload.resize(MIN_CLIENT_INITIAL, 0);
+        }
+        r.on_datagram(now, dir, key, &payload, &payload, &mut budget, &mut out);
+        r.handle_timeout(now, &mut budget, &mut out);
+        assert_eq!(budget.reserved(), r.kept_bytes());
+        assert!(r.len() <= cfg.max_flows);
+    }
+    let mut replays = 0u64;
+    while out.pop().is_some() {
+        replays += 1;
+    }
+    assert_eq!(replays, r.stats.replays);
+    assert!(r.stats.replays <= r.stats.kept, "a datagram replayed twice");
+}
+
+#[cfg(test)]
+#[path = "handshake_rescue_tests.rs"]
+mod tests;
