@@ -27,7 +27,8 @@
 //!      would have become its DCID, RFC 9000 §7.2), so its probe is a repeated first Initial.
 //!    - *Silence*: no completion by `last kept + 2 r + slack`: a client holding the whole flight
 //!      answers within one `r` (its Finished and the request), so the missing completion shows
-//!      the client lacks part of the flight.
+//!      the client lacks part of the flight. Before any answer (`r` unknown: the client may have
+//!      got nothing at all), the wait is `no_answer_wait` after the last kept datagram.
 //! 6. Each kept datagram is replayed at most once. Entries end on completion, after `hold`
 //!    without completion (a handshake that never completes), or when the client's side goes past
 //!    the handshake; flows past the handshake are never tracked again.
@@ -58,6 +59,9 @@ pub struct RescueConfig {
     pub slack: Duration,
     /// An entry without completion ends after this long.
     pub hold: Duration,
+    /// Before the client's first answer has measured the round trip: the wait after the last
+    /// kept datagram (a client that got nothing of the flight says nothing until its PTO).
+    pub no_answer_wait: Duration,
 }
 
 impl Default for RescueConfig {
@@ -70,6 +74,7 @@ impl Default for RescueConfig {
             max_bytes: 24 * 1024,
             slack: Duration::from_millis(5),
             hold: Duration::from_secs(3),
+            no_answer_wait: Duration::from_millis(20),
         }
     }
 }
@@ -142,11 +147,13 @@ struct Entry {
 }
 
 impl Entry {
-    fn arm(&mut self, slack: Duration) {
-        if let (Some(last), Some(r)) = (self.last_kept, self.rtt)
-            && self.kept.iter().any(|(_, done)| !done)
-        {
-            self.deadline = Some(last + 2 * r + slack);
+    fn arm(&mut self, cfg: &RescueConfig) {
+        let Some(last) = self.last_kept else { return };
+        if self.kept.iter().any(|(_, done)| !done) {
+            self.deadline = Some(match self.rtt {
+                Some(r) => last + 2 * r + cfg.slack,
+                None => last + cfg.no_answer_wait,
+            });
         }
     }
 }
@@ -253,7 +260,7 @@ impl HandshakeRescue {
                 };
                 if e.rtt.is_none() {
                     e.rtt = Some(now.saturating_duration_since(first));
-                    e.arm(self.cfg.slack);
+                    e.arm(&self.cfg);
                 }
                 let repeated_first_initial = long.is_some_and(|h| {
                     h.ty == LongType::Initial && h.dcid == &e.dcid[..usize::from(e.dcid_len)]
@@ -294,7 +301,7 @@ impl HandshakeRescue {
                         e.bytes += frame.len();
                         e.first_kept.get_or_insert(now);
                         e.last_kept = Some(now);
-                        e.arm(self.cfg.slack);
+                        e.arm(&self.cfg);
                     }
                     // 0.5-RTT data or padding: not part of the flight we keep.
                     _ => {}

@@ -170,8 +170,9 @@ fn repeated_first_initial_replays_at_once() {
         g.feed(10 + i as u64, Direction::ToClient, key(1), d);
     }
     // The server's Initial never arrived: the client's PTO probe still uses its first DCID.
-    // Its first datagram after the flight sets r; being a repeated first Initial it triggers.
-    g.feed(300, Direction::FromClient, key(1), &client_initial(&ODCID));
+    // Its first datagram after the flight sets r; being a repeated first Initial it triggers
+    // (here before the no-answer wait, as a client with a short PTO would).
+    g.feed(15, Direction::FromClient, key(1), &client_initial(&ODCID));
     assert_eq!(g.drained().len(), 3);
     assert_eq!(g.r.stats.probe_triggers, 1);
 }
@@ -184,6 +185,20 @@ fn slow_server_does_not_trigger_and_client_retransmissions_are_ignored() {
     g.feed(250, Direction::FromClient, key(1), &client_initial(&ODCID));
     assert!(g.drained().is_empty());
     assert_eq!(g.r.poll_timeout(), Some(g.at(3000)));
+}
+
+#[test]
+fn a_client_silent_after_the_flight_gets_it_again() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    for (i, d) in server_flight().iter().enumerate() {
+        g.feed(10 + i as u64, Direction::ToClient, key(1), d);
+    }
+    // Nothing from the client: the round trip is unknown, the wait is `no_answer_wait`.
+    assert_eq!(g.r.poll_timeout(), Some(g.at(12 + 20)));
+    g.tick(32);
+    assert_eq!(g.drained().len(), 3);
+    assert_eq!(g.r.stats.silence_triggers, 1);
 }
 
 #[test]
