@@ -777,7 +777,8 @@ pub fn fuzz_core(data: &[u8]) {
         CoreConfig::default(),
         crate::session::ProtocolSessions::new(policy),
         (1, 2),
-    );
+    )
+    .with_handshake_rescue(Some(RescueConfig::default()));
     let now = Instant::now();
     for (i, chunk) in data.split(|&b| b == 0xff).enumerate() {
         let dir = if i % 2 == 0 {
