@@ -282,7 +282,7 @@ mod tests {
             loss,
             queue_packets: queue,
             queue_bytes: 0,
-            drop: Default::default(),
+            drop: crate::droprule::DropRules::default(),
         }
     }
 

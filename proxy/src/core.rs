@@ -330,24 +330,17 @@ impl<S: SessionLayer> ProxyCore<S> {
         let payload = udp.payload(frame);
         if let Some(r) = self.rescue.as_mut()
             && meta.gso_size.is_none()
-            && r.wants(dir, &key)
         {
-            let f = checksummed(
-                &mut self.scratch,
-                &mut self.counters.checksums_filled,
-                frame,
-                &udp,
-                meta.csum_not_ready && dir == Direction::ToClient,
-            );
-            r.on_datagram(
-                now,
+            let csum = meta.csum_not_ready && dir == Direction::ToClient;
+            let d = handshake_rescue::Datagram {
                 dir,
                 key,
-                f,
+                frame,
                 payload,
-                &mut self.budget,
-                &mut self.injects,
-            );
+                udp: &udp,
+                csum,
+            };
+            r.on_datagram(now, d, &mut self.budget, &mut self.injects);
         }
         if dir == Direction::ToClient && !self.groups.is_empty() {
             self.on_multicast_frame(key, frame, &udp, meta);

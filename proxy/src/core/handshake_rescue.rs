@@ -43,7 +43,7 @@ use super::budget::MemoryBudget;
 use super::output::InjectQueue;
 use crate::engine::Direction;
 use crate::flow::FlowKey;
-use crate::packet::{LongType, parse_quic_long};
+use crate::packet::{LongType, UdpPacket, fill_udp_checksum, parse_quic_long};
 use crate::pemi::handshake::{ACK_ONLY_INITIAL_MAX, PacketKind, coalesced};
 
 /// Settings of the handshake rescue.
@@ -158,6 +158,23 @@ impl Entry {
     }
 }
 
+/// One captured datagram as the rescue sees it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Datagram<'a> {
+    /// Direction of travel.
+    pub dir: Direction,
+    /// Its flow.
+    pub key: FlowKey,
+    /// The whole frame as captured.
+    pub frame: &'a [u8],
+    /// Its UDP payload.
+    pub payload: &'a [u8],
+    /// Its parsed headers.
+    pub udp: &'a UdpPacket,
+    /// The capture left its UDP checksum partial: fill it in on the kept copy.
+    pub csum: bool,
+}
+
 /// The rescue state of one core (see the module documentation).
 #[derive(Debug)]
 pub struct HandshakeRescue {
@@ -204,18 +221,22 @@ impl HandshakeRescue {
         }
     }
 
-    /// Observe one datagram of flow `key` (`frame`: the whole frame as it will be re-sent, its
-    /// checksum complete; `payload`: its UDP payload). Replays go to `out`.
+    /// Observe one datagram (see [`Datagram`]). Replays go to `out`.
     pub(super) fn on_datagram(
         &mut self,
         now: Instant,
-        dir: Direction,
-        key: FlowKey,
-        frame: &[u8],
-        payload: &[u8],
+        d: Datagram<'_>,
         budget: &mut MemoryBudget,
         out: &mut InjectQueue,
     ) {
+        let Datagram {
+            dir,
+            key,
+            frame,
+            payload,
+            udp,
+            csum,
+        } = d;
         let long = parse_quic_long(payload).ok().flatten();
         match dir {
             Direction::FromClient => {
@@ -296,7 +317,11 @@ impl HandshakeRescue {
                             self.stats.refused += 1;
                             return;
                         }
-                        e.kept.push((frame.to_vec(), false));
+                        let mut copy = frame.to_vec();
+                        if csum {
+                            fill_udp_checksum(&mut copy, udp);
+                        }
+                        e.kept.push((copy, false));
                         self.stats.kept += 1;
                         e.bytes += frame.len();
                         e.first_kept.get_or_insert(now);
@@ -366,6 +391,21 @@ fn replay(e: &mut Entry, out: &mut InjectQueue, stats: &mut RescueStats) -> bool
     any
 }
 
+/// Headers of a bare UDP payload of `len` bytes (offsets 0), for callers that feed payloads
+/// without a frame and never ask for a checksum (the fuzz body, unit tests).
+fn bare_udp(len: usize) -> UdpPacket {
+    let any = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+    UdpPacket {
+        l3_offset: 0,
+        l4_offset: 0,
+        payload_offset: 0,
+        payload_len: len,
+        src: any,
+        dst: any,
+        checksum: 0,
+    }
+}
+
 /// Fuzz body: arbitrary datagrams in both directions, with time advancing, through a rescue
 /// table with a small budget. Invariants: every replay goes to a flow some client Initial opened,
 /// no datagram is replayed twice, and the budget's reservation equals the bytes kept.
@@ -400,7 +440,15 @@ pub fn fuzz_rescue(data: &[u8]) {
         if ctl & 0x20 != 0 {
             payload.resize(MIN_CLIENT_INITIAL, 0);
         }
-        r.on_datagram(now, dir, key, &payload, &payload, &mut budget, &mut out);
+        let d = Datagram {
+            dir,
+            key,
+            frame: &payload,
+            payload: &payload,
+            udp: &bare_udp(payload.len()),
+            csum: false,
+        };
+        r.on_datagram(now, d, &mut budget, &mut out);
         r.handle_timeout(now, &mut budget, &mut out);
         assert_eq!(budget.reserved(), r.kept_bytes());
         assert!(r.len() <= cfg.max_flows);

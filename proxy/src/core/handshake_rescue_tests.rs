@@ -79,8 +79,15 @@ impl Rig {
     }
     fn feed(&mut self, ms: u64, dir: Direction, k: FlowKey, d: &[u8]) {
         let now = self.at(ms);
-        self.r
-            .on_datagram(now, dir, k, d, d, &mut self.budget, &mut self.out);
+        let dg = Datagram {
+            dir,
+            key: k,
+            frame: d,
+            payload: d,
+            udp: &bare_udp(d.len()),
+            csum: false,
+        };
+        self.r.on_datagram(now, dg, &mut self.budget, &mut self.out);
     }
     fn tick(&mut self, ms: u64) {
         let now = self.at(ms);
