@@ -431,7 +431,7 @@ impl Counters {
     /// Handshake rescue counters (`core::handshake_rescue`).
     fn render_handshake_rescue(&self, s: &mut String) {
         let h = &self.handshake_rescue;
-        let families: [(&str, &str, u64); 12] = [
+        let families: [(&str, &str, u64); 13] = [
             (
                 "handshake_flows_total",
                 "New flows whose handshake the rescue tracked.",
@@ -471,6 +471,11 @@ impl Counters {
                 "handshake_refused_total",
                 "Server handshake datagrams not kept (caps, memory budget).",
                 h.refused,
+            ),
+            (
+                "handshake_amplification_refused_total",
+                "Replays withheld: beyond 3x the client's bytes on the flow.",
+                h.amplification_refused,
             ),
             (
                 "handshake_retry_or_vn_total",

@@ -34,7 +34,10 @@
 //!    the handshake; flows past the handshake are never tracked again.
 //!
 //! What a wrong guess costs: one duplicate of each kept datagram, which QUIC discards as a
-//! duplicate packet (RFC 9000 §12.3); never more than the caps and the budget.
+//! duplicate packet (RFC 9000 §12.3); never more than the caps and the budget. Replays on a flow
+//! stay within 3× the bytes its client sent (the anti-amplification factor of RFC 9000 §8.1, for
+//! the proxy's own sends), so a spoofed Initial gains an attacker at most the server's own
+//! allowance once more.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -98,6 +101,8 @@ pub struct RescueStats {
     pub silence_triggers: u64,
     /// Server datagrams not kept: per-flow caps, the memory budget, or the entry table full.
     pub refused: u64,
+    /// Replays not made because they would exceed 3× the client's bytes on the flow.
+    pub amplification_refused: u64,
     /// Entries ended by a Retry or Version Negotiation.
     pub retry_or_vn: u64,
     /// Entries ended after `hold` without completion.
@@ -119,6 +124,7 @@ impl RescueStats {
         self.probe_triggers += o.probe_triggers;
         self.silence_triggers += o.silence_triggers;
         self.refused += o.refused;
+        self.amplification_refused += o.amplification_refused;
         self.retry_or_vn += o.retry_or_vn;
         self.expired += o.expired;
         self.instant_acks += o.instant_acks;
@@ -143,6 +149,11 @@ struct Entry {
     /// Kept frames and whether each was replayed.
     kept: Vec<(Vec<u8>, bool)>,
     bytes: usize,
+    /// Frame bytes the client sent on this flow, and frame bytes the rescue replayed: replays
+    /// stay within 3× the former (RFC 9000 §8.1's anti-amplification factor, applied to the
+    /// proxy's own sends).
+    client_bytes: usize,
+    replayed_bytes: usize,
     deadline: Option<Instant>,
 }
 
@@ -261,6 +272,8 @@ impl HandshakeRescue {
                                 rtt: None,
                                 kept: Vec::new(),
                                 bytes: 0,
+                                client_bytes: frame.len(),
+                                replayed_bytes: 0,
                                 deadline: None,
                             },
                         );
@@ -268,6 +281,7 @@ impl HandshakeRescue {
                     }
                     return;
                 };
+                e.client_bytes = e.client_bytes.saturating_add(frame.len());
                 let pkts = coalesced(payload, 8);
                 if long.is_none() || pkts.iter().any(|k| matches!(k, PacketKind::Short { .. })) {
                     self.stats.completed += 1;
@@ -373,15 +387,22 @@ impl HandshakeRescue {
     }
 }
 
-/// Replays every kept datagram of `e` not replayed yet; whether any was.
+/// Replays every kept datagram of `e` not replayed yet, within 3× the client's bytes; whether
+/// any was.
 fn replay(e: &mut Entry, out: &mut InjectQueue, stats: &mut RescueStats) -> bool {
     let mut any = false;
+    let allowance = e.client_bytes.saturating_mul(3);
     for (frame, done) in &mut e.kept {
         if *done {
             continue;
         }
+        if e.replayed_bytes + frame.len() > allowance {
+            stats.amplification_refused += 1;
+            continue;
+        }
         *done = true;
         if out.push(Direction::ToClient, frame.clone()) {
+            e.replayed_bytes += frame.len();
             stats.replays += 1;
             stats.replay_bytes += frame.len() as u64;
             any = true;
@@ -459,6 +480,9 @@ pub fn fuzz_rescue(data: &[u8]) {
     }
     assert_eq!(replays, r.stats.replays);
     assert!(r.stats.replays <= r.stats.kept, "a datagram replayed twice");
+    for e in r.entries.values() {
+        assert!(e.replayed_bytes <= 3 * e.client_bytes, "amplification");
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,13 @@ fn server_flight() -> Vec<Vec<u8>> {
     ]
 }
 
+/// The client's Initial ACK (addressed to the server's SCID), padded as RFC 9000 §14.1 asks.
+fn client_ack() -> Vec<u8> {
+    let mut d = long(0, &SCID, &[7; 8], 40);
+    d.resize(1200, 0);
+    d
+}
+
 fn short() -> Vec<u8> {
     let mut d = vec![0x40];
     d.extend_from_slice(&SCID);
@@ -108,12 +115,7 @@ impl Rig {
         for (i, d) in server_flight().iter().enumerate() {
             self.feed(10 + i as u64, Direction::ToClient, key(1), d);
         }
-        self.feed(
-            13,
-            Direction::FromClient,
-            key(1),
-            &long(0, &SCID, &[7; 8], 40),
-        );
+        self.feed(13, Direction::FromClient, key(1), &client_ack());
     }
 }
 
@@ -149,12 +151,7 @@ fn missing_completion_replays_the_flight_once() {
     assert_eq!(replayed, server_flight(), "identical datagrams, in order");
     assert_eq!(g.r.stats.silence_triggers, 1);
     // Later probes and timers replay nothing again.
-    g.feed(
-        40,
-        Direction::FromClient,
-        key(1),
-        &long(0, &SCID, &[7; 8], 40),
-    );
+    g.feed(40, Direction::FromClient, key(1), &client_ack());
     g.tick(100);
     assert!(g.drained().is_empty());
     assert_eq!(g.r.stats.replays, 3);
@@ -279,6 +276,29 @@ fn caps_and_budget_bound_what_is_kept() {
 }
 
 #[test]
+fn replays_stay_within_three_times_the_client_bytes() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    // A flight of four full datagrams (4 × ~1200 B) against one 1200-byte Initial: three fit.
+    for i in 0..4 {
+        g.feed(
+            10 + i,
+            Direction::ToClient,
+            key(1),
+            &long(2, &[7; 8], &SCID, 1150),
+        );
+    }
+    g.tick(1000);
+    assert_eq!(g.drained().len(), 3);
+    assert_eq!(g.r.stats.amplification_refused, 1);
+    // The client's probe raises its allowance: the fourth goes out, once.
+    g.feed(1001, Direction::FromClient, key(1), &client_initial(&ODCID));
+    assert_eq!(g.drained().len(), 1);
+    g.feed(1002, Direction::FromClient, key(1), &client_initial(&ODCID));
+    assert!(g.drained().is_empty());
+}
+
+#[test]
 fn never_completing_handshake_expires() {
     let mut g = Rig::new(1 << 20);
     g.handshake_until_first_ack();
@@ -317,7 +337,7 @@ proptest! {
             g.feed(t, Direction::ToClient, key(1), d);
             g.tick(t);
             if i == 0 {
-                g.feed(t + 1, Direction::FromClient, key(1), &long(0, &SCID, &[7; 8], 40));
+                g.feed(t + 1, Direction::FromClient, key(1), &client_ack());
             }
         }
         if complete {
