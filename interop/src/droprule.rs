@@ -17,6 +17,9 @@
 //! shift the count. Indices run from 1 to [`MAX_INDEX`]. Only UDP over IPv4/IPv6 is counted;
 //! other frames (ARP, neighbour discovery) pass untouched. The flow table holds at most
 //! [`MAX_FLOWS`] flows per direction; datagrams of flows beyond it are never dropped by a rule.
+//! Frames a proxy injects on the link (replays, retransmissions) are counted like any other
+//! datagram of their flow. The netem backend refuses drop rules (netem has no such rule), and the
+//! simulator (`sim/`) does not apply them.
 
 use crate::spec::SpecError;
 use serde::{Deserialize, Serialize};
