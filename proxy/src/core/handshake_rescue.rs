@@ -28,7 +28,11 @@
 //!    - *Silence*: no completion by `last kept + 2 r + slack`: a client holding the whole flight
 //!      answers within one `r` (its Finished and the request), so the missing completion shows
 //!      the client lacks part of the flight. Before any answer (`r` unknown: the client may have
-//!      got nothing at all), the wait is `no_answer_wait` after the last kept datagram.
+//!      got nothing at all), the wait is `no_answer_wait` after the last kept datagram. When the
+//!      server's datagrams so far reach 3× the client's bytes (within 200 bytes), the server
+//!      may be blocked by its anti-amplification limit (RFC 9000 §8.1; a large certificate): then
+//!      the wait runs from the client's last datagram plus the proxy–server round trip, the time
+//!      the rest of the flight needs to come.
 //! 6. Each kept datagram is replayed at most once. Entries end on completion, after `hold`
 //!    without completion (a handshake that never completes), or when the client's side goes past
 //!    the handshake; flows past the handshake are never tracked again.
@@ -154,6 +158,14 @@ struct Entry {
     /// proxy's own sends).
     client_bytes: usize,
     replayed_bytes: usize,
+    /// Frame bytes of the server's handshake datagrams, kept or not.
+    server_bytes: usize,
+    /// The server's last datagram left it (nearly) at 3× the client's bytes: it may be blocked.
+    blocked: bool,
+    /// Proxy–server round trip: client Initial to the server's first handshake datagram.
+    server_rtt: Option<Duration>,
+    /// The client's last datagram.
+    last_client: Option<Instant>,
     deadline: Option<Instant>,
 }
 
@@ -161,10 +173,21 @@ impl Entry {
     fn arm(&mut self, cfg: &RescueConfig) {
         let Some(last) = self.last_kept else { return };
         if self.kept.iter().any(|(_, done)| !done) {
-            self.deadline = Some(match self.rtt {
+            let mut due = match self.rtt {
                 Some(r) => last + 2 * r + cfg.slack,
                 None => last + cfg.no_answer_wait,
-            });
+            };
+            // A server at its anti-amplification limit (RFC 9000 §8.1) waits for the client's
+            // next datagram before sending the rest of its flight: after that datagram, allow
+            // the proxy–server round trip for the rest to come (a large certificate, ReACKed
+            // QUICer (IMC '24) §4.1), then the usual wait.
+            if self.blocked
+                && let (Some(c), Some(rs)) = (self.last_client, self.server_rtt)
+                && c >= last
+            {
+                due = due.max(c + rs + 2 * self.rtt.unwrap_or_default() + cfg.slack);
+            }
+            self.deadline = Some(due);
         }
     }
 }
@@ -274,6 +297,10 @@ impl HandshakeRescue {
                                 bytes: 0,
                                 client_bytes: frame.len(),
                                 replayed_bytes: 0,
+                                server_bytes: 0,
+                                blocked: false,
+                                server_rtt: None,
+                                last_client: None,
                                 deadline: None,
                             },
                         );
@@ -282,6 +309,7 @@ impl HandshakeRescue {
                     return;
                 };
                 e.client_bytes = e.client_bytes.saturating_add(frame.len());
+                e.last_client = Some(now);
                 let pkts = coalesced(payload, 8);
                 if long.is_none() || pkts.iter().any(|k| matches!(k, PacketKind::Short { .. })) {
                     self.stats.completed += 1;
@@ -295,8 +323,8 @@ impl HandshakeRescue {
                 };
                 if e.rtt.is_none() {
                     e.rtt = Some(now.saturating_duration_since(first));
-                    e.arm(&self.cfg);
                 }
+                e.arm(&self.cfg);
                 let repeated_first_initial = long.is_some_and(|h| {
                     h.ty == LongType::Initial && h.dcid == &e.dcid[..usize::from(e.dcid_len)]
                 });
@@ -324,6 +352,12 @@ impl HandshakeRescue {
                             } else {
                                 self.stats.wait_for_cert += 1;
                             }
+                        }
+                        e.server_bytes = e.server_bytes.saturating_add(frame.len());
+                        // At 3× the client's bytes, give or take headers and padding.
+                        e.blocked = e.server_bytes + 200 >= e.client_bytes.saturating_mul(3);
+                        if e.server_rtt.is_none() {
+                            e.server_rtt = Some(now.saturating_duration_since(e.opened));
                         }
                         let fits = e.kept.len() < self.cfg.max_datagrams
                             && e.bytes + frame.len() <= self.cfg.max_bytes;

@@ -299,6 +299,53 @@ fn replays_stay_within_three_times_the_client_bytes() {
 }
 
 #[test]
+fn a_server_at_its_amplification_limit_is_given_time() {
+    let mut g = Rig::new(1 << 20);
+    // Client Initial at 0; the server answers at 40 ms (proxy–server RTT 40 ms) with three full
+    // datagrams: 3× the client's bytes, it must wait for the client.
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    for i in 0..3 {
+        g.feed(
+            40 + i,
+            Direction::ToClient,
+            key(1),
+            &long(2, &[7; 8], &SCID, 1150),
+        );
+    }
+    // The client acknowledges at 43 ms (r = 3 ms), which unblocks the server: the rest of the
+    // flight reaches the proxy at 83 ms, long after 42 + 2 r + 5 ms.
+    g.feed(43, Direction::FromClient, key(1), &client_ack());
+    g.tick(60);
+    assert!(
+        g.drained().is_empty(),
+        "no replay while the server is blocked"
+    );
+    g.feed(
+        83,
+        Direction::ToClient,
+        key(1),
+        &long(2, &[7; 8], &SCID, 900),
+    );
+    g.feed(86, Direction::FromClient, key(1), &short());
+    g.tick(5000);
+    assert!(g.drained().is_empty());
+    assert_eq!(g.r.stats.completed, 1);
+    // Had the rest been lost, the replay comes one server round trip after the unblocking.
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    for i in 0..3 {
+        g.feed(
+            40 + i,
+            Direction::ToClient,
+            key(1),
+            &long(2, &[7; 8], &SCID, 1150),
+        );
+    }
+    g.feed(43, Direction::FromClient, key(1), &client_ack());
+    assert_eq!(g.r.poll_timeout(), Some(g.at(43 + 40 + 6 + 5)));
+}
+
+#[test]
 fn never_completing_handshake_expires() {
     let mut g = Rig::new(1 << 20);
     g.handshake_until_first_ack();
