@@ -214,6 +214,22 @@ impl DropCounter {
     }
 }
 
+/// Fuzz body: the text before the first 0xff byte is parsed as rules (never panics); the rest,
+/// split at 0xff bytes, goes through a counter as frames. Invariant: a counter drops only the
+/// indices its mask names, so with an empty mask nothing is dropped.
+pub fn fuzz_drop_rules(data: &[u8]) {
+    let mut parts = data.split(|&b| b == 0xff);
+    let text = String::from_utf8_lossy(parts.next().unwrap_or_default());
+    let rules = DropRules::parse_str(&text).unwrap_or_default();
+    let mut c = DropCounter::new(rules.down);
+    let mut none = DropCounter::new(0);
+    for frame in parts {
+        let _ = c.drop_frame(frame);
+        assert!(!none.drop_frame(frame));
+    }
+    assert!(c.seen.len() <= MAX_FLOWS);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +337,11 @@ mod tests {
         #[test]
         fn flow_parser_never_panics(f in proptest::collection::vec(any::<u8>(), 0..80)) {
             let _ = udp_flow(&f);
+        }
+
+        #[test]
+        fn fuzz_body_never_panics(d in proptest::collection::vec(any::<u8>(), 0..300)) {
+            fuzz_drop_rules(&d);
         }
     }
 }
