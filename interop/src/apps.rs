@@ -55,7 +55,8 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 /// client connects to the server's lab address.
 ///
 /// - `transfer`: `sidekick-transfer server --stack S` / `client --stack S --upload|--download
-///   BYTES --json --timeout T`, both with `--http3` when `app.http3` is set.
+///   BYTES --json --timeout T`, both with `--http3` when `app.http3` is set; the server with
+///   `--cert-bytes B` / `--hello-delay-ms MS` when `app.cert_bytes` / `app.hello_delay_ms` are set.
 /// - `media` (Robin #1, the client is the sender): `sidekick-media server --once` (the receiver)
 ///   / `client --duration D --json`.
 /// - `media-fec` (Packrat media, the server is the sender): `sidekick-media-fec server --once` /
@@ -161,6 +162,12 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 srv.push("--http3".into());
                 cli.push("--http3".into());
             }
+            if app.cert_bytes > 0 {
+                srv.extend(["--cert-bytes".into(), app.cert_bytes.to_string()]);
+            }
+            if app.hello_delay_ms > 0 {
+                srv.extend(["--hello-delay-ms".into(), app.hello_delay_ms.to_string()]);
+            }
             if curl_client(app) {
                 cli = vec![format!(
                     "https://{}:{port}/{}/{}",
@@ -198,6 +205,8 @@ mod tests {
             http3: false,
             client_args: Vec::new(),
             client_stack: None,
+            cert_bytes: 0,
+            hello_delay_ms: 0,
         };
         let (srv, cli) = app_args(&app, 4433);
         assert_eq!(
@@ -325,6 +334,8 @@ mod tests {
             http3: true,
             client_args: Vec::new(),
             client_stack: Some(CURL.into()),
+            cert_bytes: 0,
+            hello_delay_ms: 0,
         };
         assert_eq!(
             app_binaries(&app),
