@@ -414,7 +414,7 @@ impl Config {
     }
 
     /// The configuration of worker `k` of `n`: its sidekick port (`+ k`, listening and
-    /// advertised) and its share of the flow, session and memory caps.
+    /// advertised) and its share of the flow, session, memory and capture-ring caps.
     pub fn for_worker(&self, k: usize, n: usize) -> Config {
         let mut c = self.clone();
         let n = n.max(1);
@@ -424,6 +424,9 @@ impl Config {
         c.max_sessions = (self.max_sessions / n).max(1);
         c.max_half_open = (self.max_half_open / n).max(1);
         c.memory_budget = (self.memory_budget / n).max(1 << 20);
+        // Each worker sees a share of the frames: the capture rings together stay the size
+        // one worker would have (`ring_block_size × ring_blocks`).
+        c.ring_blocks = (self.ring_blocks / n as u32).max(1);
         c.handshake_rescue_max_flows = (self.handshake_rescue_max_flows / n as u32).max(1);
         c.workers = n;
         c
