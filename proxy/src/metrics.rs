@@ -155,6 +155,7 @@ impl Counters {
         add!(memory_reserved_bytes);
         add!(memory_refused);
         add!(timers_fired);
+        self.flow_table.add(&o.flow_table);
         self.robin.add(&o.robin);
         self.packrat.add(&o.packrat);
         self.session.add(&o.session);
@@ -633,6 +634,11 @@ mod tests {
         d.merge(&c);
         assert_eq!(d.quacks_sent, 14);
         assert_eq!(d.packrat.retx_refused_budget, 10);
+        // Every family of two workers adds up, the flow table's and the sessions' included.
+        assert!(
+            d.render_prometheus()
+                .contains("sidekick_drops_total{reason=\"flow_table_full\"} 18\n")
+        );
         let mut p = Counters::default();
         p.pemi.giveup_budget = 4;
         p.pemi.retransmissions = 2;
