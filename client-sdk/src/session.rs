@@ -134,7 +134,9 @@ impl SidekickConfig {
             // A repair arriving after the RTT-bounded hold counts as a repair (a genuine proxy
             // on a short path), so only a proxy that never repairs reads as worthless.
             hold_assessment_gaps: 32,
-            min_repaired_fraction: 0.1,
+            // Almost none: a genuine proxy cannot repair losses before it (a congested far
+            // segment), so on such a path its share of all gaps may be small but is never nil.
+            min_repaired_fraction: 0.02,
             resend_assessment: 32,
             max_unneeded_fraction: 0.9,
         }
@@ -514,33 +516,39 @@ impl SidekickClient {
                 p.on_datagram(now, datagram, pn);
                 self.deliver.extend(p.poll_ready());
                 self.send_eack(now);
+                // Building the eACK expires gaps that are due, releasing what they held.
+                if let Some(p) = self.packrat.as_mut() {
+                    self.deliver.extend(p.poll_ready());
+                }
                 self.assess_holds(now);
             }
             None => self.deliver.push_back(datagram),
         }
     }
 
-    /// Falls back when holds measurably cost more than they bring: of the last
-    /// `hold_assessment_gaps` gaps settled, too few were repaired (while held or late: a
-    /// repair after the hold still shows the proxy repairs; a packet that never arrives shows
-    /// it does not).
+    /// Falls back when holds measurably cost more than they bring: once `hold_assessment_gaps`
+    /// gaps have settled in this epoch's engine, too few of all of them were repaired (while
+    /// held or late: a repair after the hold still shows the proxy repairs; a packet that never
+    /// arrives shows it does not). The fraction is over every settled gap, not a window: a
+    /// genuine proxy on a path where some repairs come too late still repairs a share that
+    /// grows with the session, while one that never repairs stays at zero.
     fn assess_holds(&mut self, now: Instant) {
         let Some(p) = self.packrat.as_ref() else {
             return;
         };
         let n = self.config.hold_assessment_gaps;
         let st = p.stats();
-        let filled = st.gaps_filled + st.gaps_filled_late - self.hold_base.0;
-        let expired = st.gaps_unrepaired - self.hold_base.1;
-        if n == 0 || filled + expired < n {
+        let repaired = st.gaps_filled + st.gaps_filled_late;
+        let unrepaired = st.gaps_unrepaired;
+        self.stats.holds_repaired += repaired.saturating_sub(self.hold_base.0);
+        self.stats.holds_unrepaired += unrepaired.saturating_sub(self.hold_base.1);
+        self.hold_base = (repaired, unrepaired);
+        if n == 0 || repaired + unrepaired < n {
             return;
         }
-        self.hold_base = (st.gaps_filled + st.gaps_filled_late, st.gaps_unrepaired);
-        self.stats.holds_repaired += filled;
-        self.stats.holds_unrepaired += expired;
         #[allow(clippy::cast_precision_loss)]
-        let repaired = filled as f64 / (filled + expired) as f64;
-        if repaired < self.config.min_repaired_fraction {
+        let fraction = repaired as f64 / (repaired + unrepaired) as f64;
+        if fraction < self.config.min_repaired_fraction {
             self.fall_back(now, FallbackCause::HoldsUnrepaired);
         }
     }
