@@ -16,7 +16,7 @@ cargo fmt --all --check
 stage "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-stage "go: the quic-go RTC server (examples/quic-go)"
+stage "go: the quic-go RTC server and transfer (examples/quic-go)"
 (cd examples/quic-go && test -z "$(gofmt -l .)" && go vet ./... && go test ./...)
 bash scripts/build-quicgo.sh
 # examples/tests/rtc.rs runs it against the quinn and quiche clients; here a missing binary fails.

@@ -243,9 +243,9 @@ fn main() -> anyhow::Result<()> {
                     report.bytes,
                     report.duration_s,
                     report.goodput_mbps,
-                    report.sent_packets,
-                    report.lost_packets,
-                    report.retransmissions
+                    opt(report.sent_packets),
+                    opt(report.lost_packets),
+                    opt(report.retransmissions)
                 );
                 if let Some(sk) = &report.sidekick {
                     println!("sidekick: {}", serde_json::to_string(sk)?);
@@ -254,4 +254,9 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A counter for the human-readable line: its value, or `?` when the server did not report it.
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "?".to_owned(), |v| v.to_string())
 }
