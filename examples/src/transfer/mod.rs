@@ -459,7 +459,13 @@ mod tests {
     /// `vecSummary`): the quic-go transfer speaks this framing.
     #[test]
     fn wire_vectors_match_the_go_transfer() {
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let hex = |b: &[u8]| {
+            use std::fmt::Write as _;
+            b.iter().fold(String::new(), |mut s, x| {
+                let _ = write!(s, "{x:02x}");
+                s
+            })
+        };
         let r = Request {
             direction: Direction::Upload,
             bytes: 10_000_000,
