@@ -19,8 +19,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 stage "go: the quic-go RTC server and transfer (examples/quic-go)"
 (cd examples/quic-go && test -z "$(gofmt -l .)" && go vet ./... && go test ./...)
 bash scripts/build-quicgo.sh
-# examples/tests/rtc.rs runs it against the quinn and quiche clients; here a missing binary fails.
-export SIDEKICK_REQUIRE_QUICGO=1
+# examples/tests/rtc.rs and transfer_stacks.rs run them against the quinn and quiche binaries
+# (and ngtcp2's, which scripts/setup.sh installs); here a missing binary fails.
+export SIDEKICK_REQUIRE_QUICGO=1 SIDEKICK_REQUIRE_NGTCP2=1
 
 stage "curl: HTTP/3 libcurl from registry sources (cached under the target directory)"
 # Cold: 2 min 19 s of CPU (5 min 51 s wall on 2 busy cores; quiche's C library with BoringSSL,
