@@ -288,6 +288,13 @@ static void api_errors(void) {
     CHECK(strcmp(sk_curl_reason_name(SK_CURL_REASON_NO_KEYLOG), "no_keylog") == 0, "name");
     CHECK(strcmp(sk_curl_fallback_cause_name(SK_FALLBACK_CAUSE_NO_PROXY), "no_proxy") == 0,
           "cause name");
+    /* Every cause the C API can report has its own name in the report (the lab reads it). */
+    for (int c = SK_FALLBACK_CAUSE_NONE; c <= SK_FALLBACK_CAUSE_RESENDS_UNNEEDED; c++)
+        CHECK(strcmp(sk_curl_fallback_cause_name((SkFallbackCause)c), "unknown") != 0,
+              "cause %d has no name", c);
+    CHECK(strcmp(sk_curl_fallback_cause_name(SK_FALLBACK_CAUSE_HOLDS_UNREPAIRED),
+                 "holds_unrepaired") == 0,
+          "holds_unrepaired");
 }
 
 int main(int argc, char **argv) {

@@ -116,6 +116,10 @@ const char *sk_curl_fallback_cause_name(SkFallbackCause cause) {
     case SK_FALLBACK_CAUSE_OVER_QUOTA: return "over_quota";
     case SK_FALLBACK_CAUSE_TOO_MANY_RESETS: return "too_many_resets";
     case SK_FALLBACK_CAUSE_APPLICATION: return "application";
+    case SK_FALLBACK_CAUSE_BAD_ECHO: return "bad_echo";
+    case SK_FALLBACK_CAUSE_SIDEKICK_ADDR_REFUSED: return "sidekick_addr_refused";
+    case SK_FALLBACK_CAUSE_HOLDS_UNREPAIRED: return "holds_unrepaired";
+    case SK_FALLBACK_CAUSE_RESENDS_UNNEEDED: return "resends_unneeded";
     default: return "unknown";
     }
 }

@@ -806,7 +806,7 @@ enum SkStatus sk_packrat_poll_eack(struct SkPackrat *p,
 //
 // # Safety
 // `p` is null or a live receiver not used concurrently.
-enum SkStatus sk_packrat_on_timeout(struct SkPackrat *p, uint64_t now_us);
+enum SkStatus sk_packrat_handle_timeout(struct SkPackrat *p, uint64_t now_us);
 
 // The proxy reported it has nothing to retransmit: gaps the last eACK covered are not going
 // to be repaired, so what they held is released.
@@ -829,7 +829,7 @@ enum SkStatus sk_packrat_on_proxy_nothing_missing(struct SkPackrat *p, uint64_t 
 // `p` is null or a live receiver not used concurrently.
 enum SkStatus sk_packrat_reset(struct SkPackrat *p, uint32_t epoch);
 
-// The next instant (caller's microseconds) at which `sk_packrat_on_timeout` or
+// The next instant (caller's microseconds) at which `sk_packrat_handle_timeout` or
 // `sk_packrat_poll_eack` has work; `SK_STATUS_EMPTY` if none.
 //
 // Ownership: borrows the handle and the caller's buffers for the duration of the call
@@ -838,7 +838,7 @@ enum SkStatus sk_packrat_reset(struct SkPackrat *p, uint32_t epoch);
 //
 // # Safety
 // `p` is null or a live receiver; `out_us` is valid for a write.
-enum SkStatus sk_packrat_next_timeout(struct SkPackrat *p, uint64_t *out_us);
+enum SkStatus sk_packrat_poll_timeout(struct SkPackrat *p, uint64_t *out_us);
 
 // Counters and current occupancy.
 //
@@ -849,6 +849,20 @@ enum SkStatus sk_packrat_next_timeout(struct SkPackrat *p, uint64_t *out_us);
 // # Safety
 // `p` is null or a live receiver; `out` is valid for a write.
 enum SkStatus sk_packrat_stats(struct SkPackrat *p, struct SkPackratStats *out);
+
+// The first release's name of [`sk_packrat_handle_timeout`], kept so that C callers built
+// against it still link; new code uses `sk_packrat_handle_timeout`.
+//
+// # Safety
+// As [`sk_packrat_handle_timeout`].
+enum SkStatus sk_packrat_on_timeout(struct SkPackrat *p, uint64_t now_us);
+
+// The first release's name of [`sk_packrat_poll_timeout`], kept so that C callers built
+// against it still link; new code uses `sk_packrat_poll_timeout`.
+//
+// # Safety
+// As [`sk_packrat_poll_timeout`].
+enum SkStatus sk_packrat_next_timeout(struct SkPackrat *p, uint64_t *out_us);
 
 // Fills `out` with the defaults (MSS 1200, initial window 10 MSS, minimum 2 MSS, β* 0.7,
 // C* 0.4, fast convergence on).
@@ -1240,7 +1254,7 @@ enum SkStatus sk_robin_poll_event(struct SkRobin *r,
                                   uint8_t *buf,
                                   size_t cap);
 
-// Applies the time rule at `now_us` (call when `sk_robin_next_timeout` expires).
+// Applies the time rule at `now_us` (call when `sk_robin_poll_timeout` expires).
 //
 // Ownership: borrows the handle and the caller's buffers for the duration of the call
 // (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
@@ -1248,7 +1262,7 @@ enum SkStatus sk_robin_poll_event(struct SkRobin *r,
 //
 // # Safety
 // `r` is null or a live engine not used concurrently.
-enum SkStatus sk_robin_on_timeout(struct SkRobin *r, uint64_t now_us);
+enum SkStatus sk_robin_handle_timeout(struct SkRobin *r, uint64_t now_us);
 
 // When the time rule next needs to run (caller's microseconds); `SK_STATUS_EMPTY` if no timer.
 //
@@ -1258,7 +1272,7 @@ enum SkStatus sk_robin_on_timeout(struct SkRobin *r, uint64_t now_us);
 //
 // # Safety
 // `r` is null or a live engine; `out_us` is valid for a write.
-enum SkStatus sk_robin_next_timeout(struct SkRobin *r, uint64_t *out_us);
+enum SkStatus sk_robin_poll_timeout(struct SkRobin *r, uint64_t *out_us);
 
 // Feeds the end-to-end RTT measured by the transport (for PACUBIC's `r`).
 //
@@ -1300,6 +1314,20 @@ enum SkStatus sk_robin_reset(struct SkRobin *r);
 // # Safety
 // `r` is null or a live engine; `out` is valid for a write.
 enum SkStatus sk_robin_stats(struct SkRobin *r, struct SkRobinStats *out);
+
+// The first release's name of [`sk_robin_handle_timeout`], kept so that C callers built
+// against it still link; new code uses `sk_robin_handle_timeout`.
+//
+// # Safety
+// As [`sk_robin_handle_timeout`].
+enum SkStatus sk_robin_on_timeout(struct SkRobin *r, uint64_t now_us);
+
+// The first release's name of [`sk_robin_poll_timeout`], kept so that C callers built against
+// it still link; new code uses `sk_robin_poll_timeout`.
+//
+// # Safety
+// As [`sk_robin_poll_timeout`].
+enum SkStatus sk_robin_next_timeout(struct SkRobin *r, uint64_t *out_us);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -23,8 +23,8 @@ use crate::client_types::{SkClientEvent, SkClientStats, SkDestination, SkSession
 use crate::ffi::SkStatus;
 use crate::packrat::{
     SkPackrat, SkPackratConfig, SkPackratStats, sk_packrat_config_default, sk_packrat_free,
-    sk_packrat_new, sk_packrat_next_timeout, sk_packrat_on_proxy_nothing_missing,
-    sk_packrat_on_received, sk_packrat_on_timeout, sk_packrat_poll_eack, sk_packrat_poll_ready,
+    sk_packrat_handle_timeout, sk_packrat_new, sk_packrat_on_proxy_nothing_missing,
+    sk_packrat_on_received, sk_packrat_poll_eack, sk_packrat_poll_ready, sk_packrat_poll_timeout,
     sk_packrat_reset, sk_packrat_stats,
 };
 use crate::pacubic::{
@@ -40,9 +40,9 @@ use crate::quack_api::{
 };
 use crate::robin::{
     SkIdentifier, SkRobin, SkRobinConfig, SkRobinEvent, SkRobinEventKind, SkRobinStats,
-    sk_robin_config_default, sk_robin_free, sk_robin_new, sk_robin_next_timeout,
-    sk_robin_on_e2e_rtt, sk_robin_on_quack, sk_robin_on_sent, sk_robin_on_timeout,
-    sk_robin_poll_event, sk_robin_reset, sk_robin_rtt_ratio, sk_robin_stats,
+    sk_robin_config_default, sk_robin_free, sk_robin_handle_timeout, sk_robin_new,
+    sk_robin_on_e2e_rtt, sk_robin_on_quack, sk_robin_on_sent, sk_robin_poll_event,
+    sk_robin_poll_timeout, sk_robin_reset, sk_robin_rtt_ratio, sk_robin_stats,
     sk_robin_withdraw_last,
 };
 
@@ -408,8 +408,8 @@ pub fn fuzz_c_api_calls(data: &[u8]) {
                     let (mut t, mut r) = (0u64, 0f64);
                     let mut st = MaybeUninit::<SkRobinStats>::uninit();
                     match a.u8() % 6 {
-                        0 => ok(sk_robin_on_timeout(h.robin, now)),
-                        1 => ok(sk_robin_next_timeout(h.robin, &raw mut t)),
+                        0 => ok(sk_robin_handle_timeout(h.robin, now)),
+                        1 => ok(sk_robin_poll_timeout(h.robin, &raw mut t)),
                         2 => ok(sk_robin_withdraw_last(h.robin, a.size())),
                         3 => ok(sk_robin_reset(h.robin)),
                         4 => ok(sk_robin_on_e2e_rtt(h.robin, a.u64())),
@@ -453,11 +453,11 @@ pub fn fuzz_c_api_calls(data: &[u8]) {
                     let mut t = 0u64;
                     let mut st = MaybeUninit::<SkPackratStats>::uninit();
                     match a.u8() % 4 {
-                        0 => ok(sk_packrat_on_timeout(h.packrat, now)),
+                        0 => ok(sk_packrat_handle_timeout(h.packrat, now)),
                         1 => ok(sk_packrat_on_proxy_nothing_missing(h.packrat, now)),
                         2 => ok(sk_packrat_reset(h.packrat, a.u32())),
                         _ => {
-                            ok(sk_packrat_next_timeout(h.packrat, &raw mut t));
+                            ok(sk_packrat_poll_timeout(h.packrat, &raw mut t));
                             ok(sk_packrat_stats(h.packrat, st.as_mut_ptr()))
                         }
                     };

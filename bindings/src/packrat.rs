@@ -361,13 +361,13 @@ pub unsafe extern "C" fn sk_packrat_poll_eack(
 /// # Safety
 /// `p` is null or a live receiver not used concurrently.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sk_packrat_on_timeout(p: *mut SkPackrat, now_us: u64) -> SkStatus {
+pub unsafe extern "C" fn sk_packrat_handle_timeout(p: *mut SkPackrat, now_us: u64) -> SkStatus {
     // SAFETY: forwarded caller contract.
     unsafe {
         with_handle(p, |h| {
             status((|| {
                 let now = h.clock.at(now_us)?;
-                h.rx.on_timeout(now);
+                h.rx.handle_timeout(now);
                 h.collect();
                 Ok(SkStatus::Ok)
             })())
@@ -422,7 +422,7 @@ pub unsafe extern "C" fn sk_packrat_reset(p: *mut SkPackrat, epoch: u32) -> SkSt
     }
 }
 
-/// The next instant (caller's microseconds) at which `sk_packrat_on_timeout` or
+/// The next instant (caller's microseconds) at which `sk_packrat_handle_timeout` or
 /// `sk_packrat_poll_eack` has work; `SK_STATUS_EMPTY` if none.
 ///
 /// Ownership: borrows the handle and the caller's buffers for the duration of the call
@@ -432,10 +432,10 @@ pub unsafe extern "C" fn sk_packrat_reset(p: *mut SkPackrat, epoch: u32) -> SkSt
 /// # Safety
 /// `p` is null or a live receiver; `out_us` is valid for a write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sk_packrat_next_timeout(p: *mut SkPackrat, out_us: *mut u64) -> SkStatus {
+pub unsafe extern "C" fn sk_packrat_poll_timeout(p: *mut SkPackrat, out_us: *mut u64) -> SkStatus {
     // SAFETY: forwarded caller contract.
     unsafe {
-        with_handle(p, |h| match h.rx.next_timeout() {
+        with_handle(p, |h| match h.rx.poll_timeout() {
             Some(t) => status(write_out(out_us, h.clock.deadline_us(t)).map(|()| SkStatus::Ok)),
             None => SkStatus::Empty,
         })
@@ -494,4 +494,26 @@ pub(crate) fn packrat_stats_to_c(
         ready_now,
         ready_dropped,
     }
+}
+
+/// The first release's name of [`sk_packrat_handle_timeout`], kept so that C callers built
+/// against it still link; new code uses `sk_packrat_handle_timeout`.
+///
+/// # Safety
+/// As [`sk_packrat_handle_timeout`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_packrat_on_timeout(p: *mut SkPackrat, now_us: u64) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe { sk_packrat_handle_timeout(p, now_us) }
+}
+
+/// The first release's name of [`sk_packrat_poll_timeout`], kept so that C callers built
+/// against it still link; new code uses `sk_packrat_poll_timeout`.
+///
+/// # Safety
+/// As [`sk_packrat_poll_timeout`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_packrat_next_timeout(p: *mut SkPackrat, out_us: *mut u64) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe { sk_packrat_poll_timeout(p, out_us) }
 }

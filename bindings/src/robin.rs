@@ -489,7 +489,7 @@ pub unsafe extern "C" fn sk_robin_poll_event(
     }
 }
 
-/// Applies the time rule at `now_us` (call when `sk_robin_next_timeout` expires).
+/// Applies the time rule at `now_us` (call when `sk_robin_poll_timeout` expires).
 ///
 /// Ownership: borrows the handle and the caller's buffers for the duration of the call
 /// (outputs are copies the caller owns); nothing of the caller's is kept. Thread safety:
@@ -498,13 +498,13 @@ pub unsafe extern "C" fn sk_robin_poll_event(
 /// # Safety
 /// `r` is null or a live engine not used concurrently.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sk_robin_on_timeout(r: *mut SkRobin, now_us: u64) -> SkStatus {
+pub unsafe extern "C" fn sk_robin_handle_timeout(r: *mut SkRobin, now_us: u64) -> SkStatus {
     // SAFETY: forwarded caller contract.
     unsafe {
         with_handle(r, |h| {
             status((|| {
                 let now = h.clock.at(now_us)?;
-                h.robin.on_timeout(now);
+                h.robin.handle_timeout(now);
                 h.drain();
                 Ok(SkStatus::Ok)
             })())
@@ -521,10 +521,10 @@ pub unsafe extern "C" fn sk_robin_on_timeout(r: *mut SkRobin, now_us: u64) -> Sk
 /// # Safety
 /// `r` is null or a live engine; `out_us` is valid for a write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sk_robin_next_timeout(r: *mut SkRobin, out_us: *mut u64) -> SkStatus {
+pub unsafe extern "C" fn sk_robin_poll_timeout(r: *mut SkRobin, out_us: *mut u64) -> SkStatus {
     // SAFETY: forwarded caller contract.
     unsafe {
-        with_handle(r, |h| match h.robin.next_timeout() {
+        with_handle(r, |h| match h.robin.poll_timeout() {
             Some(t) => status(write_out(out_us, h.clock.deadline_us(t)).map(|()| SkStatus::Ok)),
             None => SkStatus::Empty,
         })
@@ -634,4 +634,26 @@ pub(crate) fn robin_stats_to_c(
         resets: s.resets,
         outstanding,
     }
+}
+
+/// The first release's name of [`sk_robin_handle_timeout`], kept so that C callers built
+/// against it still link; new code uses `sk_robin_handle_timeout`.
+///
+/// # Safety
+/// As [`sk_robin_handle_timeout`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_robin_on_timeout(r: *mut SkRobin, now_us: u64) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe { sk_robin_handle_timeout(r, now_us) }
+}
+
+/// The first release's name of [`sk_robin_poll_timeout`], kept so that C callers built against
+/// it still link; new code uses `sk_robin_poll_timeout`.
+///
+/// # Safety
+/// As [`sk_robin_poll_timeout`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_robin_next_timeout(r: *mut SkRobin, out_us: *mut u64) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe { sk_robin_poll_timeout(r, out_us) }
 }

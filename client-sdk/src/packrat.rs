@@ -97,6 +97,12 @@ pub struct PackratStats {
     pub gaps_filled: u64,
     /// Gaps closed by the window expiring.
     pub gaps_expired: u64,
+    /// Expired gaps whose packet arrived later (within [`PackratReceiver::late_window`]): a
+    /// repair that came after the hold, or late reordering. Worth counts them as repaired.
+    pub gaps_filled_late: u64,
+    /// Expired gaps whose packet had not arrived [`PackratReceiver::late_window`] after the
+    /// expiry: nothing repaired them (the sender's end-to-end recovery sends new packet numbers).
+    pub gaps_unrepaired: u64,
     /// Gaps closed by a proxy report of nothing missing.
     pub gaps_cleared_by_proxy: u64,
     /// Gaps not tracked because of the cap.
@@ -125,6 +131,9 @@ pub struct PackratReceiver {
     largest: Option<u64>,
     /// Missing packet number → when the gap was seen.
     gaps: BTreeMap<u64, Instant>,
+    /// Expired gaps' packet numbers → when they expired, until they fill late or settle as
+    /// unrepaired (capped like `gaps`).
+    expired: BTreeMap<u64, Instant>,
     held: VecDeque<Held>,
     ready: VecDeque<Vec<u8>>,
     packets_since_eack: u32,
@@ -145,6 +154,7 @@ impl PackratReceiver {
             config,
             largest: None,
             gaps: BTreeMap::new(),
+            expired: BTreeMap::new(),
             held: VecDeque::new(),
             ready: VecDeque::new(),
             packets_since_eack: 0,
@@ -216,6 +226,8 @@ impl PackratReceiver {
         };
         if self.gaps.remove(&pn).is_some() {
             self.stats.gaps_filled += 1;
+        } else if self.expired.remove(&pn).is_some() {
+            self.stats.gaps_filled_late += 1;
         }
         let next = self.largest.map_or(0, |l| l + 1);
         if pn > next && self.largest.is_some() {
@@ -265,14 +277,38 @@ impl PackratReceiver {
 
     fn expire(&mut self, now: Instant) {
         let window = self.hold_window();
-        let before = self.gaps.len();
-        self.gaps
-            .retain(|_, opened| now.saturating_duration_since(*opened) < window);
-        self.stats.gaps_expired += (before - self.gaps.len()) as u64;
+        let cap = self.config.max_gaps;
+        let expired = &mut self.expired;
+        let mut n = 0;
+        self.gaps.retain(|&pn, opened| {
+            let keep = now.saturating_duration_since(*opened) < window;
+            if !keep {
+                n += 1;
+                if expired.len() < cap {
+                    expired.insert(pn, now);
+                }
+            }
+            keep
+        });
+        self.stats.gaps_expired += n;
+        let late = self.late_window();
+        let before = self.expired.len();
+        self.expired
+            .retain(|_, at| now.saturating_duration_since(*at) < late);
+        self.stats.gaps_unrepaired += (before - self.expired.len()) as u64;
+    }
+
+    /// How long after its hold expired a gap's packet still counts as a late repair (and not
+    /// as lost for good): four reorder windows, at least 100 ms. A repair of a genuine proxy
+    /// arrives within about one eACK interval and the near round trip, which on some paths
+    /// is longer than the RTT-bounded hold; the sender's own recovery never fills the gap
+    /// (it sends new packet numbers).
+    pub fn late_window(&self) -> Duration {
+        (self.config.reorder_window * 4).max(Duration::from_millis(100))
     }
 
     /// Advances time: expires gaps older than the reorder window and releases what they held.
-    pub fn on_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.expire(now);
         self.release();
     }
@@ -301,8 +337,8 @@ impl PackratReceiver {
         self.stats.resets += 1;
     }
 
-    /// The next instant at which [`Self::on_timeout`] or [`Self::poll_eack`] has work.
-    pub fn next_timeout(&self) -> Option<Instant> {
+    /// The next instant at which [`Self::handle_timeout`] or [`Self::poll_eack`] has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
         let gap = self.gaps.values().min().map(|t| *t + self.hold_window());
         let eack = self.eack_due_at();
         match (gap, eack) {
@@ -405,18 +441,44 @@ mod tests {
     }
 
     #[test]
+    fn a_repair_after_the_hold_counts_as_late_and_a_missing_packet_settles_unrepaired() {
+        let t0 = Instant::now();
+        let mut rx = PackratReceiver::new(PackratConfig::default());
+        rx.on_datagram(t0, dg(0), Some(0));
+        rx.on_datagram(t0, dg(3), Some(3)); // 1 and 2 missing
+        rx.handle_timeout(t0 + ms(31)); // the 30 ms hold ends: both expire
+        assert_eq!((rx.stats().gaps_expired, rx.open_gaps()), (2, 0));
+        // The proxy's repair of 1 arrives after the hold: late, not lost.
+        rx.on_datagram(t0 + ms(50), dg(1), Some(1));
+        assert_eq!(rx.stats().gaps_filled_late, 1);
+        assert_eq!(rx.stats().gaps_unrepaired, 0, "2 may still come");
+        // 2 never comes: unrepaired once the late window (4 × 30 ms) has passed.
+        assert_eq!(rx.late_window(), ms(120));
+        rx.handle_timeout(t0 + ms(31) + ms(119));
+        assert_eq!(rx.stats().gaps_unrepaired, 0);
+        rx.handle_timeout(t0 + ms(31) + ms(120));
+        assert_eq!(rx.stats().gaps_unrepaired, 1);
+        // A packet number arriving after it settled is neither.
+        rx.on_datagram(t0 + ms(400), dg(2), Some(2));
+        assert_eq!(
+            (rx.stats().gaps_filled_late, rx.stats().gaps_unrepaired),
+            (1, 1)
+        );
+    }
+
+    #[test]
     fn window_expiry_releases_skipped_numbers() {
         // Stacks skip packet numbers on purpose: the gap never fills.
         let t0 = Instant::now();
         let mut rx = PackratReceiver::new(PackratConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(2), Some(2));
-        assert_eq!(rx.next_timeout(), Some(t0), "first eACK due at once");
+        assert_eq!(rx.poll_timeout(), Some(t0), "first eACK due at once");
         assert!(rx.poll_eack(t0).is_some());
-        assert_eq!(rx.next_timeout(), Some(t0 + ms(30)), "gap expiry");
-        rx.on_timeout(t0 + ms(29));
+        assert_eq!(rx.poll_timeout(), Some(t0 + ms(30)), "gap expiry");
+        rx.handle_timeout(t0 + ms(29));
         assert_eq!(ids(&mut rx), vec![0]);
-        rx.on_timeout(t0 + ms(30));
+        rx.handle_timeout(t0 + ms(30));
         assert_eq!(ids(&mut rx), vec![2]);
         assert_eq!(rx.stats().gaps_expired, 1);
         assert_eq!(rx.open_gaps(), 0);
@@ -543,7 +605,7 @@ mod tests {
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(2), Some(2));
         assert_eq!(ids(&mut rx), vec![0]);
-        rx.on_timeout(t0 + ms(20));
+        rx.handle_timeout(t0 + ms(20));
         assert_eq!(ids(&mut rx), vec![2]);
     }
 
@@ -578,14 +640,14 @@ mod tests {
                 }
                 let _ = rx.poll_eack(now);
                 // Every timer due before the next arrival, in order.
-                while let Some(t) = rx.next_timeout().filter(|t| *t <= now + ms(1)) {
-                    rx.on_timeout(t);
+                while let Some(t) = rx.poll_timeout().filter(|t| *t <= now + ms(1)) {
+                    rx.handle_timeout(t);
                     let _ = rx.poll_eack(t);
                     for out in rx.poll_ready() {
                         let id = u32::from_le_bytes(out[out.len() - 4..].try_into().unwrap());
                         proptest::prop_assert!(t.saturating_duration_since(arrivals[&id]) <= bound);
                     }
-                    if rx.next_timeout() == Some(t) {
+                    if rx.poll_timeout() == Some(t) {
                         break;
                     }
                 }
@@ -605,7 +667,7 @@ mod tests {
                 delivered += rx.poll_ready().count();
             }
             let end = t0 + ms(step * pns.len() as u64) + ms(30);
-            rx.on_timeout(end);
+            rx.handle_timeout(end);
             delivered += rx.poll_ready().count();
             proptest::prop_assert_eq!(delivered, pns.len());
             proptest::prop_assert_eq!(rx.held(), 0);

@@ -595,8 +595,8 @@ impl RobinSender {
             .saturating_add(self.config.quack_interval)
     }
 
-    /// Applies the time rule at `now` (call on timer expiry; see [`Self::next_timeout`]).
-    pub fn on_timeout(&mut self, now: Instant) {
+    /// Applies the time rule at `now` (call on timer expiry; see [`Self::poll_timeout`]).
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.apply_time_rule(now);
     }
 
@@ -605,7 +605,7 @@ impl RobinSender {
     }
 
     /// When the time rule next needs to run.
-    pub fn next_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         let threshold = self.time_threshold();
         self.log
             .iter()
@@ -681,7 +681,7 @@ pub fn fuzz_quack(data: &[u8]) {
         robin.on_sent(t0, &i.to_le_bytes(), Some(u64::from(i)));
     }
     let _ = robin.on_quack(t0 + Duration::from_millis(1), data);
-    robin.on_timeout(t0 + Duration::from_secs(1));
+    robin.handle_timeout(t0 + Duration::from_secs(1));
     let _ = robin.poll_events().count();
 }
 

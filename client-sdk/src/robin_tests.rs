@@ -140,11 +140,11 @@ fn time_rule_declares_a_tail_loss() {
     s.quack(12).unwrap();
     s.events();
     // Near RTT sample: 12 ms − 9 ms = 3 ms; threshold 9/8·3 ms + 10 ms = 13.375 ms after send.
-    let deadline = s.robin.next_timeout().unwrap();
+    let deadline = s.robin.poll_timeout().unwrap();
     assert_eq!(deadline, s.t0 + ms(8) + Duration::from_micros(13_375));
-    s.robin.on_timeout(deadline.checked_sub(ms(1)).unwrap());
+    s.robin.handle_timeout(deadline.checked_sub(ms(1)).unwrap());
     assert!(lost_pns(&s.events()).is_empty());
-    s.robin.on_timeout(deadline);
+    s.robin.handle_timeout(deadline);
     assert_eq!(lost_pns(&s.events()), vec![(8, LossRule::Time)]);
     assert_eq!(s.robin.stats().lost_by_time, 1);
 }
@@ -363,11 +363,11 @@ fn an_absurd_time_factor_never_fires_the_time_rule() {
         }
         robin.on_quack(t0 + ms(12), &proxy.to_bytes()).unwrap();
         assert_eq!(
-            robin.next_timeout(),
+            robin.poll_timeout(),
             None,
             "the deadline is beyond the clock"
         );
-        robin.on_timeout(t0 + Duration::from_secs(3600));
+        robin.handle_timeout(t0 + Duration::from_secs(3600));
         let events: Vec<RobinEvent> = robin.poll_events().collect();
         assert!(lost_pns(&events).is_empty());
     }

@@ -131,9 +131,9 @@ impl SidekickConfig {
             max_inconsistent_quacks: 3,
             max_resets: 5,
             reset_window: Duration::from_secs(1),
-            // Off by default: on short emulated paths the RTT-bounded hold can end before a
-            // genuine proxy's repair arrives, which this assessment would misread.
-            hold_assessment_gaps: 0,
+            // A repair arriving after the RTT-bounded hold counts as a repair (a genuine proxy
+            // on a short path), so only a proxy that never repairs reads as worthless.
+            hold_assessment_gaps: 32,
             min_repaired_fraction: 0.1,
             resend_assessment: 32,
             max_unneeded_fraction: 0.9,
@@ -199,6 +199,9 @@ pub struct SdkStats {
     pub resends_unneeded: u64,
     /// Early resends whose fate end-to-end ACKs told.
     pub resends_assessed: u64,
+    /// Received base datagrams that did not open under the connection's keys (forged or
+    /// corrupted): handed to the stack, left out of the eACKs.
+    pub unauthenticated_datagrams: u64,
 }
 
 /// Cap on queued events and transmits.
@@ -372,7 +375,7 @@ impl SidekickClient {
         if let Some(mut p) = self.packrat.take() {
             // Release in order: nothing stays held once the sidekick is gone.
             p.on_proxy_nothing_missing(now + p.config().reorder_window);
-            p.on_timeout(now + p.config().reorder_window);
+            p.handle_timeout(now + p.config().reorder_window);
             self.deliver.extend(p.poll_ready());
         }
         self.robin = None;
@@ -408,7 +411,15 @@ impl SidekickClient {
         }
         // Only packets that open under the connection's keys give a number (the lens
         // authenticates them): an injected datagram cannot open gaps or make us hold.
-        let pn = self.lens.observe(Direction::Incoming, &datagram).ok();
+        let observed = self.lens.observe(Direction::Incoming, &datagram);
+        if matches!(observed, Err(crate::lens::LensError::Unauthenticated)) {
+            // Not a packet of the connection (the stack drops it too): it stays out of the
+            // eACK, where a forged copy the proxy never forwarded would make its decode fail.
+            self.stats.unauthenticated_datagrams += 1;
+            self.deliver.push_back(datagram);
+            return;
+        }
+        let pn = observed.ok();
         if let Some(ack) = self.lens.take_ack()
             && let Some(r) = self.robin.as_mut()
         {
@@ -462,19 +473,21 @@ impl SidekickClient {
     }
 
     /// Falls back when holds measurably cost more than they bring: of the last
-    /// `hold_assessment_gaps` gaps resolved, too few were repaired in time.
+    /// `hold_assessment_gaps` gaps settled, too few were repaired (while held or late: a
+    /// repair after the hold still shows the proxy repairs; a packet that never arrives shows
+    /// it does not).
     fn assess_holds(&mut self, now: Instant) {
         let Some(p) = self.packrat.as_ref() else {
             return;
         };
         let n = self.config.hold_assessment_gaps;
         let st = p.stats();
-        let filled = st.gaps_filled - self.hold_base.0;
-        let expired = st.gaps_expired - self.hold_base.1;
+        let filled = st.gaps_filled + st.gaps_filled_late - self.hold_base.0;
+        let expired = st.gaps_unrepaired - self.hold_base.1;
         if n == 0 || filled + expired < n {
             return;
         }
-        self.hold_base = (st.gaps_filled, st.gaps_expired);
+        self.hold_base = (st.gaps_filled + st.gaps_filled_late, st.gaps_unrepaired);
         self.stats.holds_repaired += filled;
         self.stats.holds_unrepaired += expired;
         #[allow(clippy::cast_precision_loss)]
@@ -744,10 +757,10 @@ impl SidekickClient {
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
             self.session.poll_timeout(),
-            self.robin.as_ref().and_then(RobinSender::next_timeout),
+            self.robin.as_ref().and_then(RobinSender::poll_timeout),
             self.packrat
                 .as_ref()
-                .and_then(PackratReceiver::next_timeout),
+                .and_then(PackratReceiver::poll_timeout),
         ]
         .into_iter()
         .flatten()
@@ -760,11 +773,11 @@ impl SidekickClient {
         self.pump_session();
         self.drain_session_events(now);
         if let Some(r) = self.robin.as_mut() {
-            r.on_timeout(now);
+            r.handle_timeout(now);
             self.drain_robin(now);
         }
         if let Some(p) = self.packrat.as_mut() {
-            p.on_timeout(now);
+            p.handle_timeout(now);
             self.deliver.extend(p.poll_ready());
             self.send_eack(now);
             self.assess_holds(now);

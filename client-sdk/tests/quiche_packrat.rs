@@ -276,7 +276,7 @@ fn run(kill_at_bytes: Option<usize>) -> Outcome {
             server.on_timeout();
         }
         if client.timeout_at(now).is_some_and(|t| t <= now) {
-            let _ = client.on_timeout(now, to_client);
+            let _ = client.handle_timeout(now, to_client);
         }
         std::thread::sleep(Duration::from_micros(200));
     }
@@ -285,7 +285,7 @@ fn run(kill_at_bytes: Option<usize>) -> Outcome {
         let until = Instant::now() + Duration::from_millis(700);
         while Instant::now() < until {
             let now = Instant::now();
-            let _ = client.on_timeout(now, to_client);
+            let _ = client.handle_timeout(now, to_client);
             while client.poll_transmit().is_some() {}
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -403,7 +403,7 @@ fn collect_proxy_metrics(p: &mut ProxyProcess, metrics: &mut BTreeMap<String, f6
 
 /// Stores every numeric field of the client's JSON line, and the fields of nested objects
 /// (the `sidekick` counters of `sidekick-transfer --sidekick`) as `<object>_<field>`, booleans as
-/// 0/1.
+/// 0/1, a nested field's short lower-case word value as `<object>_<field>_<word>` = 1.
 pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Value) {
     fn num(v: &serde_json::Value) -> Option<f64> {
         v.as_f64()
@@ -414,12 +414,24 @@ pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Valu
             for (k2, v2) in obj {
                 if let Some(f) = num(v2) {
                     metrics.insert(format!("{k}_{k2}"), f);
+                } else if let Some(word) = v2.as_str().filter(|w| is_metric_word(w)) {
+                    // A named state (`"fallback_cause": "holds_unrepaired"`) as a 0/1 metric:
+                    // `sidekick_fallback_cause_holds_unrepaired = 1`.
+                    metrics.insert(format!("{k}_{k2}_{word}"), 1.0);
                 }
             }
         } else if let Some(f) = num(val) {
             metrics.insert(k.clone(), f);
         }
     }
+}
+
+/// A short identifier-like word (`holds_unrepaired`): fit to be part of a metric name.
+fn is_metric_word(w: &str) -> bool {
+    !w.is_empty()
+        && w.len() <= 40
+        && w.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// The metric names of issue 9, derived from the raw per-trial figures:
@@ -691,11 +703,15 @@ mod tests {
     fn client_json_and_derived_metrics() {
         let mut m = BTreeMap::new();
         let j: serde_json::Value = serde_json::from_str(
-            r#"{"stack":"quinn","goodput_mbps":7.5,"lost_packets":120,"sidekick":{"quacks":300,"active":true,"fallback":false}}"#,
+            r#"{"stack":"quinn","goodput_mbps":7.5,"lost_packets":120,"sidekick":{"quacks":300,"active":true,"fallback":false,"state":"fallback","fallback_cause":"resends_unneeded","note":"Not A Word"}}"#,
         )
         .unwrap();
         add_client_json(&mut m, &j);
         assert_eq!(m["goodput_mbps"], 7.5);
+        // Named states of nested objects become 0/1 metrics; free text does not.
+        assert_eq!(m["sidekick_fallback_cause_resends_unneeded"], 1.0);
+        assert_eq!(m["sidekick_state_fallback"], 1.0);
+        assert!(!m.keys().any(|k| k.starts_with("sidekick_note")));
         assert_eq!(m["sidekick_quacks"], 300.0);
         assert_eq!(m["sidekick_active"], 1.0);
         assert_eq!(m["sidekick_fallback"], 0.0);

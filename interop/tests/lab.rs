@@ -17,36 +17,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{one_trial, sidekick_bin_dir, skip, transfer_bin_dir};
+
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Lab tests run only when `SIDEKICK_LAB=1` (the lab stage of `scripts/test.sh`); they then need
-/// root and ethtool and fail, rather than skip, without them.
-fn skip(test: &str) -> bool {
-    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
-        eprintln!("{test}: skipped (run with SIDEKICK_LAB=1 as root)");
-        return true;
-    }
-    assert!(
-        is_root(),
-        "{test}: SIDEKICK_LAB=1 needs root for network namespaces"
-    );
-    assert!(
-        Command::new("ethtool").arg("--version").output().is_ok(),
-        "{test}: ethtool not installed (scripts/setup.sh installs it)"
-    );
-    false
-}
 
 fn wifi_lan() -> LinkSpec {
     // Packrat WiFi last hop (Packrat (CoNEXT '26) Table 3): 2 ms, 50 Mbit/s, 4 % loss.
@@ -220,18 +194,6 @@ fn new_namespaces(before: &[String]) -> Vec<String> {
         .into_iter()
         .filter(|n| !before.contains(n))
         .collect()
-}
-
-fn transfer_bin_dir() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER")
-        .map(PathBuf::from)
-        .filter(|p| p.exists())
-    {
-        return p.parent().map(PathBuf::from);
-    }
-    let lab = PathBuf::from(env!("CARGO_BIN_EXE_sidekick-lab"));
-    let dir = lab.parent()?.to_path_buf();
-    dir.join("sidekick-transfer").exists().then_some(dir)
 }
 
 #[test]
@@ -469,22 +431,6 @@ fn clean_leaves_live_runs_alone() {
     }
 }
 
-/// Directory holding `sidekick-transfer` and `sidekick-proxy` of this build (the lab stage of
-/// scripts/test.sh builds both next to `sidekick-lab`).
-fn sidekick_bin_dir(test: &str) -> PathBuf {
-    let Some(dir) = transfer_bin_dir() else {
-        panic!("{test}: sidekick-transfer not built: cargo build -p sidekick-examples first");
-    };
-    let proxy = std::env::var_os("SIDEKICK_SIDEKICK_PROXY")
-        .map_or_else(|| dir.join("sidekick-proxy"), PathBuf::from);
-    assert!(
-        proxy.exists(),
-        "{test}: {} not built: cargo build -p sidekick-proxy first",
-        proxy.display()
-    );
-    dir
-}
-
 /// One trial of a shipped scenario's `sidekick` variant (the real proxy binary in the ap
 /// namespace, `sidekick-transfer client --sidekick`) with a 2 MB transfer, `sets` overrides and
 /// optionally the proxy SIGKILLed at `kill_at` of the transfer. Asserts that it completed.
@@ -552,26 +498,6 @@ fn sidekick_trial(
         );
     }
     m
-}
-
-/// Runs one trial of `scn`'s first variant with the binaries of `bin_dir`; asserts that it ran
-/// and completed, and returns its metrics.
-fn one_trial(test: &str, scn: &Scenario, bin_dir: PathBuf) -> BTreeMap<String, f64> {
-    let opts = RunOptions {
-        trials: Some(1),
-        bin_dir,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: true,
-        check_links: false,
-        link_backend: LinkBackend::Userspace,
-    };
-    let r = runner::run(scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
-    let v = &r.variants[0];
-    assert!(v.skipped.is_none(), "{:?}", v.skipped);
-    let t = v.trials[0].clone();
-    eprintln!("{test}: {:?}", t.metrics);
-    assert!(t.error.is_none(), "{test}: {:?}", t.error);
-    t.metrics
 }
 
 /// The proxy answered discovery and the client kept the session to the end.

@@ -54,6 +54,11 @@ struct Cli {
     /// Core the proxy is pinned to (the blaster takes another).
     #[arg(long, default_value_t = 1)]
     proxy_cpu: usize,
+    /// The proxy's capture workers (`--workers`); with more than one, the proxy may run on
+    /// every core (the blaster shares one with it: on a 2-core machine no core is left for a
+    /// generator that could saturate even one worker).
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
 }
 
 #[derive(Subcommand)]
@@ -261,10 +266,16 @@ fn run(cli: &Cli) -> Result<()> {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let proxy_cpu = cli.proxy_cpu % cpus;
     let blast_cpu = (proxy_cpu + 1) % cpus;
+    let proxy_cpus = if cli.workers > 1 {
+        format!("0-{}", cpus - 1)
+    } else {
+        proxy_cpu.to_string()
+    };
     let child = Command::new("ip")
         .args(["netns", "exec", &pair.rx, "taskset", "-c"])
-        .arg(proxy_cpu.to_string())
+        .arg(&proxy_cpus)
         .arg(&proxy_bin)
+        .args(["--workers", &cli.workers.to_string()])
         .args([
             "--mode",
             "sniff",
@@ -295,9 +306,9 @@ fn run(cli: &Cli) -> Result<()> {
     std::thread::sleep(Duration::from_millis(1200));
     let mut before = sample(&pair.rx, pid)?;
     println!(
-        "sidekick-proxy sniff mode on one core (cpu {proxy_cpu}); blaster on cpu {blast_cpu}; \
+        "sidekick-proxy sniff mode, {} worker(s) on cpu {proxy_cpus}; blaster on cpu {blast_cpu}; \
          {} flows, {} B payloads, {} s per rate",
-        cli.flows, cli.payload, cli.seconds
+        cli.workers, cli.flows, cli.payload, cli.seconds
     );
     println!("offered pps | sent pps | captured pps | capture drops | proxy CPU % | CPU ns/packet");
     println!("---|---|---|---|---|---");

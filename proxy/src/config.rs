@@ -63,6 +63,12 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Log filter (tracing env-filter syntax).
     pub log: String,
+    /// Capture workers: threads that each capture a share of the flows (`PACKET_FANOUT`
+    /// hashing both directions of a flow to the same worker) with a core of their own; 0 (the
+    /// default) means one per CPU. Worker `k` answers sessions on port `sidekick_listen + k`
+    /// (and advertises `sidekick_advertise + k`), so a session reaches its flow's worker; the
+    /// flow, session and memory caps are split evenly among the workers.
+    pub workers: usize,
     /// Flow-table shards.
     pub shards: usize,
     /// Maximum flows tracked.
@@ -126,6 +132,9 @@ pub struct Config {
     pub fail_open_bridge: String,
     /// A bridge-mode worker silent this long (no watchdog message) counts as hung.
     pub fail_open_hang_ms: u32,
+    /// Test builds only (feature `testing`): lie to clients this way (`crate::lie`).
+    #[cfg(feature = "testing")]
+    pub lie: Option<crate::lie::Lie>,
 }
 
 impl Default for Config {
@@ -140,6 +149,7 @@ impl Default for Config {
             sidekick_advertise: None,
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
             log: "info".into(),
+            workers: 0,
             shards: 16,
             max_flows: 65536,
             max_sessions: 4096,
@@ -167,9 +177,20 @@ impl Default for Config {
             fail_open: true,
             fail_open_bridge: "sidekick0".into(),
             fail_open_hang_ms: 500,
+            #[cfg(feature = "testing")]
+            lie: None,
         }
     }
 }
+
+/// `a` with its port raised by `k` (saturating; [`Config::validate`] keeps it in range).
+fn port_plus(a: SocketAddr, k: usize) -> SocketAddr {
+    let port = usize::from(a.port()) + k;
+    SocketAddr::new(a.ip(), u16::try_from(port).unwrap_or(u16::MAX))
+}
+
+/// Most capture workers (`workers`).
+pub const MAX_WORKERS: usize = 64;
 
 /// Largest capture ring per socket (`ring_block_size × ring_blocks`).
 pub const MAX_RING_BYTES: u64 = 1 << 30;
@@ -205,10 +226,11 @@ impl Config {
     /// Every numeric key with its value and its allowed range (inclusive). The ranges are the
     /// ones documented in docs/proxy.md ("Configuration keys and ranges") and
     /// docs/proxy.example.toml; [`Config::validate`] refuses a value outside them.
-    pub fn numeric_keys(&self) -> [(&'static str, u64, RangeInclusive<u64>); 19] {
+    pub fn numeric_keys(&self) -> [(&'static str, u64, RangeInclusive<u64>); 20] {
         const GIB: u64 = 1 << 30;
         let u = |v: usize| v as u64;
         [
+            ("workers", u(self.workers), 0..=MAX_WORKERS as u64),
             ("shards", u(self.shards), 1..=256),
             ("max_flows", u(self.max_flows), 1..=16_777_216),
             ("max_sessions", u(self.max_sessions), 1..=1_048_576),
@@ -291,6 +313,15 @@ impl Config {
         if self.max_sessions > self.max_flows {
             return bad("`max_sessions` must not exceed `max_flows`");
         }
+        let last_port = usize::from(self.sidekick_listen.port()) + self.worker_count() - 1;
+        let last_adv = self
+            .sidekick_advertise
+            .map_or(0, |a| usize::from(a.port()) + self.worker_count() - 1);
+        if self.sidekick_listen.port() == 0 || last_port > 65_535 || last_adv > 65_535 {
+            return bad(
+                "the sidekick ports `sidekick_listen` + worker (and `sidekick_advertise` + worker) must lie in 1..=65535",
+            );
+        }
         if !self.ring_block_size.is_power_of_two() {
             return bad("`ring_block_size` must be a power of two");
         }
@@ -338,6 +369,34 @@ impl Config {
     /// The advertised sidekick address.
     pub fn advertise(&self) -> SocketAddr {
         self.sidekick_advertise.unwrap_or(self.sidekick_listen)
+    }
+
+    /// How many capture workers run: `workers`, or one per CPU when 0. One when a PEMI trace
+    /// is written (a single ordered file).
+    pub fn worker_count(&self) -> usize {
+        if self.pemi_trace.is_some() {
+            return 1;
+        }
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            n => n,
+        }
+        .min(MAX_WORKERS)
+    }
+
+    /// The configuration of worker `k` of `n`: its sidekick port (`+ k`, listening and
+    /// advertised) and its share of the flow, session and memory caps.
+    pub fn for_worker(&self, k: usize, n: usize) -> Config {
+        let mut c = self.clone();
+        let n = n.max(1);
+        c.sidekick_listen = port_plus(self.sidekick_listen, k);
+        c.sidekick_advertise = self.sidekick_advertise.map(|a| port_plus(a, k));
+        c.max_flows = (self.max_flows / n).max(1);
+        c.max_sessions = (self.max_sessions / n).max(1);
+        c.max_half_open = (self.max_half_open / n).max(1);
+        c.memory_budget = (self.memory_budget / n).max(1 << 20);
+        c.workers = n;
+        c
     }
 
     /// The PEMI settings implied by `pemi` and `mode` (reply delays only in bridge mode).

@@ -150,7 +150,7 @@ impl Retired {
             Assistance::Pemi(p) => self.pemi.add(&p.stats),
             Assistance::Session(s) => {
                 if let Some(r) = &s.robin {
-                    add_robin(&mut self.robin, &r.counters);
+                    self.robin.add(&r.counters);
                 }
                 if let Some(p) = &s.packrat {
                     self.packrat.add(&p.counters);
@@ -187,6 +187,9 @@ pub struct ProxyCore<S: SessionLayer> {
     membership: HashMap<S::Id, FlowKey>,
     /// Counters.
     pub counters: Counters,
+    /// Test builds only: how this proxy lies to clients (`crate::lie`).
+    #[cfg(feature = "testing")]
+    lying: crate::lie::Lying,
 }
 
 /// `frame` itself, or (when `needed`: a frame captured with a partial checksum that may be cached
@@ -206,14 +209,6 @@ fn checksummed<'a>(
     fill_udp_checksum(scratch, udp);
     *filled += 1;
     scratch
-}
-
-fn add_robin(a: &mut RobinCounters, b: &RobinCounters) {
-    a.inserted += b.inserted;
-    a.id_errors += b.id_errors;
-    a.quacks += b.quacks;
-    a.resets += b.resets;
-    a.gap_quacks += b.gap_quacks;
 }
 
 /// The budget a PEMI engine with `cfg` reserves: the engine and its datagram buffer's cap.
@@ -252,7 +247,17 @@ impl<S: SessionLayer> ProxyCore<S> {
             groups: HashMap::new(),
             membership: HashMap::new(),
             counters: Counters::default(),
+            #[cfg(feature = "testing")]
+            lying: crate::lie::Lying::default(),
         }
+    }
+
+    /// Test builds only: lie to clients this way (`crate::lie`; the InitAck echo lie is the
+    /// session layer's).
+    #[cfg(feature = "testing")]
+    pub fn with_lie(mut self, lie: Option<crate::lie::Lie>) -> Self {
+        self.lying = crate::lie::Lying::new(lie);
+        self
     }
 
     /// Run PEMI on flows without a sidekick session whose first packet is a QUIC client Initial
@@ -439,8 +444,14 @@ impl<S: SessionLayer> ProxyCore<S> {
                     self.counters.gso_superframes += 1;
                 }
                 let acts = &mut self.engine_out;
+                #[cfg(feature = "testing")]
+                let lying = &mut self.lying;
                 let mut run = |pkt: &Packet<'_>| {
-                    if let Some(r) = assist.robin.as_mut() {
+                    #[cfg(feature = "testing")]
+                    let hide = lying.hides_from_robin();
+                    #[cfg(not(feature = "testing"))]
+                    let hide = false;
+                    if let Some(r) = assist.robin.as_mut().filter(|_| !hide) {
                         r.on_packet(now, dir, pkt, acts);
                     }
                     if let Some(p) = assist.packrat.as_mut() {
@@ -466,6 +477,14 @@ impl<S: SessionLayer> ProxyCore<S> {
                     }
                 }
                 schedule(&mut self.deadlines, key, value);
+                #[cfg(feature = "testing")]
+                if dir == Direction::ToClient
+                    && gso.is_none()
+                    && let Some(forged) = self.lying.forge(udp.payload(frame))
+                {
+                    let copy = crate::packet::segment_frame(frame, &udp, &forged);
+                    self.engine_out.push(Action::Inject { dir, frame: copy });
+                }
                 if let Some(mac) = member_mac {
                     self.learn_member_mac(sid, mac);
                 }
@@ -542,6 +561,10 @@ impl<S: SessionLayer> ProxyCore<S> {
                     }
                 }
                 Action::Inject { dir, frame } => {
+                    #[cfg(feature = "testing")]
+                    if self.lying.drops_repairs() {
+                        continue;
+                    }
                     if self.injects.push(dir, frame) {
                         self.counters.injected += 1;
                     }
@@ -676,7 +699,7 @@ impl<S: SessionLayer> ProxyCore<S> {
                 && let Some(s) = e.value.assistance.session_engines()
             {
                 if let Some(r) = &s.robin {
-                    add_robin(&mut robin, &r.counters);
+                    robin.add(&r.counters);
                 }
                 if let Some(p) = &s.packrat {
                     packrat.add(&p.counters);

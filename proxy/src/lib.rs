@@ -10,6 +10,8 @@ pub mod daemon;
 pub mod engine;
 pub mod flow;
 pub mod fuzz_support;
+#[cfg(feature = "testing")]
+pub mod lie;
 pub mod metrics;
 pub mod notify;
 pub mod packet;
@@ -19,3 +21,4 @@ pub mod robin;
 pub mod session;
 pub mod supervisor;
 pub mod sys;
+pub mod worker;

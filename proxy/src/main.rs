@@ -58,6 +58,9 @@ struct Cli {
     /// Log filter (e.g. `info`, `sidekick_proxy=debug`).
     #[arg(long)]
     log: Option<String>,
+    /// Capture workers (0: one per CPU); worker k answers on the sidekick port + k.
+    #[arg(long)]
+    workers: Option<usize>,
     /// Flow-table shards.
     #[arg(long)]
     shards: Option<usize>,
@@ -140,6 +143,10 @@ struct Cli {
     /// Write a trace of every UDP datagram seen to FILE (for `pemi_replay`; see pemi::trace).
     #[arg(long, value_name = "FILE")]
     pemi_trace: Option<std::path::PathBuf>,
+    /// Test builds only: lie to clients this way (a lab test of the clients' defences).
+    #[cfg(feature = "testing")]
+    #[arg(long, value_enum)]
+    lie: Option<sidekick_proxy::lie::Lie>,
 }
 
 macro_rules! apply {
@@ -169,6 +176,7 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         server_interface,
         sidekick_listen,
         log,
+        workers,
         shards,
         max_flows,
         max_sessions,
@@ -204,6 +212,10 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
     }
     if cli.pemi_trace.is_some() {
         cfg.pemi_trace.clone_from(&cli.pemi_trace);
+    }
+    #[cfg(feature = "testing")]
+    if cli.lie.is_some() {
+        cfg.lie = cli.lie;
     }
     if cli.no_metrics {
         cfg.metrics_listen = None;

@@ -153,7 +153,9 @@ impl Counters {
         add!(memory_reserved_bytes);
         add!(memory_refused);
         add!(timers_fired);
+        self.robin.add(&o.robin);
         self.packrat.add(&o.packrat);
+        self.session.add(&o.session);
         self.pemi.add(&o.pemi);
     }
 

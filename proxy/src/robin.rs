@@ -103,6 +103,17 @@ pub struct RobinCounters {
     pub gap_quacks: u64,
 }
 
+impl RobinCounters {
+    /// Add another engine's (or core's) counters.
+    pub fn add(&mut self, o: &RobinCounters) {
+        self.inserted += o.inserted;
+        self.id_errors += o.id_errors;
+        self.quacks += o.quacks;
+        self.resets += o.resets;
+        self.gap_quacks += o.gap_quacks;
+    }
+}
+
 /// The per-flow Robin state.
 ///
 /// ```

@@ -105,6 +105,19 @@ pub struct SessionStats {
     pub half_open: u64,
 }
 
+impl SessionStats {
+    /// Add another session layer's counters (multi-worker totals).
+    pub fn add(&mut self, o: &SessionStats) {
+        self.discovery_replies += o.discovery_replies;
+        self.discovery_rate_limited += o.discovery_rate_limited;
+        self.malformed += o.malformed;
+        self.quota_refused += o.quota_refused;
+        self.outbox_dropped += o.outbox_dropped;
+        self.sessions += o.sessions;
+        self.half_open += o.half_open;
+    }
+}
+
 /// The session layer interface.
 pub trait SessionLayer {
     /// Session handle.
@@ -204,6 +217,12 @@ impl ProtocolSessions {
             },
             other => other,
         }
+    }
+
+    /// Test builds only: every InitAck echoes `lie(negotiated)` ([`crate::lie`]).
+    #[cfg(feature = "testing")]
+    pub fn lie_in_echoes(&mut self, lie: fn(&SessionConfig) -> SessionConfig) {
+        self.table.lie_in_echoes(lie);
     }
 
     /// The underlying table.

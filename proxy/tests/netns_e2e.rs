@@ -68,6 +68,11 @@ impl Drop for Topo {
 }
 
 fn setup() -> Option<Topo> {
+    setup_with(&[])
+}
+
+/// The namespaces, the server and the proxy binary run with `extra` arguments.
+fn setup_with(extra: &[&str]) -> Option<Topo> {
     let id = std::process::id() % 100_000;
     let t = Topo {
         ap: format!("skeap{id}"),
@@ -178,6 +183,7 @@ fn setup() -> Option<Topo> {
                 "8",
             ])
             .args(["--log", "sidekick_proxy=debug"])
+            .args(extra)
             .stderr(Stdio::null())
             .spawn()
             .ok()?,
@@ -400,6 +406,81 @@ fn proxy_binary_robin_and_packrat_in_namespaces() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
+
+/// Two capture workers: flows hash to both (`PACKET_FANOUT`), and each flow's session reaches
+/// the worker that sees its flow (worker k answers on the sidekick port + k): every one of a
+/// dozen clients gets quACKs of exactly its own upload.
+#[test]
+fn sessions_reach_their_flows_worker_with_two_workers() {
+    if !is_root() {
+        eprintln!("skipping two-worker test: needs root");
+        return;
+    }
+    let Some(_topo) = setup_with(&["--workers", "2"]) else {
+        return;
+    };
+    let mut clients: Vec<Client> = (0..12u16)
+        .map(|i| client(common::robin_config(), 41100 + 2 * i))
+        .collect();
+    let established = |c: &Client| {
+        c.events
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Established { .. }))
+    };
+    for _ in 0..100 {
+        for c in &mut clients {
+            c.pump(Duration::from_millis(5));
+        }
+        if clients.iter().all(established) {
+            break;
+        }
+    }
+    for (k, c) in clients.iter().enumerate() {
+        assert!(established(c), "client {k}: {:?}\n{}", c.events, metrics());
+    }
+    for i in 0..10u32 {
+        for (k, c) in clients.iter_mut().enumerate() {
+            let mut p = vec![0x40u8; 300];
+            p.extend_from_slice(&(1000 * k as u32 + i).to_le_bytes());
+            c.base.send_to(&p, "10.222.241.2:4433").unwrap();
+            c.pump(Duration::from_millis(2));
+        }
+    }
+    for _ in 0..30 {
+        for c in &mut clients {
+            c.pump(Duration::from_millis(5));
+        }
+    }
+    for (k, c) in clients.iter().enumerate() {
+        let best = c
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                ClientEvent::Quack { data, .. } => PowerSumQuack::<u32>::from_bytes(data).ok(),
+                _ => None,
+            })
+            .max_by_key(PowerSumQuack::count)
+            .unwrap_or_else(|| panic!("client {k}: no quACK\n{}", metrics()));
+        // Only this client's packets: another worker's flows never leak into its quACK.
+        let mut expect = PowerSumQuack::<u32>::new(8);
+        for i in 0..best.count() {
+            expect.insert(1000 * k as u32 + i);
+        }
+        assert_eq!(best, expect, "client {k}");
+    }
+    // Workers publish their counters once a second.
+    std::thread::sleep(Duration::from_millis(1200));
+    let m = metrics();
+    assert_eq!(metric(&m, "sidekick_workers"), 2, "{m}");
+    for w in 0..2 {
+        let frames = metric(
+            &m,
+            &format!("sidekick_worker_frames_total{{worker=\"{w}\"}}"),
+        );
+        // 12 flows hashed over 2 workers: all on one has probability 2⁻¹¹.
+        assert!(frames > 0, "worker {w} saw no frame:\n{m}");
+    }
 }
 
 /// Bridge mode: the proxy alone joins two segments of one subnet; UDP datagrams (including IP

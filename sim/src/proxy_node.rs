@@ -231,13 +231,13 @@ impl ProxyNode {
         self.drain(out);
     }
 
-    /// The next time [`Self::on_timeout`] must run.
-    pub fn next_timeout(&self) -> Option<Instant> {
+    /// The next time [`Self::handle_timeout`] must run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.core.poll_timeout()
     }
 
     /// Runs the timers due at `now` (engine cadences and idle expiry).
-    pub fn on_timeout(&mut self, now: Instant, out: &mut Vec<ProxyOut>) {
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<ProxyOut>) {
         self.core.handle_timeout(now);
         self.drain(out);
     }

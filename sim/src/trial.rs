@@ -352,7 +352,7 @@ impl World {
             }
             PROXY_TIMER => {
                 if let Some(p) = self.proxy.as_mut() {
-                    p.on_timeout(now, &mut self.proxy_out);
+                    p.handle_timeout(now, &mut self.proxy_out);
                 }
                 self.handle_proxy_out();
             }
@@ -434,7 +434,7 @@ impl World {
         self.sched.set(SDK_TIMER, kt);
         let pt = off(
             PROXY_TIMER,
-            self.proxy.as_ref().and_then(ProxyNode::next_timeout),
+            self.proxy.as_ref().and_then(ProxyNode::poll_timeout),
         );
         self.sched.set(PROXY_TIMER, pt);
         let dt = self.delayed.front().map(|d| d.0.max(t));

@@ -18,7 +18,10 @@ static void null_handles_are_refused_everywhere(void) {
     CHECK_EQ(sk_quack_decode(NULL, NULL, 0, NULL, NULL, 0, &n), SK_STATUS_NULL_POINTER);
     CHECK_EQ(sk_robin_on_sent(NULL, 0, buf, sizeof buf, 0, NULL), SK_STATUS_NULL_POINTER);
     CHECK_EQ(sk_robin_on_quack(NULL, 0, buf, sizeof buf), SK_STATUS_NULL_POINTER);
+    CHECK_EQ(sk_robin_poll_timeout(NULL, &u64), SK_STATUS_NULL_POINTER);
+    // The first release's name still links and answers alike.
     CHECK_EQ(sk_robin_next_timeout(NULL, &u64), SK_STATUS_NULL_POINTER);
+    CHECK_EQ(sk_packrat_next_timeout(NULL, &u64), SK_STATUS_NULL_POINTER);
     CHECK_EQ(sk_pacubic_cwnd(NULL, &u64), SK_STATUS_NULL_POINTER);
     CHECK_EQ(sk_pacubic_on_loss(NULL, 0, 0, 0, 0.5, NULL), SK_STATUS_NULL_POINTER);
     CHECK_EQ(sk_packrat_on_received(NULL, 0, buf, sizeof buf, 0), SK_STATUS_NULL_POINTER);

@@ -86,11 +86,11 @@ static void reorder_window_expiry_releases_held_datagrams(void) {
     receive(p, t0 + 1 * MS, 2);
     CHECK_EQ(ready(p, ids, 8), 1);
     uint64_t deadline = 0;
-    CHECK_EQ(sk_packrat_next_timeout(p, &deadline), SK_STATUS_OK);
+    CHECK_EQ(sk_packrat_poll_timeout(p, &deadline), SK_STATUS_OK);
     CHECK(deadline <= t0 + 31 * MS); /* the gap's window, or the earlier eACK timer */
-    CHECK_EQ(sk_packrat_on_timeout(p, t0 + 30 * MS), SK_STATUS_OK);
+    CHECK_EQ(sk_packrat_handle_timeout(p, t0 + 30 * MS), SK_STATUS_OK);
     CHECK_EQ(ready(p, ids, 8), 0); /* the window is 30 ms from the gap (seen at t0 + 1 ms) */
-    CHECK_EQ(sk_packrat_on_timeout(p, t0 + 31 * MS), SK_STATUS_OK);
+    CHECK_EQ(sk_packrat_handle_timeout(p, t0 + 31 * MS), SK_STATUS_OK);
     CHECK_EQ(ready(p, ids, 8), 1);
     CHECK_EQ(ids[0], 2);
     SkPackratStats st;

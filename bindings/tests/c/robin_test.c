@@ -156,11 +156,11 @@ static void time_rule_declares_a_loss_with_one_later_receipt(void) {
     SkRobinEvent lost;
     CHECK_EQ(count_lost(r, &lost, NULL, NULL), 0);
     uint64_t deadline = 0;
-    CHECK_EQ(sk_robin_next_timeout(r, &deadline), SK_STATUS_OK);
+    CHECK_EQ(sk_robin_poll_timeout(r, &deadline), SK_STATUS_OK);
     CHECK(deadline > 3 * MS);
-    CHECK_EQ(sk_robin_on_timeout(r, deadline - 1), SK_STATUS_OK);
+    CHECK_EQ(sk_robin_handle_timeout(r, deadline - 1), SK_STATUS_OK);
     CHECK_EQ(count_lost(r, &lost, NULL, NULL), 0);
-    CHECK_EQ(sk_robin_on_timeout(r, deadline), SK_STATUS_OK);
+    CHECK_EQ(sk_robin_handle_timeout(r, deadline), SK_STATUS_OK);
     CHECK_EQ(count_lost(r, &lost, NULL, NULL), 1);
     CHECK_EQ(lost.id, 0);
     CHECK_EQ(lost.rule, SK_LOSS_RULE_TIME);

@@ -108,7 +108,7 @@ impl SidekickQuiche {
     }
 
     /// A datagram arrived on the base socket: Packrat sees it first; whatever may pass now is
-    /// handed to quiche (the rest after the reorder window, from [`Self::on_timeout`]).
+    /// handed to quiche (the rest after the reorder window, from [`Self::handle_timeout`]).
     pub fn recv(
         &mut self,
         now: Instant,
@@ -157,7 +157,11 @@ impl SidekickQuiche {
     }
 
     /// Runs due timers of both; `info` addresses released held datagrams.
-    pub fn on_timeout(&mut self, now: Instant, info: quiche::RecvInfo) -> quiche::Result<usize> {
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        info: quiche::RecvInfo,
+    ) -> quiche::Result<usize> {
         if self.conn.timeout().is_some_and(|d| d.is_zero()) {
             self.conn.on_timeout();
         }

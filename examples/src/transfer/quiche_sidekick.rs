@@ -102,7 +102,7 @@ impl Driver for SkConn {
             from: peer,
             to: local,
         };
-        if let Err(e) = self.inner.on_timeout(Instant::now(), info) {
+        if let Err(e) = self.inner.handle_timeout(Instant::now(), info) {
             tracing::debug!("quiche recv (released datagram): {e}");
         }
     }

@@ -3,7 +3,8 @@
 
 use super::{
     Challenge, Config, Direction, Error, ErrorCode, Header, InitAck, Instant, Message, ProxyEvent,
-    ProxySession, ProxySessionTable, Refresh, SecureRandom, SocketAddr, Transmit, frame,
+    ProxySession, ProxySessionTable, Refresh, SecureRandom, SessionConfig, SocketAddr, Transmit,
+    frame,
 };
 
 impl ProxySessionTable {
@@ -14,6 +15,7 @@ impl ProxySessionTable {
         datagram: &[u8],
     ) -> Result<ProxyEvent, Error> {
         let caps = self.policy.capabilities;
+        let lie = self.echo_lie();
         let (bind, rate, burst) = (
             self.policy.bind_station,
             self.policy.control_rate,
@@ -101,7 +103,7 @@ impl ProxySessionTable {
         let ev = match f.message {
             Message::Init(_) => {
                 // Retransmitted Init (our InitAck was lost): answer again, same challenge.
-                let ack = init_ack(s, None, caps);
+                let ack = init_ack(s, super::echo_of(s, lie), None, caps);
                 out.push(s.emit(&ack));
                 Ok(ProxyEvent::Nothing)
             }
@@ -232,13 +234,14 @@ impl ProxySessionTable {
 
 pub(super) fn init_ack(
     s: &ProxySession,
+    echo: SessionConfig,
     err: Option<&crate::messages::ConfigError>,
     caps: u32,
 ) -> Message {
     Message::InitAck(InitAck {
         accepted: err.is_none(),
         capabilities: caps,
-        config: err.is_none().then(|| s.config.clone()),
+        config: err.is_none().then_some(echo),
         path_challenge: s.challenge,
         epoch: s.epoch,
         reject_code: if err.is_some() {

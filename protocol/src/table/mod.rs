@@ -184,6 +184,17 @@ struct HalfOpen {
     created: Instant,
 }
 
+/// What an impostor echoes instead of the negotiated configuration (feature `testing`).
+type EchoLie = Option<fn(&SessionConfig) -> SessionConfig>;
+
+/// The configuration an InitAck of session `s` echoes: the negotiated one (or, in tests, a lie).
+fn echo_of(s: &ProxySession, lie: EchoLie) -> SessionConfig {
+    match lie {
+        Some(lie) => lie(&s.config),
+        None => s.config.clone(),
+    }
+}
+
 /// The proxy's sessions. Feed it discovery requests seen on base flows
 /// ([`ProxySessionTable::handle_discovery`]) and datagrams from the sidekick socket
 /// ([`ProxySessionTable::handle_datagram`]); send what [`ProxySessionTable::poll_transmit`]
@@ -217,6 +228,10 @@ pub struct ProxySessionTable {
     stations: HashMap<IpAddr, Station>,
     flows: FlowOwners,
     stats: TableStats,
+    /// Test support (feature `testing`): what an impostor echoes in its InitAcks instead of
+    /// the negotiated configuration ([`ProxySessionTable::lie_in_echoes`]).
+    #[cfg(feature = "testing")]
+    echo_lie: EchoLie,
 }
 
 impl ProxySessionTable {
@@ -238,7 +253,27 @@ impl ProxySessionTable {
             stations: HashMap::new(),
             flows: HashMap::new(),
             stats: TableStats::default(),
+            #[cfg(feature = "testing")]
+            echo_lie: None,
         }
+    }
+
+    /// Test support (feature `testing`): every InitAck echoes `lie(negotiated)` instead of the
+    /// negotiated configuration, as an impostor that answered discovery may (the lab's lying
+    /// proxy; the client must clamp or refuse it, docs/protocol.md §11.3). The session itself
+    /// runs with the negotiated configuration.
+    #[cfg(feature = "testing")]
+    pub fn lie_in_echoes(&mut self, lie: fn(&SessionConfig) -> SessionConfig) {
+        self.echo_lie = Some(lie);
+    }
+
+    /// The lie of [`Self::lie_in_echoes`], if any (copied out so that a session may be borrowed).
+    #[cfg_attr(not(feature = "testing"), allow(clippy::unused_self))]
+    fn echo_lie(&self) -> EchoLie {
+        #[cfg(feature = "testing")]
+        return self.echo_lie;
+        #[cfg(not(feature = "testing"))]
+        None
     }
 
     /// An empty table under `policy`, refused when a value is outside its documented range.
@@ -506,7 +541,13 @@ impl ProxySessionTable {
             control_tokens: f64::from(self.policy.control_burst),
             control_at: now,
         };
-        let ack = init_ack(&s, negotiated.as_ref().err(), self.policy.capabilities);
+        let echo = echo_of(&s, self.echo_lie());
+        let ack = init_ack(
+            &s,
+            echo,
+            negotiated.as_ref().err(),
+            self.policy.capabilities,
+        );
         let t = s.emit(&ack);
         self.queue(t);
         match negotiated {

@@ -1,0 +1,324 @@
+//! A lying proxy against real clients in network namespaces (`SIDEKICK_LAB=1`, root): the
+//! `lying-proxy-upload` and `lying-proxy-download` scenarios (two short trials of four variants
+//! each, in alternation; docs/results.md has five-trial runs of every variant), libcurl and
+//! WebRTC calls (about 4 minutes in all). Every lie must cost the
+//! client no more than 10 % of its end-to-end transfer time (mean over the trials), and nothing
+//! may leave the client on its loopback.
+//!
+//! The proxy binary must be a `testing` build (`--lie`): `cargo test --workspace` makes one,
+//! since this package's dev-dependency on the proxy turns the feature on.
+
+mod common;
+
+use common::{sidekick_bin_dir, skip};
+use sidekick_lab::netem::LinkBackend;
+use sidekick_lab::runner::{self, RunOptions, RunResult};
+use sidekick_lab::scenario::Scenario;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Runs `trials` of the variants `keep` of a shipped scenario with `sets` (the scenario's other
+/// variants are for longer runs: docs/results.md).
+fn run(test: &str, scenario: &str, sets: &[&str], trials: usize, keep: &[&str]) -> RunResult {
+    let bin_dir = sidekick_bin_dir(test);
+    let help = Command::new(bin_dir.join("sidekick-proxy"))
+        .arg("--help")
+        .output()
+        .unwrap_or_else(|e| panic!("{test}: sidekick-proxy --help: {e}"));
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("--lie"),
+        "{test}: {} is not a testing build: cargo build -p sidekick-proxy --features testing",
+        bin_dir.join("sidekick-proxy").display()
+    );
+    let sets: Vec<String> = sets.iter().map(|s| (*s).to_string()).collect();
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{scenario}.toml")),
+        &sets,
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    scn.variants.retain(|v| keep.contains(&v.name.as_str()));
+    assert_eq!(
+        scn.variants.len(),
+        keep.len(),
+        "{test}: {scenario} lacks a variant"
+    );
+    let opts = RunOptions {
+        trials: Some(trials),
+        bin_dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+        link_backend: LinkBackend::Userspace,
+    };
+    runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"))
+}
+
+/// The mean transfer time (`duration_s`) of variant `name`; every trial completed.
+fn mean_duration(test: &str, r: &RunResult, name: &str) -> f64 {
+    let v = r
+        .variants
+        .iter()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("{test}: no variant {name}"));
+    let mut sum = 0.0;
+    for t in &v.trials {
+        assert!(t.error.is_none(), "{test}: {name}: {:?}", t.error);
+        sum += t
+            .metrics
+            .get("duration_s")
+            .copied()
+            .unwrap_or(f64::INFINITY);
+    }
+    sum / v.trials.len().max(1) as f64
+}
+
+/// Every variant: a mean transfer time within 1.1× of e2e's (the runner alternates the
+/// variants, and a trial's link drops are seeded alike for all of them), nothing on the
+/// client's loopback; each trial of `name` has `metric` = 1 (the defence that caught the lie).
+fn check(test: &str, r: &RunResult, caught_by: &[(&str, &str)]) {
+    let e2e = mean_duration(test, r, "e2e");
+    for v in &r.variants {
+        let d = mean_duration(test, r, &v.name);
+        eprintln!(
+            "{test}: {}: mean transfer time {d:.2} s, {:.3}× e2e",
+            v.name,
+            d / e2e
+        );
+        assert!(
+            d <= 1.1 * e2e,
+            "{test}: {} took {d:.2} s, e2e {e2e:.2} s",
+            v.name
+        );
+        for t in &v.trials {
+            assert_eq!(
+                t.metrics.get("cli0_lo_tx_packets").copied(),
+                Some(0.0),
+                "{test}: {}: the client sent on its loopback: {:?}",
+                v.name,
+                t.metrics
+            );
+        }
+    }
+    check_caught(test, r, caught_by);
+}
+
+/// Each trial of variant `name` completed and has `metric` = 1: the defence that caught the lie
+/// is named in the client's report.
+fn check_caught(test: &str, r: &RunResult, caught_by: &[(&str, &str)]) {
+    for (name, metric) in caught_by {
+        let v = r
+            .variants
+            .iter()
+            .find(|v| v.name == *name)
+            .unwrap_or_else(|| panic!("{test}: no variant {name}"));
+        for t in &v.trials {
+            assert!(t.error.is_none(), "{test}: {name}: {:?}", t.error);
+            assert_eq!(
+                t.metrics.get(*metric).copied(),
+                Some(1.0),
+                "{test}: {name}: {metric}: {:?}",
+                t.metrics
+            );
+        }
+    }
+}
+
+#[test]
+fn a_lying_proxy_costs_a_robin_upload_no_more_than_end_to_end() {
+    let test = "a_lying_proxy_costs_a_robin_upload_no_more_than_end_to_end";
+    if skip(test) {
+        return;
+    }
+    let r = run(
+        test,
+        "lying-proxy-upload",
+        &["app.bytes=2000000"],
+        2,
+        &["e2e", "false-loss", "extreme-echo", "victim-addr"],
+    );
+    check(
+        test,
+        &r,
+        &[
+            ("extreme-echo", "sidekick_fallback"),
+            ("victim-addr", "sidekick_fallback"),
+        ],
+    );
+}
+
+#[test]
+fn a_lying_proxy_costs_a_packrat_download_no_more_than_end_to_end() {
+    let test = "a_lying_proxy_costs_a_packrat_download_no_more_than_end_to_end";
+    if skip(test) {
+        return;
+    }
+    let r = run(
+        test,
+        "lying-proxy-download",
+        // ~45 drops: enough for one assessment of the holds' worth (32 settled gaps).
+        &["app.bytes=1500000", "lan.loss=3%"],
+        2,
+        &["e2e", "never-repair", "forged-packets", "loopback-addr"],
+    );
+    check(
+        test,
+        &r,
+        &[
+            ("never-repair", "sidekick_fallback_cause_holds_unrepaired"),
+            (
+                "loopback-addr",
+                "sidekick_fallback_cause_sidekick_addr_refused",
+            ),
+        ],
+    );
+}
+
+/// libcurl through the C adapter (its relay runs on the client's loopback, so the loopback
+/// count does not apply): every lie leaves the download complete, with the reason in the
+/// adapter's report.
+#[test]
+fn a_lying_proxy_leaves_a_curl_download_complete_with_the_reason() {
+    let test = "a_lying_proxy_leaves_a_curl_download_complete_with_the_reason";
+    if skip(test) {
+        return;
+    }
+    let dir = sidekick_bin_dir(test);
+    assert!(
+        dir.join("sidekick-curl").exists(),
+        "{test}: sidekick-curl not built in {}: run scripts/build-sidekick-curl.sh",
+        dir.display()
+    );
+    let r = run(
+        test,
+        "lying-proxy-download",
+        &[
+            "app.http3=true",
+            "app.client_stack=curl",
+            "app.bytes=1500000",
+            "lan.loss=3%",
+        ],
+        1,
+        &["e2e", "never-repair", "extreme-echo", "loopback-addr"],
+    );
+    for v in &r.variants {
+        let d = mean_duration(test, &r, &v.name);
+        eprintln!("{test}: {}: transfer time {d:.2} s", v.name);
+    }
+    check_caught(
+        test,
+        &r,
+        &[
+            ("never-repair", "sidekick_fallback_cause_holds_unrepaired"),
+            (
+                "loopback-addr",
+                "sidekick_fallback_cause_sidekick_addr_refused",
+            ),
+            ("extreme-echo", "sidekick_fallback_cause_bad_echo"),
+        ],
+    );
+}
+
+/// A 6 s WebRTC call of `scenario` (str0m), end to end and through a proxy lying each way of
+/// `lies`, one trial each in alternation.
+fn webrtc_run(test: &str, scenario: &str, lies: &[&str]) -> RunResult {
+    let bin_dir = sidekick_bin_dir(test);
+    assert!(
+        bin_dir.join("sidekick-webrtc").exists(),
+        "{test}: sidekick-webrtc not built: cargo build -p sidekick-examples first"
+    );
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{scenario}.toml")),
+        &["app.duration_s=6.0".into(), "app.timeout_s=60.0".into()],
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    let honest = scn
+        .variants
+        .iter()
+        .find(|v| v.name == "sidekick")
+        .cloned()
+        .unwrap_or_else(|| panic!("{test}: {scenario} has no sidekick variant"));
+    scn.variants.retain(|v| v.name == "e2e");
+    for lie in lies {
+        let mut v = honest.clone();
+        v.name = (*lie).to_string();
+        v.proxy.extend(["--lie".to_string(), (*lie).to_string()]);
+        scn.variants.push(v);
+    }
+    let opts = RunOptions {
+        trials: Some(1),
+        bin_dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+        link_backend: LinkBackend::Userspace,
+    };
+    runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"))
+}
+
+/// Every variant's call ran to its end (180 frames sent at 30 fps), completed at least 95 % of
+/// the frames end to end completed, and froze no more than 10 % longer than end to end plus one
+/// 33 ms frame per second of call (a trial's link drops are seeded alike for all variants).
+fn check_calls(test: &str, r: &RunResult) {
+    let metric = |v: &str, k: &str| {
+        let var = r
+            .variants
+            .iter()
+            .find(|x| x.name == v)
+            .unwrap_or_else(|| panic!("{test}: no variant {v}"));
+        let t = &var.trials[0];
+        assert!(t.error.is_none(), "{test}: {v}: {:?}", t.error);
+        t.metrics
+            .get(k)
+            .copied()
+            .unwrap_or_else(|| panic!("{test}: {v}: no {k}: {:?}", t.metrics))
+    };
+    let e2e_frozen = metric("e2e", "frozen_ms_total");
+    let e2e_complete = metric("e2e", "frames_complete");
+    for v in &r.variants {
+        let frozen = metric(&v.name, "frozen_ms_total");
+        let complete = metric(&v.name, "frames_complete");
+        eprintln!(
+            "{test}: {}: frozen {frozen:.0} ms, {complete} frames complete (e2e {e2e_frozen:.0} ms, {e2e_complete})",
+            v.name
+        );
+        assert_eq!(metric(&v.name, "frames_sent"), 180.0, "{test}: {}", v.name);
+        assert!(complete >= 0.95 * e2e_complete, "{test}: {}", v.name);
+        assert!(
+            frozen <= 1.1 * e2e_frozen + 6.0 * 33.0,
+            "{test}: {}: frozen {frozen} ms, e2e {e2e_frozen} ms",
+            v.name
+        );
+    }
+}
+
+/// A WebRTC receiver (Packrat's media links, 10 % loss) facing a proxy that never repairs or
+/// forges packets: the call continues end to end; the holds that were never repaired are named.
+#[test]
+fn a_lying_proxy_leaves_a_webrtc_downlink_call_end_to_end() {
+    let test = "a_lying_proxy_leaves_a_webrtc_downlink_call_end_to_end";
+    if skip(test) {
+        return;
+    }
+    let r = webrtc_run(test, "webrtc-downlink", &["never-repair", "forged-packets"]);
+    check_calls(test, &r);
+    check_caught(
+        test,
+        &r,
+        &[("never-repair", "sidekick_fallback_cause_holds_unrepaired")],
+    );
+}
+
+/// A WebRTC sender (Robin #1's links) told of losses that never happened: the call continues;
+/// the spurious resends are the lie's whole cost.
+#[test]
+fn a_lying_proxy_leaves_a_webrtc_uplink_call_end_to_end() {
+    let test = "a_lying_proxy_leaves_a_webrtc_uplink_call_end_to_end";
+    if skip(test) {
+        return;
+    }
+    let r = webrtc_run(test, "webrtc-uplink", &["false-loss", "extreme-echo"]);
+    check_calls(test, &r);
+    check_caught(test, &r, &[("extreme-echo", "sidekick_fallback")]);
+}
