@@ -261,6 +261,10 @@ typedef struct SkClientStats {
     uint64_t retransmissions;
     // Events dropped because the queue was full.
     uint64_t events_dropped;
+    // Reconfigurations the proxy accepted (`sk_client_reconfigure`).
+    uint64_t reconfigurations;
+    // Reconfigurations the proxy refused (the session kept its configuration).
+    uint64_t reconfigurations_refused;
 } SkClientStats;
 
 // Robin counters.
@@ -629,6 +633,25 @@ enum SkStatus sk_client_handle_timeout(struct SkClient *c, uint64_t now_us);
 // # Safety
 // `c` is null or a live client not used concurrently.
 enum SkStatus sk_client_fall_back(struct SkClient *c, uint64_t now_us);
+
+// Asks the proxy for another session configuration at `now_us` (quACK interval and threshold,
+// eACK settings; Sidekick (NSDI '24) §5.2); `out_id` (optional) receives the request's id. The
+// proxy's answer must be a clamp of `config`: accepted, the session starts a new epoch with
+// fresh engines (`SkClientStats.reconfigurations`); refused, it keeps its configuration
+// (`reconfigurations_refused`). `SK_STATUS_PROTOCOL` unless the session is established;
+// `SK_STATUS_INVALID_ARGUMENT` for a configuration the protocol refuses.
+//
+// Ownership: borrows the handle and `config` for the duration of the call; nothing of the
+// caller's is kept. Thread safety: not concurrently with another call on the same handle;
+// distinct handles are independent.
+//
+// # Safety
+// `c` is null or a live client not used concurrently; `config` is valid for a read; `out_id`
+// is null or valid for a write.
+enum SkStatus sk_client_reconfigure(struct SkClient *c,
+                                    uint64_t now_us,
+                                    const struct SkSessionConfig *config,
+                                    uint32_t *out_id);
 
 // Whether the sidekick is in use (`out_active`) and, if the client fell back, why
 // (`out_cause`, `SK_FALLBACK_CAUSE_NONE` otherwise). Both outputs are optional.

@@ -491,6 +491,49 @@ pub unsafe extern "C" fn sk_client_fall_back(c: *mut SkClient, now_us: u64) -> S
     }
 }
 
+/// Asks the proxy for another session configuration at `now_us` (quACK interval and threshold,
+/// eACK settings; Sidekick (NSDI '24) §5.2); `out_id` (optional) receives the request's id. The
+/// proxy's answer must be a clamp of `config`: accepted, the session starts a new epoch with
+/// fresh engines (`SkClientStats.reconfigurations`); refused, it keeps its configuration
+/// (`reconfigurations_refused`). `SK_STATUS_PROTOCOL` unless the session is established;
+/// `SK_STATUS_INVALID_ARGUMENT` for a configuration the protocol refuses.
+///
+/// Ownership: borrows the handle and `config` for the duration of the call; nothing of the
+/// caller's is kept. Thread safety: not concurrently with another call on the same handle;
+/// distinct handles are independent.
+///
+/// # Safety
+/// `c` is null or a live client not used concurrently; `config` is valid for a read; `out_id`
+/// is null or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_client_reconfigure(
+    c: *mut SkClient,
+    now_us: u64,
+    config: *const SkSessionConfig,
+    out_id: *mut u32,
+) -> SkStatus {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        with_handle(c, |h| {
+            status((|| {
+                let now = h.clock.at(now_us)?;
+                // `config` is null or valid for a read (caller contract).
+                let cfg = config.as_ref().ok_or(SkStatus::NullPointer)?;
+                let session = cfg.to_rust()?;
+                let id = h.client.reconfigure(now, session).map_err(|e| match e {
+                    sidekick_protocol::Error::InvalidState(_) => SkStatus::Protocol,
+                    _ => SkStatus::InvalidArgument,
+                })?;
+                if !out_id.is_null() {
+                    // `out_id` is non-null and valid for a write (caller contract).
+                    write_out(out_id, id)?;
+                }
+                Ok(SkStatus::Ok)
+            })())
+        })
+    }
+}
+
 /// Whether the sidekick is in use (`out_active`) and, if the client fell back, why
 /// (`out_cause`, `SK_FALLBACK_CAUSE_NONE` otherwise). Both outputs are optional.
 ///
@@ -651,6 +694,8 @@ pub unsafe extern "C" fn sk_client_stats(c: *mut SkClient, out: *mut SkClientSta
                 rejected_frames: s.rejected_frames,
                 retransmissions: s.retransmissions,
                 events_dropped: s.events_dropped,
+                reconfigurations: s.reconfigurations,
+                reconfigurations_refused: s.reconfigurations_refused,
             };
             status(write_out(out, stats).map(|()| SkStatus::Ok))
         })

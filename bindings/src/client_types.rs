@@ -284,4 +284,8 @@ pub struct SkClientStats {
     pub retransmissions: u64,
     /// Events dropped because the queue was full.
     pub events_dropped: u64,
+    /// Reconfigurations the proxy accepted (`sk_client_reconfigure`).
+    pub reconfigurations: u64,
+    /// Reconfigurations the proxy refused (the session kept its configuration).
+    pub reconfigurations_refused: u64,
 }

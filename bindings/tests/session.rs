@@ -270,6 +270,65 @@ fn robin_session_through_the_c_api_finds_a_near_loss_and_retransmits() {
     // SAFETY: written by the call above.
     let stats = unsafe { stats.assume_init() };
     assert_eq!((stats.quacks, stats.retransmissions), (2, 1));
+
+    // Reconfiguration mid-session: a denser quACK cadence and a larger threshold, through the
+    // protocol's Config; the proxy's echo starts a new epoch.
+    let mut denser = std::mem::MaybeUninit::<SkSessionConfig>::uninit();
+    // SAFETY: valid output pointer.
+    assert_eq!(
+        unsafe { sk_session_config_robin(10, 16, denser.as_mut_ptr()) },
+        SkStatus::Ok
+    );
+    // SAFETY: written by the call above.
+    let denser = unsafe { denser.assume_init() };
+    let mut id = 0u32;
+    // SAFETY: valid config and output; `client` is live.
+    assert_eq!(
+        unsafe {
+            sk_client_reconfigure(lab.client, Lab::us(ms(20)), &raw const denser, &raw mut id)
+        },
+        SkStatus::Ok
+    );
+    assert_ne!(id, 0);
+    lab.shuttle(ms(21));
+    let mut stats = std::mem::MaybeUninit::<SkClientStats>::uninit();
+    // SAFETY: valid output.
+    assert_eq!(
+        unsafe { sk_client_stats(lab.client, stats.as_mut_ptr()) },
+        SkStatus::Ok
+    );
+    // SAFETY: written by the call above.
+    let stats = unsafe { stats.assume_init() };
+    assert_eq!(
+        (stats.reconfigurations, stats.reconfigurations_refused),
+        (1, 0)
+    );
+    let sid = lab.sid.expect("session");
+    let robin = lab
+        .proxy
+        .session(&sid)
+        .and_then(|s| s.config().robin.clone());
+    assert_eq!(robin.map(|r| (r.interval_ms, r.threshold)), Some((10, 16)));
     // SAFETY: freed once.
     unsafe { sk_client_free(lab.client) };
+
+    // Before a session exists there is nothing to reconfigure.
+    let mut fresh = null_mut();
+    // SAFETY: valid config and output pointer.
+    assert_eq!(
+        unsafe { sk_client_new(&raw const cfg, &raw mut fresh) },
+        SkStatus::Ok
+    );
+    // SAFETY: valid config; `fresh` is live; a null id output is allowed.
+    assert_eq!(
+        unsafe { sk_client_reconfigure(fresh, 0, &raw const denser, std::ptr::null_mut()) },
+        SkStatus::Protocol
+    );
+    // SAFETY: `fresh` is live; a null config is refused.
+    assert_eq!(
+        unsafe { sk_client_reconfigure(fresh, 0, std::ptr::null(), std::ptr::null_mut()) },
+        SkStatus::NullPointer
+    );
+    // SAFETY: freed once.
+    unsafe { sk_client_free(fresh) };
 }

@@ -324,6 +324,14 @@ impl PackratReceiver {
         self.release();
     }
 
+    /// Stops holding: every open gap is given up and every held datagram becomes ready, in
+    /// order (the session ends or is reconfigured).
+    pub fn release_all(&mut self) {
+        self.gaps.clear();
+        let held = std::mem::take(&mut self.held);
+        self.ready.extend(held.into_iter().map(|h| h.datagram));
+    }
+
     /// Datagrams that may be handed to the QUIC stack now, in order.
     pub fn poll_ready(&mut self) -> impl Iterator<Item = Vec<u8>> + '_ {
         self.ready.drain(..)

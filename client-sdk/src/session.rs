@@ -189,6 +189,10 @@ pub struct SdkStats {
     pub rejected_frames: u64,
     /// Early retransmissions queued on the base socket.
     pub retransmissions: u64,
+    /// Reconfigurations the proxy accepted ([`SidekickClient::reconfigure`]).
+    pub reconfigurations: u64,
+    /// Reconfigurations the proxy refused (the session kept its configuration).
+    pub reconfigurations_refused: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
     /// Held gaps repaired (filled in time) in assessments so far.
@@ -206,6 +210,10 @@ pub struct SdkStats {
 
 /// Cap on queued events and transmits.
 const MAX_QUEUE: usize = 4096;
+
+/// Send times of the newest base packets whose number the lens read, for RTT samples from the
+/// peer's ACK frames.
+const SENT_TIMES_CAP: usize = 512;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -228,6 +236,8 @@ pub struct SidekickClient {
     events: VecDeque<SdkEvent>,
     /// Datagrams received on the base socket that the stack may see (when not held).
     deliver: VecDeque<Vec<u8>>,
+    /// (packet number, send time) of the newest base packets sent, increasing.
+    sent_times: VecDeque<(u64, Instant)>,
     passthrough: VecDeque<(SocketAddr, Vec<u8>)>,
     resets: VecDeque<Instant>,
     /// Packrat (filled, expired) gap counts at the start of the current assessment.
@@ -263,6 +273,7 @@ impl SidekickClient {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             deliver: VecDeque::new(),
+            sent_times: VecDeque::new(),
             passthrough: VecDeque::new(),
             resets: VecDeque::new(),
             hold_base: (0, 0),
@@ -297,6 +308,11 @@ impl SidekickClient {
         &self.lens
     }
 
+    /// The session configuration in force (the proxy's echo), once established.
+    pub fn session_config(&self) -> Option<&SessionConfig> {
+        self.session.config()
+    }
+
     /// The Robin engine while the session is active.
     pub fn robin(&self) -> Option<&RobinSender> {
         self.robin.as_ref()
@@ -328,6 +344,30 @@ impl SidekickClient {
             Mode::Fallback(c) => Some(c),
             _ => None,
         }
+    }
+
+    /// Asks the proxy for another configuration mid-session (Sidekick (NSDI '24) §5.2 lets a
+    /// client change its quACK interval and threshold as the path changes; the same holds for
+    /// Packrat's eACK settings); returns the request's id. The proxy's answer must be a clamp
+    /// of `config`, checked like the first one: accepted, it starts a new epoch with fresh
+    /// engines (datagrams held by the old Packrat engine are released in order); refused, the
+    /// session keeps its configuration. Only while the session is established.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use sidekick::session::{SidekickClient, SidekickConfig};
+    /// let mut c = SidekickClient::new(SidekickConfig::robin(30, 10));
+    /// let denser = SidekickConfig::robin(10, 10).protocol.session;
+    /// assert!(c.reconfigure(Instant::now(), denser).is_err()); // no session yet
+    /// ```
+    pub fn reconfigure(
+        &mut self,
+        now: Instant,
+        config: SessionConfig,
+    ) -> Result<u32, sidekick_protocol::Error> {
+        let id = self.session.reconfigure(now, config)?;
+        self.pump_session();
+        Ok(id)
     }
 
     /// Starts discovery at `now`.
@@ -374,8 +414,7 @@ impl SidekickClient {
         self.pump_session();
         if let Some(mut p) = self.packrat.take() {
             // Release in order: nothing stays held once the sidekick is gone.
-            p.on_proxy_nothing_missing(now + p.config().reorder_window);
-            p.handle_timeout(now + p.config().reorder_window);
+            p.release_all();
             self.deliver.extend(p.poll_ready());
         }
         self.robin = None;
@@ -388,6 +427,14 @@ impl SidekickClient {
     /// whether Robin logged it.
     pub fn on_base_sent(&mut self, now: Instant, datagram: &[u8]) -> bool {
         let pn = self.lens.observe(Direction::Outgoing, datagram).ok();
+        if let Some(pn) = pn
+            && self.sent_times.back().is_none_or(|&(last, _)| pn > last)
+        {
+            if self.sent_times.len() >= SENT_TIMES_CAP {
+                self.sent_times.pop_front();
+            }
+            self.sent_times.push_back((pn, now));
+        }
         let Some(r) = self.robin.as_mut() else {
             return false;
         };
@@ -420,11 +467,12 @@ impl SidekickClient {
             return;
         }
         let pn = observed.ok();
-        if let Some(ack) = self.lens.take_ack()
-            && let Some(r) = self.robin.as_mut()
-        {
-            r.on_e2e_ack(now, &ack);
-            self.assess_resends(now);
+        if let Some(ack) = self.lens.take_ack() {
+            self.sample_rtt(now, &ack);
+            if let Some(r) = self.robin.as_mut() {
+                r.on_e2e_ack(now, &ack);
+                self.assess_resends(now);
+            }
         }
         self.receive_with_pn(now, datagram, pn);
     }
@@ -586,8 +634,12 @@ impl SidekickClient {
 
     fn on_client_event(&mut self, now: Instant, ev: ClientEvent) {
         match ev {
-            ClientEvent::Established { config, epoch }
-            | ClientEvent::Reconfigured { config, epoch } => self.establish(&config, epoch),
+            ClientEvent::Established { config, epoch } => self.establish(&config, epoch),
+            ClientEvent::Reconfigured { config, epoch } => {
+                self.stats.reconfigurations += 1;
+                self.establish(&config, epoch);
+            }
+            ClientEvent::ConfigRejected { .. } => self.stats.reconfigurations_refused += 1,
             ClientEvent::Quack { data, .. } => self.on_quack(now, &data),
             ClientEvent::ResetByProxy { epoch, .. } => {
                 self.stats.resets_by_proxy += 1;
@@ -610,7 +662,6 @@ impl SidekickClient {
             ClientEvent::Nothing
             | ClientEvent::ResetAcked { .. }
             | ClientEvent::Discovered { .. }
-            | ClientEvent::ConfigRejected { .. }
             | ClientEvent::ProxyError { .. } => {}
         }
     }
@@ -620,6 +671,11 @@ impl SidekickClient {
             return;
         }
         let ids = id_source(config.identifier.as_ref());
+        if let Some(mut old) = self.packrat.take() {
+            // A reconfiguration: what the old engine holds is released in order, not dropped.
+            old.release_all();
+            self.deliver.extend(old.poll_ready());
+        }
         // Fresh engines: their counters restart, and so do the assessments.
         self.hold_base = (0, 0);
         self.resend_base = (0, 0);
@@ -732,6 +788,26 @@ impl SidekickClient {
             }
             self.pump_session();
         }
+    }
+
+    /// An RTT sample from the peer's ACK frame (read by the lens): the time since the newest
+    /// acknowledged packet was sent. It includes the peer's ACK delay, so it only ever raises the
+    /// minimum that bounds holds — which is why every adapter gets the bound, not only those
+    /// whose stack reports its RTT ([`Self::on_e2e_rtt`]).
+    fn sample_rtt(&mut self, now: Instant, ack: &crate::lens::AckRanges) {
+        let Some(largest) = ack.ranges.iter().map(|&(_, hi)| hi).max() else {
+            return;
+        };
+        let Ok(i) = self
+            .sent_times
+            .binary_search_by_key(&largest, |&(pn, _)| pn)
+        else {
+            return;
+        };
+        let sent = self.sent_times[i].1;
+        // Older packets can only give longer samples now.
+        self.sent_times.drain(..=i);
+        self.on_e2e_rtt(now.saturating_duration_since(sent));
     }
 
     /// Feeds the transport's end-to-end RTT: PACUBIC's `r`, the bound on holds (Packrat), and

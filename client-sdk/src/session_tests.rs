@@ -451,3 +451,121 @@ fn repairs_arriving_after_the_hold_keep_the_session() {
     assert!(st.holds_repaired >= 32, "{st:?}");
     assert_eq!(st.holds_unrepaired, 0, "{st:?}");
 }
+
+#[test]
+fn holds_the_proxy_repairs_keep_the_sidekick() {
+    let secret = [3u8; 48];
+    let mut lab = packrat_lab_with_keys(&secret);
+    let mut now = lab.t0;
+    for pn in (0..120u8).step_by(2) {
+        now += ms(5);
+        lab.client.on_base_received(now, test_packet(&secret, pn));
+        if pn > 0 {
+            // The proxy's retransmission of the missing one, within the window.
+            lab.client
+                .on_base_received(now + ms(2), test_packet(&secret, pn - 1));
+        }
+    }
+    assert_eq!(lab.client.fallback_cause(), None);
+    assert!(lab.client.stats().holds_repaired >= 48);
+}
+
+/// A Robin lab whose lens reads both directions: sent datagrams are packets sealed under
+/// `out`, received ones under `inc`.
+fn robin_lab_with_keys(out: &[u8], inc: &[u8]) -> Lab {
+    let mut config = SidekickConfig::robin(30, 20);
+    (config.resend_assessment, config.max_unneeded_fraction) = (16, 0.75);
+    let mut lab = connect(config);
+    let lens = lab.client.lens_mut();
+    lens.set_secret(crate::lens::Direction::Outgoing, out);
+    lens.set_dcid_len(crate::lens::Direction::Outgoing, 4);
+    lens.set_secret(crate::lens::Direction::Incoming, inc);
+    lens.set_dcid_len(crate::lens::Direction::Incoming, 4);
+    lab.client.on_e2e_rtt(ms(50));
+    lab
+}
+
+/// A received packet whose first frame acknowledges packet numbers 0..=largest.
+fn ack_packet(secret: &[u8], pn: u8, largest: u8) -> Vec<u8> {
+    let plain = [0x02, largest, 0, 0, largest, 0x01];
+    crate::lens::auth::seal_short_packet(
+        crate::lens::Suite::Aes256Gcm,
+        secret,
+        &[1, 2, 3, 4],
+        u64::from(pn),
+        &plain,
+    )
+}
+
+/// Sends packets 0..40 at 1 ms intervals; a proxy claims 16 of them missing; returns when the
+/// client resent them (ms after t0).
+fn lying_quack_resends(lab: &mut Lab, out: &[u8]) -> u64 {
+    let lies: Vec<u8> = (1..=16).map(|k| 2 * k).collect();
+    for pn in 0..40u8 {
+        let p = test_packet(out, pn);
+        lab.client.on_base_sent(lab.t0 + ms(u64::from(pn)), &p);
+        if !lies.contains(&pn) {
+            let id = u32::from_le_bytes(p[p.len() - 4..].try_into().unwrap());
+            lab.seen.insert(id);
+        }
+    }
+    lab.quack(45);
+    let resent = std::iter::from_fn(|| lab.client.poll_transmit())
+        .filter(|t| matches!(t, Transmit::Base(_)))
+        .count();
+    assert_eq!(resent, 16);
+    45
+}
+
+#[test]
+fn resends_the_receiver_did_not_need_make_the_client_fall_back() {
+    let (out, inc) = ([5u8; 48], [6u8; 48]);
+    let mut lab = robin_lab_with_keys(&out, &inc);
+    let at = lying_quack_resends(&mut lab, &out);
+    // The receiver acknowledges everything 5 ms after the resends: it had the originals.
+    lab.client
+        .on_base_received(lab.t0 + ms(at + 5), ack_packet(&inc, 0, 39));
+    let st = lab.client.stats();
+    assert_eq!((st.resends_assessed, st.resends_unneeded), (16, 16));
+    assert_eq!(
+        lab.client.fallback_cause(),
+        Some(FallbackCause::ResendsUnneeded)
+    );
+}
+
+#[test]
+fn resends_that_repaired_losses_keep_the_sidekick() {
+    let (out, inc) = ([5u8; 48], [6u8; 48]);
+    let mut lab = robin_lab_with_keys(&out, &inc);
+    let at = lying_quack_resends(&mut lab, &out);
+    // The acknowledgment of the resent packets comes a full RTT after the resends.
+    lab.client
+        .on_base_received(lab.t0 + ms(at + 60), ack_packet(&inc, 0, 39));
+    let st = lab.client.stats();
+    assert_eq!((st.resends_assessed, st.resends_unneeded), (16, 0));
+    assert_eq!(lab.client.fallback_cause(), None);
+}
+
+#[test]
+fn the_peers_acks_give_the_rtt_that_bounds_holds_without_the_stacks_help() {
+    let (out, inc) = ([5u8; 48], [6u8; 48]);
+    let mut lab = packrat_lab_with_keys(&inc);
+    let lens = lab.client.lens_mut();
+    lens.set_secret(crate::lens::Direction::Outgoing, &out);
+    lens.set_dcid_len(crate::lens::Direction::Outgoing, 4);
+    // No RTT from the stack: the hold is the requested reorder window.
+    assert_eq!(lab.client.packrat().unwrap().hold_window(), ms(30));
+    for pn in 0..10u8 {
+        lab.client
+            .on_base_sent(lab.t0 + ms(u64::from(pn)), &test_packet(&out, pn));
+    }
+    // The peer acknowledges 0..=9 20 ms after 9 left: a 20 ms sample, so holds last at most
+    // half of it.
+    lab.client
+        .on_base_received(lab.t0 + ms(29), ack_packet(&inc, 0, 9));
+    assert_eq!(lab.client.packrat().unwrap().hold_window(), ms(10));
+    // A later ACK of the same packet gives no longer sample (its send time is gone).
+    lab.client
+        .on_base_received(lab.t0 + ms(90), ack_packet(&inc, 1, 9));
+    assert_eq!(lab.client.packrat().unwrap().hold_window(), ms(10));
+}

@@ -162,6 +162,14 @@ pub fn transfer_pair(
             server.name
         ));
     }
+    if (app.cert_bytes > 0 || app.hello_delay_ms > 0) && !matches!(server.name, "quinn" | "quiche")
+    {
+        return Err(format!(
+            "app.cert_bytes / app.hello_delay_ms need a quinn or quiche server \
+             (sidekick-transfer), not app.stack = {:?}",
+            server.name
+        ));
+    }
     if !client.sdk && client_args.iter().any(|a| a.starts_with("--sidekick")) {
         return Err(format!(
             "app.client_stack = {:?} has no sidekick SDK integration, but the client arguments \
@@ -194,7 +202,8 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 /// client connects to the server's lab address.
 ///
 /// - `transfer`: `sidekick-transfer server --stack S` / `client --stack S --upload|--download
-///   BYTES --json --timeout T`, both with `--http3` when `app.http3` is set.
+///   BYTES --json --timeout T`, both with `--http3` when `app.http3` is set; the server with
+///   `--cert-bytes B` / `--hello-delay-ms MS` when `app.cert_bytes` / `app.hello_delay_ms` are set.
 /// - `media` (Robin #1, the client is the sender): `sidekick-media server --once` (the receiver)
 ///   / `client --duration D --json`.
 /// - `media-fec` (Packrat media, the server is the sender): `sidekick-media-fec server --once` /
@@ -306,6 +315,12 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 // gtlsserver serves files: the wrapper makes `/download/N` for this size.
                 srv.extend(["--bytes".into(), app.bytes.to_string()]);
             }
+            if app.cert_bytes > 0 {
+                srv.extend(["--cert-bytes".into(), app.cert_bytes.to_string()]);
+            }
+            if app.hello_delay_ms > 0 {
+                srv.extend(["--hello-delay-ms".into(), app.hello_delay_ms.to_string()]);
+            }
             if curl_client(app) {
                 cli = vec![format!(
                     "https://{}:{port}/{}/{}",
@@ -343,6 +358,8 @@ mod tests {
             http3: false,
             client_args: Vec::new(),
             client_stack: None,
+            cert_bytes: 0,
+            hello_delay_ms: 0,
         };
         let (srv, cli) = app_args(&app, 4433);
         assert_eq!(
@@ -469,6 +486,8 @@ mod tests {
             http3,
             client_args: Vec::new(),
             client_stack: client.map(String::from),
+            cert_bytes: 0,
+            hello_delay_ms: 0,
         }
     }
 
@@ -561,6 +580,13 @@ mod tests {
             )
             .is_ok()
         );
+        // The handshake experiments' server options exist on sidekick-transfer only.
+        let mut app = transfer_app(QUIC_GO, Some("quinn"), true, "download");
+        app.cert_bytes = 5113;
+        let e = err(&app, &[]);
+        assert!(e.contains("app.cert_bytes") && e.contains("quic-go"), "{e}");
+        app.stack = "quiche".into();
+        assert!(transfer_pair(&app, &[]).is_ok());
         // What can run does.
         assert!(transfer_pair(&transfer_app("quiche", Some(NGTCP2), true, "upload"), &[]).is_ok());
         assert!(
@@ -584,6 +610,8 @@ mod tests {
             http3: true,
             client_args: Vec::new(),
             client_stack: Some(CURL.into()),
+            cert_bytes: 0,
+            hello_delay_ms: 0,
         };
         assert_eq!(
             app_binaries(&app),

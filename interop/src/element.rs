@@ -180,8 +180,8 @@ pub fn spawn_asymmetric(
                 &sa,
                 &sb,
                 log,
-                Direction::new(a_to_b, seed),
-                Direction::new(b_to_a, seed.wrapping_add(1)),
+                Direction::new(a_to_b, seed).with_drops(a_to_b.drop.down),
+                Direction::new(b_to_a, seed.wrapping_add(1)).with_drops(b_to_a.drop.up),
                 &stop2,
             )
         })?;
@@ -224,7 +224,7 @@ fn run(
                         let hash = log.hash(&frame);
                         let cause = match dir.offer(now, frame) {
                             Verdict::Queued => None,
-                            Verdict::Lost => Some(DropCause::Loss),
+                            Verdict::Lost | Verdict::Rule => Some(DropCause::Loss),
                             Verdict::QueueFull => Some(DropCause::Queue),
                         };
                         if let (Some(c), Some(h)) = (cause, hash) {

@@ -6,6 +6,7 @@
 //! propagation `delay`. The queue limit counts frames that have not finished serialising, like a
 //! tbf/htb queue in front of the link. Time is a [`Duration`] since the element started.
 
+use crate::droprule::DropCounter;
 use crate::spec::{LinkSpec, LossModel};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -62,6 +63,8 @@ pub enum Verdict {
     Lost,
     /// Dropped because the queue was full.
     QueueFull,
+    /// Dropped by a datagram-index rule.
+    Rule,
 }
 
 /// Counters of one link direction.
@@ -77,6 +80,9 @@ pub struct DirCounters {
     pub dropped_loss: u64,
     /// Frames dropped because the queue was full.
     pub dropped_queue: u64,
+    /// Frames dropped by a datagram-index rule ([`crate::droprule`]).
+    #[serde(default)]
+    pub dropped_rule: u64,
 }
 
 #[derive(Debug)]
@@ -111,6 +117,7 @@ pub struct Direction {
     backlog_bytes: usize,
     tx_free: Duration,
     counters: DirCounters,
+    drops: DropCounter,
 }
 
 impl Direction {
@@ -125,7 +132,15 @@ impl Direction {
             backlog_bytes: 0,
             tx_free: Duration::ZERO,
             counters: DirCounters::default(),
+            drops: DropCounter::new(0),
         }
+    }
+
+    /// Applies a datagram-index drop mask to this direction (`spec.drop.down` for a→b, `up` for
+    /// b→a; [`crate::droprule`]). Rules come before the loss model.
+    pub fn with_drops(mut self, mask: u64) -> Self {
+        self.drops = DropCounter::new(mask);
+        self
     }
 
     /// The spec this direction emulates.
@@ -151,6 +166,10 @@ impl Direction {
     /// Offers a frame that arrived at `now`.
     pub fn offer(&mut self, now: Duration, frame: Vec<u8>) -> Verdict {
         self.counters.offered += 1;
+        if self.drops.drop_frame(&frame) {
+            self.counters.dropped_rule += 1;
+            return Verdict::Rule;
+        }
         if self.loss.lose(&mut self.rng) {
             self.counters.dropped_loss += 1;
             return Verdict::Lost;

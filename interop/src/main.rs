@@ -80,16 +80,25 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
         link_backend: BackendChoice,
     },
-    /// Run a scenario once per value of one parameter and plot metric vs parameter.
+    /// Run a scenario once per value of one parameter and plot metric vs parameter; or, with
+    /// `--grid`, once per point of a settings grid, writing a Markdown table (`--table`).
     Sweep {
         /// Scenario file (or the name of a shipped scenario).
         scenario: String,
         /// Parameter to sweep, e.g. `lan.loss`.
-        #[arg(long)]
-        param: String,
+        #[arg(long, required_unless_present = "grid", requires = "values")]
+        param: Option<String>,
         /// Comma-separated values, e.g. `0%,1%,2%,4%`.
         #[arg(long)]
-        values: String,
+        values: Option<String>,
+        /// A grid axis `key=v1;v2;v3` (`;`-separated, so values may hold commas); repeat for
+        /// more axes: every combination runs (first axis slowest). Excludes --param.
+        #[arg(long, conflicts_with = "param")]
+        grid: Vec<String>,
+        /// With --grid: write the Markdown table (one row per point: the first metric's median
+        /// and quartiles per variant, and each variant minus the first) to this file.
+        #[arg(long)]
+        table: Option<PathBuf>,
         /// Further overrides.
         #[arg(long = "set")]
         sets: Vec<String>,
@@ -340,6 +349,8 @@ fn main() -> Result<()> {
             scenario,
             param,
             values,
+            grid,
+            table,
             sets,
             trials,
             json,
@@ -356,6 +367,10 @@ fn main() -> Result<()> {
                 check_links: false,
                 link_backend: netem::resolve(link_backend)?,
             };
+            if !grid.is_empty() {
+                return sweep_grid(&scenario, &grid, &sets, &opts, json, table);
+            }
+            let (param, values) = (param.unwrap_or_default(), values.unwrap_or_default());
             let mut points = Vec::new();
             let mut runs = Vec::new();
             let mut metric = String::from("goodput_mbps");
@@ -427,6 +442,58 @@ fn main() -> Result<()> {
             std::fs::create_dir_all(&plot)?;
             let r = run_and_report(&scn, &opts, Some(plot.join("demo.json")), Some(plot))?;
             println!("{}", runner::format_comparison(&r, "goodput_mbps"));
+        }
+    }
+    Ok(())
+}
+
+/// `sweep --grid`: every point of the grid, a table row printed (and appended to `table`) as
+/// soon as the point is done.
+fn sweep_grid(
+    scenario: &str,
+    grid: &[String],
+    sets: &[String],
+    opts: &RunOptions,
+    json: Option<PathBuf>,
+    table: Option<PathBuf>,
+) -> Result<()> {
+    use sidekick_lab::sweep;
+    let axes = grid
+        .iter()
+        .map(|g| sweep::parse_axis(g))
+        .collect::<Result<Vec<_>, _>>()?;
+    let points = sweep::points(&axes)?;
+    let mut runs = Vec::new();
+    let mut text = String::new();
+    for (i, p) in points.iter().enumerate() {
+        let mut s = sets.to_vec();
+        s.extend(p.iter().cloned());
+        let scn = Scenario::load(&scenario_path(scenario), &s)?;
+        let metric = scn
+            .metrics
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "goodput_mbps".into());
+        eprintln!("point {}/{}: {}", i + 1, points.len(), p.join(" "));
+        let r = runner::run(&scn, opts, |_, _| {})?;
+        if text.is_empty() {
+            let names: Vec<String> = r.variants.iter().map(|v| v.name.clone()).collect();
+            text = sweep::table_header(&axes, &names, &metric);
+            print!("{text}");
+        }
+        let row = sweep::table_row(p, &r, &metric);
+        print!("{row}");
+        text.push_str(&row);
+        if let Some(t) = &table {
+            std::fs::write(t, &text).with_context(|| format!("writing {}", t.display()))?;
+        }
+        runs.push(serde_json::json!({ "point": p, "run": r }));
+        if let Some(j) = &json {
+            let doc = serde_json::json!({ "grid": grid, "sets": sets, "runs": runs });
+            std::fs::write(j, serde_json::to_string_pretty(&doc)?)?;
+        }
+        if opts.stop.load(Ordering::Relaxed) {
+            bail!("interrupted");
         }
     }
     Ok(())

@@ -123,6 +123,12 @@ pub fn qdisc_args(spec: &LinkSpec) -> Result<Vec<String>, LabError> {
             "queue_bytes has no netem equivalent: use --link-backend userspace".into(),
         ));
     }
+    if !spec.drop.is_empty() {
+        return Err(LabError::Config(
+            "drop rules (lan.drop/wan.drop) have no netem equivalent: use --link-backend userspace"
+                .into(),
+        ));
+    }
     let mut a: Vec<String> = vec![
         "netem".into(),
         "delay".into(),
@@ -174,6 +180,7 @@ pub fn parse_qdisc_stats(json: &str) -> Result<DirCounters, LabError> {
         delivered_bytes: n("bytes"),
         dropped_loss: n("drops"),
         dropped_queue: 0,
+        dropped_rule: 0,
     })
 }
 
@@ -275,6 +282,7 @@ mod tests {
             loss,
             queue_packets: queue,
             queue_bytes: 0,
+            drop: crate::droprule::DropRules::default(),
         }
     }
 

@@ -477,6 +477,7 @@ pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     for (k, v) in m.iter() {
         if k.ends_with(&format!("_{dir}_dropped_loss"))
             || k.ends_with(&format!("_{dir}_dropped_queue"))
+            || k.ends_with(&format!("_{dir}_dropped_rule"))
         {
             dropped += v;
         }
@@ -527,6 +528,14 @@ fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementSta
     m.insert(
         format!("{link}_up_dropped_queue"),
         s.b_to_a.dropped_queue as f64,
+    );
+    m.insert(
+        format!("{link}_down_dropped_rule"),
+        s.a_to_b.dropped_rule as f64,
+    );
+    m.insert(
+        format!("{link}_up_dropped_rule"),
+        s.b_to_a.dropped_rule as f64,
     );
     m.insert(format!("{link}_late_p99_us"), s.late_p99_us);
     m.insert(format!("{link}_down_offered"), s.a_to_b.offered as f64);

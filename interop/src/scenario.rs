@@ -100,6 +100,15 @@ pub struct AppSpec {
     /// Extra client arguments.
     #[serde(default)]
     pub client_args: Vec<String>,
+    /// `transfer`: pad the server's certificate to at least this many bytes
+    /// (`sidekick-transfer server --cert-bytes`; ReACKed QUICer (IMC '24) §3 used 5113 B to hit
+    /// the anti-amplification limit); 0: unpadded.
+    #[serde(default)]
+    pub cert_bytes: u64,
+    /// `transfer`: the server holds each connection's first Initial this long before answering
+    /// (`--hello-delay-ms`, the paper's Δt before the ServerHello); 0: none.
+    #[serde(default)]
+    pub hello_delay_ms: u64,
 }
 
 fn default_stack() -> String {
@@ -561,5 +570,33 @@ set = ["lan.loss=0%"]
             }
         }
         assert!(n >= 9, "{n} scenarios");
+    }
+
+    #[test]
+    fn handshake_loss_scenario_and_drop_overrides() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/handshake-loss.toml");
+        let s = Scenario::load(&path, &[]).unwrap();
+        assert_eq!(s.metrics.first().map(String::as_str), Some("ttfb_ms"));
+        assert_eq!(s.lan.drop.down, 0b10);
+        assert_eq!(s.app.bytes, 10_000);
+        assert!(s.variants.iter().any(|v| {
+            v.name == "rescue"
+                && v.proxy
+                    .windows(2)
+                    .any(|w| w == ["--handshake-rescue", "true"])
+        }));
+        let sets = [
+            "lan.drop=down:2,down:3".to_string(),
+            "app.cert_bytes=5113".to_string(),
+            "app.hello_delay_ms=200".to_string(),
+        ];
+        let s = Scenario::load(&path, &sets).unwrap();
+        assert_eq!((s.lan.drop.down, s.lan.drop.up), (0b110, 0));
+        assert_eq!((s.app.cert_bytes, s.app.hello_delay_ms), (5113, 200));
+        let e = Scenario::load(&path, &["lan.drop=down:0".to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lan") && e.contains("drop"), "{e}");
     }
 }

@@ -4,6 +4,7 @@
 //! configured with `tc`, which is how the papers set up their links: Sidekick (NSDI '24) §6.1, Packrat (CoNEXT '26)
 //! §7.1, PEMI §6.1.3), each direction with its own queue, loss state and RNG.
 
+use crate::droprule::DropRules;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -188,6 +189,10 @@ pub struct LinkSpec {
     pub queue_packets: usize,
     /// Optional queue limit in bytes (0 = none).
     pub queue_bytes: usize,
+    /// Datagram-index drop rules (`drop = ["down:2"]`, [`crate::droprule`]); applied by the
+    /// userspace element only.
+    #[serde(default)]
+    pub drop: DropRules,
 }
 
 impl Default for LinkSpec {
@@ -199,6 +204,7 @@ impl Default for LinkSpec {
             loss: LossModel::None,
             queue_packets: 1000,
             queue_bytes: 0,
+            drop: DropRules::default(),
         }
     }
 }
@@ -215,7 +221,8 @@ impl LinkSpec {
     /// `{ delay = "25ms", rate = "10Mbit", loss = "1%", queue = 1000 }`.
     ///
     /// Keys: `delay`, `rate`, `loss` (random), `ge_p`, `ge_r`, `ge_loss_good`, `ge_loss_bad`
-    /// (Gilbert–Elliott; `ge_p` set selects it), `queue` (packets), `queue_bytes`.
+    /// (Gilbert–Elliott; `ge_p` set selects it), `queue` (packets), `queue_bytes`, `drop`
+    /// (datagram-index rules such as `["down:2", "down:3"]`, [`crate::droprule`]).
     pub fn from_table(t: &toml::Table) -> Result<Self, SpecError> {
         let mut spec = LinkSpec::default();
         let mut random = 0.0;
@@ -242,6 +249,7 @@ impl LinkSpec {
                         .parse()
                         .map_err(|_| invalid("queue_bytes", &s, "an integer"))?;
                 }
+                "drop" => spec.drop = DropRules::from_value(v)?,
                 "description" | "name" => {}
                 other => return Err(SpecError::UnknownKey(other.to_string())),
             }
@@ -287,7 +295,11 @@ impl std::fmt::Display for LinkSpec {
                 )?;
             }
         }
-        write!(f, ", queue {} pkts", self.queue_packets)
+        write!(f, ", queue {} pkts", self.queue_packets)?;
+        if !self.drop.is_empty() {
+            write!(f, ", drop {}", self.drop.to_text())?;
+        }
+        Ok(())
     }
 }
 

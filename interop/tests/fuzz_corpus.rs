@@ -85,8 +85,22 @@ fn checksum_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+fn drop_rule_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let mut s = b"down:2,down:3".to_vec();
+    for _ in 0..4 {
+        s.push(0xff);
+        s.extend_from_slice(&eth([0x08, 0x00], &ipv4(17, &udp(&payload()))));
+    }
+    vec![("second-and-third", s)]
+}
+
 #[test]
 fn fuzz_seeds() {
+    seeds(
+        "drop_rules",
+        drop_rule_seeds,
+        sidekick_lab::droprule::fuzz_drop_rules,
+    );
     seeds(
         "fill_checksum",
         checksum_seeds,

@@ -135,6 +135,16 @@ pub struct Config {
     /// Test builds only (feature `testing`): lie to clients this way (`crate::lie`).
     #[cfg(feature = "testing")]
     pub lie: Option<crate::lie::Lie>,
+    /// Keep the server's handshake datagrams of new flows and replay them once when the client
+    /// shows it missed them (`core::handshake_rescue`). Off by default.
+    pub handshake_rescue: bool,
+    /// Handshake rescue: added to twice the proxy–client round trip before a missing client
+    /// completion triggers the replay, ms.
+    pub handshake_rescue_slack_ms: u32,
+    /// Handshake rescue: a tracked handshake without completion is dropped after this, ms.
+    pub handshake_rescue_hold_ms: u32,
+    /// Handshake rescue: new flows tracked at once.
+    pub handshake_rescue_max_flows: u32,
 }
 
 impl Default for Config {
@@ -179,6 +189,10 @@ impl Default for Config {
             fail_open_hang_ms: 500,
             #[cfg(feature = "testing")]
             lie: None,
+            handshake_rescue: false,
+            handshake_rescue_slack_ms: 5,
+            handshake_rescue_hold_ms: 3000,
+            handshake_rescue_max_flows: 1024,
         }
     }
 }
@@ -226,7 +240,7 @@ impl Config {
     /// Every numeric key with its value and its allowed range (inclusive). The ranges are the
     /// ones documented in docs/proxy.md ("Configuration keys and ranges") and
     /// docs/proxy.example.toml; [`Config::validate`] refuses a value outside them.
-    pub fn numeric_keys(&self) -> [(&'static str, u64, RangeInclusive<u64>); 20] {
+    pub fn numeric_keys(&self) -> [(&'static str, u64, RangeInclusive<u64>); 23] {
         const GIB: u64 = 1 << 30;
         let u = |v: usize| v as u64;
         [
@@ -281,6 +295,21 @@ impl Config {
                 "fail_open_hang_ms",
                 self.fail_open_hang_ms.into(),
                 100..=60_000,
+            ),
+            (
+                "handshake_rescue_slack_ms",
+                self.handshake_rescue_slack_ms.into(),
+                0..=1000,
+            ),
+            (
+                "handshake_rescue_hold_ms",
+                self.handshake_rescue_hold_ms.into(),
+                100..=60_000,
+            ),
+            (
+                "handshake_rescue_max_flows",
+                self.handshake_rescue_max_flows.into(),
+                1..=1_048_576,
             ),
         ]
     }
@@ -385,7 +414,7 @@ impl Config {
     }
 
     /// The configuration of worker `k` of `n`: its sidekick port (`+ k`, listening and
-    /// advertised) and its share of the flow, session and memory caps.
+    /// advertised) and its share of the flow, session, memory and capture-ring caps.
     pub fn for_worker(&self, k: usize, n: usize) -> Config {
         let mut c = self.clone();
         let n = n.max(1);
@@ -395,8 +424,22 @@ impl Config {
         c.max_sessions = (self.max_sessions / n).max(1);
         c.max_half_open = (self.max_half_open / n).max(1);
         c.memory_budget = (self.memory_budget / n).max(1 << 20);
+        // Each worker sees a share of the frames: the capture rings together stay the size
+        // one worker would have (`ring_block_size × ring_blocks`).
+        c.ring_blocks = (self.ring_blocks / n as u32).max(1);
+        c.handshake_rescue_max_flows = (self.handshake_rescue_max_flows / n as u32).max(1);
         c.workers = n;
         c
+    }
+
+    /// The handshake rescue settings, when `handshake_rescue` is on.
+    pub fn handshake_rescue_config(&self) -> Option<crate::core::RescueConfig> {
+        self.handshake_rescue.then(|| crate::core::RescueConfig {
+            max_flows: self.handshake_rescue_max_flows as usize,
+            slack: Duration::from_millis(self.handshake_rescue_slack_ms.into()),
+            hold: Duration::from_millis(self.handshake_rescue_hold_ms.into()),
+            ..crate::core::RescueConfig::default()
+        })
     }
 
     /// The PEMI settings implied by `pemi` and `mode` (reply delays only in bridge mode).

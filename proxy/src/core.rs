@@ -60,12 +60,14 @@ use std::time::Instant;
 mod assistance;
 mod budget;
 mod deadlines;
+mod handshake_rescue;
 mod multicast_groups;
 mod output;
 mod pemi;
 mod session_engines;
 
 pub use assistance::{Assistance, FlowValue, SessionAssist};
+pub use handshake_rescue::{HandshakeRescue, RescueConfig, RescueStats, fuzz_rescue};
 pub use output::{Transmit, Verdict};
 
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
@@ -185,6 +187,8 @@ pub struct ProxyCore<S: SessionLayer> {
     groups: HashMap<FlowKey, MulticastCache<S::Id>>,
     /// The group each multicast-assisted session belongs to.
     membership: HashMap<S::Id, FlowKey>,
+    /// Handshake rescue of new flows (`core::handshake_rescue`), when enabled.
+    rescue: Option<HandshakeRescue>,
     /// Counters.
     pub counters: Counters,
     /// Test builds only: how this proxy lies to clients (`crate::lie`).
@@ -246,6 +250,7 @@ impl<S: SessionLayer> ProxyCore<S> {
             next_probe_id: 0,
             groups: HashMap::new(),
             membership: HashMap::new(),
+            rescue: None,
             counters: Counters::default(),
             #[cfg(feature = "testing")]
             lying: crate::lie::Lying::default(),
@@ -257,6 +262,13 @@ impl<S: SessionLayer> ProxyCore<S> {
     #[cfg(feature = "testing")]
     pub fn with_lie(mut self, lie: Option<crate::lie::Lie>) -> Self {
         self.lying = crate::lie::Lying::new(lie);
+        self
+    }
+
+    /// Keep the server's handshake datagrams of new flows and replay them once when the client
+    /// shows it missed them (`core::handshake_rescue`); `None` disables it.
+    pub fn with_handshake_rescue(mut self, cfg: Option<RescueConfig>) -> Self {
+        self.rescue = cfg.map(HandshakeRescue::new);
         self
     }
 
@@ -321,6 +333,20 @@ impl<S: SessionLayer> ProxyCore<S> {
             },
         };
         let payload = udp.payload(frame);
+        if let Some(r) = self.rescue.as_mut()
+            && meta.gso_size.is_none()
+        {
+            let csum = meta.csum_not_ready && dir == Direction::ToClient;
+            let d = handshake_rescue::Datagram {
+                dir,
+                key,
+                frame,
+                payload,
+                udp: &udp,
+                csum,
+            };
+            r.on_datagram(now, d, &mut self.budget, &mut self.injects);
+        }
         if dir == Direction::ToClient && !self.groups.is_empty() {
             self.on_multicast_frame(key, frame, &udp, meta);
         }
@@ -601,16 +627,23 @@ impl<S: SessionLayer> ProxyCore<S> {
 
     /// When [`ProxyCore::handle_timeout`] should next run.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.deadlines.next(), self.sessions.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.deadlines.next(),
+            self.sessions.poll_timeout(),
+            self.rescue.as_ref().and_then(HandshakeRescue::poll_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Run what is due at `now`: session timers, engine timers (Robin's time-driven quACKs,
     /// PEMI's flowlets and enforcement) and idle expiry — in time order, each found through the
     /// deadline index.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(r) = self.rescue.as_mut() {
+            r.handle_timeout(now, &mut self.budget, &mut self.injects);
+        }
         if self.sessions.poll_timeout().is_some_and(|t| t <= now) {
             self.sessions.handle_timeout(now);
         }
@@ -728,6 +761,10 @@ impl<S: SessionLayer> ProxyCore<S> {
             c.multicast_virtual_cache_bytes += g.virtual_cache_bytes() as u64;
             c.multicast_no_mac += g.no_mac;
         }
+        if let Some(r) = &self.rescue {
+            c.handshake_rescue = r.stats;
+            memory += r.kept_bytes() as u64;
+        }
         c.multicast_groups = self.groups.len() as u64;
         c.memory_reserved_bytes = self.budget.reserved() as u64;
         c.memory_refused = self.budget.refused;
@@ -756,7 +793,8 @@ pub fn fuzz_core(data: &[u8]) {
         CoreConfig::default(),
         crate::session::ProtocolSessions::new(policy),
         (1, 2),
-    );
+    )
+    .with_handshake_rescue(Some(RescueConfig::default()));
     let now = Instant::now();
     for (i, chunk) in data.split(|&b| b == 0xff).enumerate() {
         let dir = if i % 2 == 0 {

@@ -62,7 +62,9 @@ pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<Protoco
         tracing::warn!("lying to clients: extreme echoes (a test build)");
         sessions.lie_in_echoes(crate::lie::extreme_echo);
     }
-    let core = ProxyCore::new(core_cfg, sessions, hash_key).with_pemi(cfg.pemi_config());
+    let core = ProxyCore::new(core_cfg, sessions, hash_key)
+        .with_pemi(cfg.pemi_config())
+        .with_handshake_rescue(cfg.handshake_rescue_config());
     #[cfg(feature = "testing")]
     let core = core.with_lie(cfg.lie);
     core

@@ -167,6 +167,17 @@ pub struct FlowCounters {
     pub displaced: u64,
 }
 
+impl FlowCounters {
+    /// Add another table's counters (multi-worker totals).
+    pub fn add(&mut self, o: &FlowCounters) {
+        self.created += o.created;
+        self.expired += o.expired;
+        self.refused_full += o.refused_full;
+        self.refused_assisted_cap += o.refused_assisted_cap;
+        self.displaced += o.displaced;
+    }
+}
+
 /// Why an insertion failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum InsertError {

@@ -130,6 +130,18 @@ struct Cli {
     /// Packrat retransmission budget, % of the bytes forwarded to each client (0–100).
     #[arg(long)]
     packrat_retx_budget_percent: Option<u32>,
+    /// Replay the server's handshake datagrams once when the client missed them (true/false).
+    #[arg(long)]
+    handshake_rescue: Option<bool>,
+    /// Handshake rescue: slack over twice the proxy–client RTT before replaying, ms (0–1000).
+    #[arg(long)]
+    handshake_rescue_slack_ms: Option<u32>,
+    /// Handshake rescue: drop a tracked handshake after this, ms (100–60000).
+    #[arg(long)]
+    handshake_rescue_hold_ms: Option<u32>,
+    /// Handshake rescue: new flows tracked at once (1–1048576).
+    #[arg(long)]
+    handshake_rescue_max_flows: Option<u32>,
     /// Bridge mode: keep frames flowing through a kernel bridge when the proxy exits or hangs
     /// (true/false).
     #[arg(long)]
@@ -200,6 +212,10 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         pemi,
         pemi_gap_signal,
         packrat_retx_budget_percent,
+        handshake_rescue,
+        handshake_rescue_slack_ms,
+        handshake_rescue_hold_ms,
+        handshake_rescue_max_flows,
         fail_open,
         fail_open_bridge,
         fail_open_hang_ms

@@ -105,6 +105,8 @@ pub struct Counters {
     pub session: SessionStats,
     /// PEMI totals (transparent mode).
     pub pemi: PemiStats,
+    /// Handshake rescue totals (`core::handshake_rescue`).
+    pub handshake_rescue: crate::core::RescueStats,
 }
 
 impl Counters {
@@ -153,10 +155,12 @@ impl Counters {
         add!(memory_reserved_bytes);
         add!(memory_refused);
         add!(timers_fired);
+        self.flow_table.add(&o.flow_table);
         self.robin.add(&o.robin);
         self.packrat.add(&o.packrat);
         self.session.add(&o.session);
         self.pemi.add(&o.pemi);
+        self.handshake_rescue.add(&o.handshake_rescue);
     }
 
     /// Render in the Prometheus text format.
@@ -423,7 +427,85 @@ impl Counters {
             let _ = writeln!(s, "sidekick_drops_total{{reason=\"{reason}\"}} {v}");
         }
         self.render_pemi(&mut s);
+        self.render_handshake_rescue(&mut s);
         s
+    }
+
+    /// Handshake rescue counters (`core::handshake_rescue`).
+    fn render_handshake_rescue(&self, s: &mut String) {
+        let h = &self.handshake_rescue;
+        let families: [(&str, &str, u64); 13] = [
+            (
+                "handshake_flows_total",
+                "New flows whose handshake the rescue tracked.",
+                h.flows,
+            ),
+            (
+                "handshake_completed_total",
+                "Tracked handshakes the client completed (1-RTT seen).",
+                h.completed,
+            ),
+            (
+                "handshake_kept_total",
+                "Server handshake datagrams kept.",
+                h.kept,
+            ),
+            (
+                "handshake_replays_total",
+                "Server handshake datagrams replayed.",
+                h.replays,
+            ),
+            (
+                "handshake_replay_bytes_total",
+                "Bytes of replayed handshake frames.",
+                h.replay_bytes,
+            ),
+            (
+                "handshake_probe_triggers_total",
+                "Replays started by a repeated first client Initial.",
+                h.probe_triggers,
+            ),
+            (
+                "handshake_silence_triggers_total",
+                "Replays started by a missing client completion.",
+                h.silence_triggers,
+            ),
+            (
+                "handshake_refused_total",
+                "Server handshake datagrams not kept (caps, memory budget).",
+                h.refused,
+            ),
+            (
+                "handshake_amplification_refused_total",
+                "Replays withheld: beyond 3x the client's bytes on the flow.",
+                h.amplification_refused,
+            ),
+            (
+                "handshake_retry_or_vn_total",
+                "Tracked handshakes ended by Retry or Version Negotiation.",
+                h.retry_or_vn,
+            ),
+            (
+                "handshake_expired_total",
+                "Tracked handshakes that never completed.",
+                h.expired,
+            ),
+            (
+                "handshake_instant_acks_total",
+                "Server first answers that were an instant ACK.",
+                h.instant_acks,
+            ),
+            (
+                "handshake_wait_for_cert_total",
+                "Server first answers coalescing ACK and ServerHello.",
+                h.wait_for_cert,
+            ),
+        ];
+        for (name, help, v) in families {
+            let _ = writeln!(s, "# HELP sidekick_{name} {help}");
+            let _ = writeln!(s, "# TYPE sidekick_{name} counter");
+            let _ = writeln!(s, "sidekick_{name} {v}");
+        }
     }
 
     /// PEMI counters: activity, and each give-up with its reason (PEMI §4.6).
@@ -552,6 +634,11 @@ mod tests {
         d.merge(&c);
         assert_eq!(d.quacks_sent, 14);
         assert_eq!(d.packrat.retx_refused_budget, 10);
+        // Every family of two workers adds up, the flow table's and the sessions' included.
+        assert!(
+            d.render_prometheus()
+                .contains("sidekick_drops_total{reason=\"flow_table_full\"} 18\n")
+        );
         let mut p = Counters::default();
         p.pemi.giveup_budget = 4;
         p.pemi.retransmissions = 2;

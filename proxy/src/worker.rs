@@ -154,16 +154,16 @@ impl Worker {
         let group = |i: u16| (n > 1).then(|| fanout_group(i));
         let (a, b) = match cfg.mode {
             Mode::Sniff => {
-                let s = PacketSocket::open(&cfg.interface, ring_opts(cfg, false, group(0)))
+                let s = PacketSocket::open(&cfg.interface, ring_opts(&own, false, group(0)))
                     .with_context(|| {
                         format!("AF_PACKET on {} (needs CAP_NET_RAW)", cfg.interface)
                     })?;
                 (s, None)
             }
             Mode::Bridge => {
-                let c = PacketSocket::open(&cfg.client_interface, ring_opts(cfg, true, group(0)))
+                let c = PacketSocket::open(&cfg.client_interface, ring_opts(&own, true, group(0)))
                     .with_context(|| format!("AF_PACKET on {}", cfg.client_interface))?;
-                let s = PacketSocket::open(&cfg.server_interface, ring_opts(cfg, true, group(1)))
+                let s = PacketSocket::open(&cfg.server_interface, ring_opts(&own, true, group(1)))
                     .with_context(|| format!("AF_PACKET on {}", cfg.server_interface))?;
                 (c, Some(s))
             }
@@ -381,6 +381,7 @@ mod tests {
         assert_eq!(w.advertise(), "10.0.2.1:7789".parse().unwrap());
         assert_eq!((w.max_flows, w.max_sessions), (32_768, 2048));
         assert_eq!(w.memory_budget, cfg.memory_budget / 2);
+        assert_eq!(w.ring_blocks, cfg.ring_blocks / 2);
         let w0 = cfg.for_worker(0, 2);
         assert_eq!(w0.advertise(), cfg.advertise());
     }

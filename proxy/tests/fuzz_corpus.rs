@@ -136,6 +136,35 @@ fn handshake_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+fn rescue_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    // Steps separated by 0x5a: a control byte (bits 0-3: ms / 3 to advance, bit 4: towards the
+    // client, bit 5: pad to 1200 bytes, bits 6-7: client port) and a datagram.
+    let d = quic_datagrams();
+    let script = |steps: &[(u8, &[u8])]| {
+        let mut v = Vec::new();
+        for (ctl, dg) in steps {
+            v.push(*ctl);
+            v.extend_from_slice(dg);
+            v.push(0x5a);
+        }
+        v
+    };
+    vec![
+        (
+            "flight-then-silence",
+            script(&[(0x20, &d[0]), (0x11, &d[1]), (0x11, &d[2]), (0x0f, &[])]),
+        ),
+        (
+            "flight-then-completion",
+            script(&[(0x20, &d[0]), (0x11, &d[1]), (0x01, &d[3])]),
+        ),
+        (
+            "repeated-initial",
+            script(&[(0x20, &d[0]), (0x11, &d[1]), (0x21, &d[0])]),
+        ),
+    ]
+}
+
 fn step(op: u8, payload: &[u8]) -> Vec<u8> {
     let mut v = vec![op, payload.len() as u8];
     v.extend_from_slice(payload);
@@ -214,6 +243,11 @@ fn fuzz_seeds() {
         "pemi_handshake",
         handshake_seeds,
         sidekick_proxy::pemi::handshake::fuzz_handshake,
+    );
+    seeds(
+        "handshake_rescue",
+        rescue_seeds,
+        sidekick_proxy::core::fuzz_rescue,
     );
     seeds("core_sessions", core_sessions_seeds, fuzz_core_sessions);
     seeds("multicast_eack", multicast_seeds, fuzz_multicast_eack);

@@ -608,3 +608,97 @@ fn bridge_mode_forwards_both_ways() {
     }
     assert!(proxy.try_wait().unwrap().is_some_and(|s| s.success()));
 }
+
+/// The SDK's client (`SidekickClient`) on real sockets against the proxy binary: a Robin
+/// session, then a reconfiguration mid-flow (another quACK threshold and interval, through the
+/// protocol's Config): the proxy's echo starts a new epoch whose quACKs carry the new threshold.
+#[test]
+fn sdk_client_reconfigures_its_session_mid_flow() {
+    use sidekick::session::{SidekickClient, SidekickConfig, Transmit};
+    if !is_root() {
+        eprintln!("skipping reconfiguration test: needs root");
+        return;
+    }
+    let Some(_topo) = setup() else { return };
+    let server: SocketAddr = "10.222.241.2:4433".parse().unwrap();
+    let base = UdpSocket::bind("10.222.240.2:41400").unwrap();
+    let sk = UdpSocket::bind("10.222.240.2:41401").unwrap();
+    for s in [&base, &sk] {
+        s.set_read_timeout(Some(Duration::from_millis(2))).unwrap();
+    }
+    let mut c = SidekickClient::new(SidekickConfig::robin(30, 8));
+    c.set_base_peer(server);
+    c.start(Instant::now()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut pump = |c: &mut SidekickClient, dur: Duration| {
+        let end = Instant::now() + dur;
+        while Instant::now() < end {
+            let now = Instant::now();
+            while let Some(t) = c.poll_transmit() {
+                match t {
+                    Transmit::Base(b) => {
+                        base.send_to(&b, server).unwrap();
+                    }
+                    Transmit::Sidekick(a, b) => {
+                        sk.send_to(&b, a).unwrap();
+                    }
+                }
+            }
+            if let Ok((n, from)) = sk.recv_from(&mut buf) {
+                c.on_sidekick_datagram(now, from, &buf[..n]);
+            }
+            if let Ok((n, _)) = base.recv_from(&mut buf) {
+                c.on_base_received(now, buf[..n].to_vec());
+            }
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+            while c.poll_deliver().is_some() {}
+        }
+    };
+    let upload = |c: &mut SidekickClient, first: u32, n: u32| {
+        for i in first..first + n {
+            let mut p = vec![0x40u8; 300];
+            p.extend_from_slice(&i.to_le_bytes());
+            c.on_base_sent(Instant::now(), &p);
+            base.send_to(&p, server).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    for _ in 0..60 {
+        pump(&mut c, Duration::from_millis(50));
+        if c.is_active() {
+            break;
+        }
+    }
+    assert!(c.is_active(), "no session:\n{}", metrics());
+    upload(&mut c, 100, 20);
+    pump(&mut c, Duration::from_millis(300));
+    let quacks = c.stats().quacks;
+    assert!(
+        quacks > 0,
+        "no quACKs before the reconfiguration:\n{}",
+        metrics()
+    );
+    assert!(c.robin().is_some());
+
+    let denser = SidekickConfig::robin(10, 16).protocol.session;
+    c.reconfigure(Instant::now(), denser).unwrap();
+    for _ in 0..40 {
+        pump(&mut c, Duration::from_millis(50));
+        if c.stats().reconfigurations == 1 {
+            break;
+        }
+    }
+    assert_eq!(c.stats().reconfigurations, 1, "{:?}", c.stats());
+    let cfg = c.session_config().and_then(|s| s.robin.clone()).unwrap();
+    assert_eq!((cfg.threshold, cfg.interval_ms), (16, 10));
+    assert_eq!(c.robin().map(|r| r.config().threshold), Some(16));
+    // The new epoch's quACKs arrive and decode against the fresh engine.
+    upload(&mut c, 200, 20);
+    pump(&mut c, Duration::from_millis(300));
+    let st = c.stats();
+    assert!(st.quacks > quacks, "{st:?}\n{}", metrics());
+    assert_eq!(st.inconsistent_quacks, 0, "{st:?}");
+    assert!(c.is_active());
+}

@@ -163,10 +163,27 @@ pub struct Decoder {
     coeffs: Vec<u64>,
     inverses: Vec<u64>,
     inverses_modulus: u64,
-    hits: Vec<usize>,
     work: Vec<u64>,
     groups: Vec<(u64, usize)>,
     /// Kernels the CPU supports, detected at construction.
+    kernels: crate::simd::Kernels,
+}
+
+/// Thresholds up to this use stack scratch in [`PowerSumQuack::decode_with_log`] and the
+/// compile-time table of inverses [`Identifier::SMALL_INVERSES`].
+pub(crate) const SMALL_T: usize = 64;
+
+/// The buffers one decode works in (borrowed from a [`Decoder`] or from the stack).
+struct Scratch<'a> {
+    /// Canonical power sums, `t` of them.
+    sums: &'a mut [u64],
+    /// The `m` coefficients.
+    coeffs: &'a mut [u64],
+    /// `inverses[k]` = 1/k for `k ≤ m`.
+    inverses: &'a [u64],
+    /// Scratch of the collision path (empty and unallocated unless hits collide).
+    groups: &'a mut Vec<(u64, usize)>,
+    work: &'a mut Vec<u64>,
     kernels: crate::simd::Kernels,
 }
 
@@ -197,20 +214,24 @@ impl Decoder {
         log: &[T],
         out: &mut Decoded<T>,
     ) -> Result<(), DecodeError> {
-        out.missing.clear();
-        out.indeterminate.clear();
-        let m = self.coefficients(diff)?;
-        if m == 0 {
-            return Ok(());
-        }
-        self.hits.clear();
-        T::find_roots(&self.coeffs, log, &mut self.hits, self.kernels);
-        let result = self.attribute(m, log, out);
-        if result.is_err() {
-            out.missing.clear();
-            out.indeterminate.clear();
-        }
-        result
+        let m = check_count(diff)?;
+        self.sums.resize(diff.threshold(), 0);
+        self.coeffs.resize(m, 0);
+        self.prepare_inverses::<T>(m);
+        let inverses: &[u64] = if m <= SMALL_T {
+            &T::SMALL_INVERSES
+        } else {
+            &self.inverses
+        };
+        let mut scratch = Scratch {
+            sums: &mut self.sums,
+            coeffs: &mut self.coeffs,
+            inverses,
+            groups: &mut self.groups,
+            work: &mut self.work,
+            kernels: self.kernels,
+        };
+        scratch.decode(diff, m, log, out)
     }
 
     /// Computes the coefficients of the degree-`m` monic polynomial into `self.coeffs`
@@ -220,25 +241,24 @@ impl Decoder {
         &mut self,
         diff: &PowerSumQuack<T>,
     ) -> Result<usize, DecodeError> {
-        let t = diff.threshold();
-        let missing = diff.count();
-        if missing as usize > t {
-            return Err(DecodeError::TooManyMissing {
-                missing,
-                threshold: t,
-            });
-        }
-        let m = missing as usize;
-        diff.canonical_sums_into(&mut self.sums);
+        let m = check_count(diff)?;
+        self.sums.resize(diff.threshold(), 0);
+        self.coeffs.resize(m, 0);
         self.prepare_inverses::<T>(m);
-        T::newton(&self.sums, &self.inverses, m, &mut self.coeffs);
-        // Newton's identities for k > m: p_k + c_1 p_(k-1) + … + c_m p_(k-m) = 0.
-        for k in m..t {
-            let acc = T::add_mod(self.sums[k], T::dot_rev(&self.coeffs, &self.sums[k - m..k]));
-            if acc != 0 {
-                return Err(DecodeError::InconsistentPowerSums { missing });
-            }
-        }
+        let inverses: &[u64] = if m <= SMALL_T {
+            &T::SMALL_INVERSES
+        } else {
+            &self.inverses
+        };
+        let mut scratch = Scratch {
+            sums: &mut self.sums,
+            coeffs: &mut self.coeffs,
+            inverses,
+            groups: &mut self.groups,
+            work: &mut self.work,
+            kernels: self.kernels,
+        };
+        scratch.coefficients(diff, m)?;
         Ok(m)
     }
 
@@ -247,7 +267,11 @@ impl Decoder {
         &self.coeffs
     }
 
+    /// Inverses of `1..=m` beyond the compile-time table ([`SMALL_T`]), kept across calls.
     fn prepare_inverses<T: Identifier>(&mut self, m: usize) {
+        if m <= SMALL_T {
+            return;
+        }
         if self.inverses_modulus != T::MODULUS {
             self.inverses.clear();
             self.inverses_modulus = T::MODULUS;
@@ -263,8 +287,85 @@ impl Decoder {
             self.inverses.push(inv);
         }
     }
+}
 
-    /// Attributes the roots found among the candidates (`self.hits`) to log entries.
+/// `m = count()` of a difference, or [`DecodeError::TooManyMissing`].
+fn check_count<T: Identifier>(diff: &PowerSumQuack<T>) -> Result<usize, DecodeError> {
+    let t = diff.threshold();
+    let missing = diff.count();
+    if missing as usize > t {
+        return Err(DecodeError::TooManyMissing {
+            missing,
+            threshold: t,
+        });
+    }
+    Ok(missing as usize)
+}
+
+impl Scratch<'_> {
+    /// The whole decode of a difference with `m = count() ≤ t` missing identifiers.
+    fn decode<T: Identifier>(
+        &mut self,
+        diff: &PowerSumQuack<T>,
+        m: usize,
+        log: &[T],
+        out: &mut Decoded<T>,
+    ) -> Result<(), DecodeError> {
+        out.missing.clear();
+        out.indeterminate.clear();
+        self.coefficients(diff, m)?;
+        if m == 0 {
+            return Ok(());
+        }
+        // Every candidate where the polynomial vanishes goes straight into the result; the
+        // attribution below checks (and, on collisions, regroups) them.
+        out.missing.reserve(m);
+        T::find_roots(
+            self.coeffs,
+            log,
+            &mut |i| {
+                out.missing.push(Missing {
+                    index: i,
+                    id: log[i],
+                });
+            },
+            self.kernels,
+        );
+        let result = self.attribute(m, log, out);
+        if result.is_err() {
+            out.missing.clear();
+            out.indeterminate.clear();
+        }
+        result
+    }
+
+    /// Fills `self.coeffs` with the `m` coefficients and checks the surplus power sums.
+    fn coefficients<T: Identifier>(
+        &mut self,
+        diff: &PowerSumQuack<T>,
+        m: usize,
+    ) -> Result<(), DecodeError> {
+        let t = diff.threshold();
+        // After a subtraction the accumulators are the canonical sums: no copy.
+        let sums: &[u64] = if let Some(acc) = diff.canonical_acc() {
+            acc
+        } else {
+            diff.canonical_sums_to(self.sums);
+            self.sums
+        };
+        T::newton(sums, self.inverses, self.coeffs);
+        // Newton's identities for k > m: p_k + c_1 p_(k-1) + … + c_m p_(k-m) = 0.
+        for k in m..t {
+            let acc = T::add_mod(sums[k], T::dot_rev(self.coeffs, &sums[k - m..k]));
+            if acc != 0 {
+                return Err(DecodeError::InconsistentPowerSums { missing: m as u32 });
+            }
+        }
+        Ok(())
+    }
+
+    /// Attributes the roots found among the candidates (in `out.missing`, in log order) to
+    /// log entries.
     fn attribute<T: Identifier>(
         &mut self,
         m: usize,
@@ -272,28 +373,27 @@ impl Decoder {
         out: &mut Decoded<T>,
     ) -> Result<(), DecodeError> {
         let missing = m as u32;
-        let hits = &self.hits;
-        if hits.len() == m && m <= 64 {
+        if out.missing.len() == m && m <= 64 {
             // Fast path: if the m hits carry m distinct field values, each is a simple root and
             // the roots account for all of P (sum of multiplicities ≤ deg P = m). Pairwise
             // comparison beats sorting for small m.
             let mut vals = [0u64; 64];
-            for (v, &i) in vals.iter_mut().zip(hits) {
-                *v = T::reduce(log[i].to_u64());
+            for (v, h) in vals.iter_mut().zip(&out.missing) {
+                *v = T::reduce(h.id.to_u64());
             }
             let distinct = (1..m).all(|a| (0..a).all(|b| vals[a] != vals[b]));
             if distinct {
-                out.missing.extend(hits.iter().map(|&i| Missing {
-                    index: i,
-                    id: log[i],
-                }));
                 return Ok(());
             }
         }
         self.groups.clear();
-        self.groups
-            .extend(hits.iter().map(|&i| (T::reduce(log[i].to_u64()), i)));
+        self.groups.extend(
+            out.missing
+                .iter()
+                .map(|h| (T::reduce(h.id.to_u64()), h.index)),
+        );
         self.groups.sort_unstable();
+        out.missing.clear();
         // General path: group hits by field value, find each root's multiplicity in P.
         let mut accounted = 0usize;
         let mut start = 0;
@@ -305,7 +405,7 @@ impl Decoder {
                     .take_while(|g| g.0 == value)
                     .count();
             let occurrences = end - start;
-            let mult = multiplicity::<T>(&self.coeffs, value, &mut self.work);
+            let mult = multiplicity::<T>(self.coeffs, value, self.work);
             if mult > occurrences {
                 // More copies missing than were sent.
                 return Err(DecodeError::InconsistentWithLog {
@@ -314,16 +414,22 @@ impl Decoder {
                 });
             }
             accounted += mult;
-            let entries = self.groups[start..end].iter().map(|&(_, i)| Missing {
-                index: i,
-                id: log[i],
-            });
             if mult == occurrences {
-                out.missing.extend(entries);
+                out.missing
+                    .extend(self.groups[start..end].iter().map(|&(_, i)| Missing {
+                        index: i,
+                        id: log[i],
+                    }));
             } else {
                 out.indeterminate.push(Indeterminate {
                     missing: mult as u32,
-                    candidates: entries.collect(),
+                    candidates: self.groups[start..end]
+                        .iter()
+                        .map(|&(_, i)| Missing {
+                            index: i,
+                            id: log[i],
+                        })
+                        .collect(),
                 });
             }
             start = end;
@@ -382,7 +488,35 @@ impl<T: Identifier> PowerSumQuack<T> {
     ///
     /// Allocates scratch space per call; use a [`Decoder`] to reuse it.
     pub fn decode_with_log(&self, log: &[T]) -> Result<Decoded<T>, DecodeError> {
-        Decoder::new().decode(self, log)
+        let t = self.threshold();
+        if t <= 16 {
+            self.decode_on_stack::<16>(log)
+        } else if t <= SMALL_T {
+            self.decode_on_stack::<SMALL_T>(log)
+        } else {
+            Decoder::new().decode(self, log)
+        }
+    }
+
+    /// [`decode_with_log`](Self::decode_with_log) with scratch arrays of `N ≥ t` entries on the
+    /// stack (`N` ≤ [`SMALL_T`], so the compile-time inverses cover `m ≤ t`); the only
+    /// allocation is the result's.
+    fn decode_on_stack<const N: usize>(&self, log: &[T]) -> Result<Decoded<T>, DecodeError> {
+        let t = self.threshold();
+        let m = check_count(self)?;
+        let mut sums = [0u64; N];
+        let mut coeffs = [0u64; N];
+        let mut scratch = Scratch {
+            sums: &mut sums[..t],
+            coeffs: &mut coeffs[..m],
+            inverses: &T::SMALL_INVERSES,
+            groups: &mut Vec::new(),
+            work: &mut Vec::new(),
+            kernels: crate::simd::Kernels::detect(),
+        };
+        let mut out = Decoded::default();
+        scratch.decode(self, m, log, &mut out)?;
+        Ok(out)
     }
 
     /// The coefficients `c_1..c_m` of the monic polynomial `x^m + c_1 x^(m−1) + … + c_m` whose

@@ -15,6 +15,7 @@
 use core::fmt::Debug;
 use core::hash::Hash;
 
+use crate::decode::SMALL_T;
 use crate::simd::Kernels;
 
 mod sealed {
@@ -41,6 +42,9 @@ pub trait Identifier:
     /// Whether [`PowerSumQuack::insert`](crate::PowerSumQuack::insert) buffers identifiers and
     /// folds several at once with [`Identifier::acc_insert_batch`].
     const BUFFERED: bool = false;
+    /// `SMALL_INVERSES[k]` is the inverse of `k` for `1 ≤ k ≤ 64` (`[0]` is 0), computed at
+    /// compile time: Newton's identities divide by `1..=m`.
+    const SMALL_INVERSES: [u64; SMALL_T + 1];
 
     /// The identifier as an integer (not reduced).
     fn to_u64(self) -> u64;
@@ -85,6 +89,20 @@ pub trait Identifier:
             Self::acc_insert(acc, Self::reduce(x.to_u64()));
         }
     }
+    /// Subtracts the powers `x^1..x^len` of several identifiers from the accumulators
+    /// (lazily: each adds less than 64·p per identifier for u32, less than p otherwise);
+    /// the caller makes room for 16 lazy insertions per identifier.
+    fn acc_remove_batch(acc: &mut [u64], xs: &[Self], kernels: Kernels) {
+        let _ = kernels;
+        for &x in xs {
+            let x = Self::reduce(x.to_u64());
+            let mut y = x;
+            for a in acc.iter_mut() {
+                *a = Self::acc_add(*a, Self::neg_mod(y));
+                y = Self::mul_mod(y, x);
+            }
+        }
+    }
     /// [`Identifier::acc_insert_batch`] for a full insert buffer.
     #[inline]
     fn acc_insert_full(
@@ -102,7 +120,12 @@ pub trait Identifier:
     /// Evaluates the monic polynomial `x^m + coeffs[0]·x^(m-1) + … + coeffs[m-1]` at every
     /// candidate and pushes the index of each candidate where it vanishes into `hits`.
     /// Coefficients are canonical; `kernels` as for [`Identifier::acc_insert_batch`].
-    fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>, kernels: Kernels) {
+    fn find_roots(
+        coeffs: &[u64],
+        candidates: &[Self],
+        hit: &mut impl FnMut(usize),
+        kernels: Kernels,
+    ) {
         let _ = kernels;
         // Four Horner chains interleaved (one chain is latency-bound).
         let mut it = candidates.chunks_exact(4);
@@ -117,14 +140,14 @@ pub trait Identifier:
             }
             for (i, a) in acc.iter().enumerate() {
                 if *a == 0 {
-                    hits.push(base + i);
+                    hit(base + i);
                 }
             }
             base += 4;
         }
         for (i, &x) in it.remainder().iter().enumerate() {
             if eval_monic::<Self>(coeffs, Self::reduce(x.to_u64())) == 0 {
-                hits.push(base + i);
+                hit(base + i);
             }
         }
     }
@@ -140,13 +163,12 @@ pub trait Identifier:
     /// Newton's identities (Sidekick (NSDI '24) §3.4 and its reference 22): with `c_0 = 1`,
     /// `k·c_k = −Σ_{i=1..k} c_(k−i)·p_i`, giving `P(x) = x^m + c_1 x^(m−1) + … + c_m`.
     /// `sums` are the canonical power sums `p_1..`, `inverses[k]` the inverse of `k`;
-    /// `coeffs` receives the canonical `c_1..c_m`.
-    fn newton(sums: &[u64], inverses: &[u64], m: usize, coeffs: &mut Vec<u64>) {
-        coeffs.clear();
-        for k in 1..=m {
+    /// `coeffs` (of length `m`) receives the canonical `c_1..c_m`.
+    fn newton(sums: &[u64], inverses: &[u64], coeffs: &mut [u64]) {
+        for k in 1..=coeffs.len() {
             // c_(k-i) for i = 1..k-1 is coeffs[k-i-1]; the i = k term is c_0·p_k = p_k.
             let acc = Self::add_mod(sums[k - 1], Self::dot_rev(&sums[..k - 1], &coeffs[..k - 1]));
-            coeffs.push(Self::neg_mod(Self::mul_mod(acc, inverses[k])));
+            coeffs[k - 1] = Self::neg_mod(Self::mul_mod(acc, inverses[k]));
         }
     }
 
@@ -193,6 +215,21 @@ pub trait Identifier:
     }
 }
 
+/// Inverses of `0..=SMALL_T` modulo the prime `p > SMALL_T` (`0` for `0`), by
+/// `inv(k) = −⌊p/k⌋ · inv(p mod k)`.
+const fn inverse_table(p: u64) -> [u64; SMALL_T + 1] {
+    let mut t = [0u64; SMALL_T + 1];
+    t[1] = 1;
+    let mut k = 2;
+    while k <= SMALL_T {
+        let q = (p / k as u64) as u128;
+        let v = (q * t[(p % k as u64) as usize] as u128 % p as u128) as u64;
+        t[k] = if v == 0 { 0 } else { p - v };
+        k += 1;
+    }
+    t
+}
+
 /// Horner evaluation of a monic polynomial (generic, canonical arithmetic).
 #[inline]
 pub(crate) fn eval_monic<T: Identifier>(coeffs: &[u64], x: u64) -> u64 {
@@ -228,6 +265,7 @@ fn fold16(v: u64) -> u64 {
 impl Identifier for u16 {
     const BYTES: usize = 2;
     const MODULUS: u64 = 65_521;
+    const SMALL_INVERSES: [u64; SMALL_T + 1] = inverse_table(Self::MODULUS);
     // Powers are folded below 2^16; an accumulator reset to < p takes 2^47 insertions to
     // overflow. The limit is far below that.
     const LAZY_LIMIT: u32 = 1 << 30;
@@ -291,6 +329,7 @@ impl Identifier for u16 {
 impl Identifier for u32 {
     const BYTES: usize = 4;
     const MODULUS: u64 = 4_294_967_291;
+    const SMALL_INVERSES: [u64; SMALL_T + 1] = inverse_table(Self::MODULUS);
     // Each lazy insertion adds a value < 1.5·2^34 (the AVX2 path keeps its lanes folded once,
     // below 6·2^32) to an accumulator that starts < p: 2^28 insertions stay below
     // 2^32 + 1.5·2^62 < 2^64.
@@ -349,32 +388,61 @@ impl Identifier for u32 {
     ) {
         crate::simd::insert8_u32(acc, xs, kernels);
     }
-    fn find_roots(coeffs: &[u64], candidates: &[Self], hits: &mut Vec<usize>, kernels: Kernels) {
-        crate::simd::find_roots_u32(coeffs, candidates, hits, kernels);
+    fn acc_remove_batch(acc: &mut [u64], xs: &[Self], kernels: Kernels) {
+        crate::simd::remove_batch_u32(acc, xs, kernels);
     }
-    fn newton(sums: &[u64], inverses: &[u64], m: usize, coeffs: &mut Vec<u64>) {
-        // Same recurrence as the generic version, arranged for a short dependency chain: the
-        // sum is exact in 128 bits with the newest coefficient's product added last, reduced
-        // lazily (< 2^32), then multiplied by −1/k.
-        coeffs.clear();
+    fn find_roots(
+        coeffs: &[u64],
+        candidates: &[Self],
+        hit: &mut impl FnMut(usize),
+        kernels: Kernels,
+    ) {
+        crate::simd::find_roots_u32(coeffs, candidates, hit, kernels);
+    }
+    fn newton(sums: &[u64], inverses: &[u64], coeffs: &mut [u64]) {
+        // Same recurrence as the generic version, with lazy reduction. Coefficients are kept
+        // below 2^32 (not necessarily < p) until the end; each product of two values < 2^32 is
+        // folded once (`lo + 5·hi < 6·2^32`) and the folded products are summed in a u64: at
+        // most MAX_THRESHOLD of them plus p_k stay below 2^47. Two folds bring that sum below
+        // 2^32 (the first leaves a high part ≤ 1, and a high part of 1 means a low part below
+        // 5·2^15), a multiplication by −1/k (< 2^32) stays below 2^64, and `fold32` brings
+        // the product below 2^32.
+        //
+        // The coefficients are built in reverse (c_j at index m − j) so that the convolution
+        // Σ_{i=1..k−1} c_(k−i)·p_i reads both slices forwards (c_(k−1)..c_1 sit at
+        // m−k+1..m), which the compiler vectorises; one reversal at the end, which also
+        // makes them canonical.
+        #[inline(always)]
+        fn fold_once(v: u64) -> u64 {
+            (v & 0xFFFF_FFFF) + (v >> 32) * 5
+        }
+        //
+        // The newest coefficient c_(k−1) stays in a register and its product with p_1 is added
+        // last: the older products do not wait for it, so the dependency chain from one
+        // coefficient to the next is one multiplication, a few folds and the multiplication
+        // by −1/k.
+        let m = coeffs.len();
+        let mut newest = 0u64;
         for k in 1..=m {
-            let mut s = u128::from(sums[k - 1]);
-            for i in 2..k {
-                s += u128::from(coeffs[k - i - 1] * sums[i - 1]);
-            }
+            let (head, tail) = coeffs.split_at_mut(m - k + 1);
+            let mut s = sums[k - 1];
             if k >= 2 {
-                s += u128::from(coeffs[k - 2] * sums[0]);
+                // tail = [c_(k−1), c_(k−2), …, c_1]; c_(k−1) (= newest) pairs with p_1.
+                for (&c, &p) in tail[1..].iter().zip(&sums[1..k - 1]) {
+                    // Both factors are below 2^32: the masks are no-ops that let the
+                    // multiplication be a 32×32→64-bit one.
+                    s += fold_once((c & 0xFFFF_FFFF) * (p & 0xFFFF_FFFF));
+                }
+                s += fold_once(newest * sums[0]);
             }
-            // s < 2^76: low word folded, high word times 2^64 ≡ 25 added in the first fold.
-            let lo = s as u64;
-            let r = (lo & 0xFFFF_FFFF) + (lo >> 32) * 5 + ((s >> 64) as u64) * 25;
-            let r = fold32(r);
-            let c = fold32(r * (Self::MODULUS - inverses[k]));
-            coeffs.push(if c >= Self::MODULUS {
-                c - Self::MODULUS
-            } else {
-                c
-            });
+            newest = fold32(fold_once(fold_once(s)) * (Self::MODULUS - inverses[k]));
+            head[m - k] = newest;
+        }
+        coeffs.reverse();
+        for c in coeffs.iter_mut() {
+            if *c >= Self::MODULUS {
+                *c -= Self::MODULUS;
+            }
         }
     }
     fn dot_rev(a: &[u64], b: &[u64]) -> u64 {
@@ -395,6 +463,7 @@ const C64: u64 = 59;
 impl Identifier for u64 {
     const BYTES: usize = 8;
     const MODULUS: u64 = 18_446_744_073_709_551_557;
+    const SMALL_INVERSES: [u64; SMALL_T + 1] = inverse_table(Self::MODULUS);
     // 64-bit accumulators are kept canonical (modular addition on every insertion).
     const LAZY_LIMIT: u32 = u32::MAX;
     const BUFFERED: bool = true;
@@ -606,8 +675,8 @@ mod tests {
                 .collect();
             let m = sums.len();
             let inverses: Vec<u64> = (0..=m as u64).map(u32::inv_mod).collect();
-            let mut got = Vec::new();
-            u32::newton(&sums, &inverses, m, &mut got);
+            let mut got = vec![0; m];
+            u32::newton(&sums, &inverses, &mut got);
             let pm = u128::from(p);
             let mut want: Vec<u128> = Vec::new();
             for k in 1..=m {

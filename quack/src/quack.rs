@@ -56,7 +56,9 @@ pub struct ThresholdError {
 pub struct PowerSumQuack<T: Identifier> {
     /// Lazily reduced power sums; `acc[i]` ≡ `Σ x^(i+1)` (mod p).
     pub(crate) acc: Vec<u64>,
-    /// Lazy insertions since the accumulators were last normalised.
+    /// Lazy insertions since the accumulators were last normalised. Invariant: when it is 0,
+    /// every accumulator is canonical (`< p`); every write of `acc` that may leave it
+    /// non-canonical adds to it.
     pub(crate) pending: u32,
     /// Count of the identifiers folded into `acc` (the buffered ones are added by
     /// [`count`](Self::count)).
@@ -291,8 +293,29 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// (the first `min(t₁, t₂)` power sums are still exact), so this never panics. The last
     /// value of the result is cleared.
     pub fn sub_assign(&mut self, other: &Self) {
-        let sums = other.canonical_sums();
-        self.sub_parts(other.threshold(), other.count(), |i| sums[i]);
+        let t = other.threshold();
+        let n = other.buf_len();
+        if n > 0 {
+            // The subtrahend's unfolded identifiers are folded into this quACK negated (no
+            // scratch copy of its sums); its accumulators are then subtracted entry by entry.
+            self.flush();
+            // A negated block adds less than 64·p (u32) or p per identifier (other widths):
+            // counting 16 lazy insertions per identifier covers both.
+            let room = 16 * n as u32;
+            self.make_room(room);
+            let (a, b) = other.unfolded();
+            T::acc_remove_batch(&mut self.acc, a, self.kernels);
+            T::acc_remove_batch(&mut self.acc, b, self.kernels);
+            self.pending += room;
+        }
+        self.sub_parts(t, other.count(), |i| T::acc_canonical(other.acc[i]));
+    }
+
+    /// The accumulators if they are canonical and nothing is left in the insertion ring (as
+    /// after a subtraction or parsing): the power sums without a copy.
+    #[inline]
+    pub(crate) fn canonical_acc(&self) -> Option<&[u64]> {
+        (self.pending == 0 && self.buf_len() == 0).then_some(&self.acc)
     }
 
     /// Subtraction where `other_sum(i)` yields the canonical `i`-th power sum of the subtrahend.
@@ -329,15 +352,14 @@ impl<T: Identifier> PowerSumQuack<T> {
 
     /// Canonical power sums as `u64` field values, buffered identifiers included.
     pub(crate) fn canonical_sums(&self) -> Vec<u64> {
-        let mut sums = Vec::with_capacity(self.acc.len());
-        self.canonical_sums_into(&mut sums);
+        let mut sums = vec![0; self.acc.len()];
+        self.canonical_sums_to(&mut sums);
         sums
     }
 
-    /// Writes the canonical power sums into `sums` (replacing its contents).
-    pub(crate) fn canonical_sums_into(&self, sums: &mut Vec<u64>) {
-        sums.clear();
-        sums.extend_from_slice(&self.acc);
+    /// Writes the canonical power sums into `sums` (of length [`threshold`](Self::threshold)).
+    pub(crate) fn canonical_sums_to(&self, sums: &mut [u64]) {
+        sums.copy_from_slice(&self.acc);
         let n = self.buf_len();
         if n > 0 {
             // The scratch copy takes the unfolded identifiers lazily; normalise first if that

@@ -79,7 +79,7 @@ pub(crate) fn insert8_u32(acc: &mut [u64], xs: &[u32; 8], kernels: Kernels) {
     #[cfg(target_arch = "x86_64")]
     if kernels.avx2 {
         // SAFETY: `kernels.avx2` is only set when the CPU supports AVX2 (`Kernels::detect`).
-        unsafe { avx2::insert8(acc, xs) };
+        unsafe { avx2::insert8::<false>(acc, xs) };
         return;
     }
     insert_batch_u32(acc, xs, kernels);
@@ -89,14 +89,23 @@ pub(crate) fn insert8_u32(acc: &mut [u64], xs: &[u32; 8], kernels: Kernels) {
 pub(crate) fn insert_batch_u32(acc: &mut [u64], xs: &[u32], kernels: Kernels) {
     let mut rest = xs;
     #[cfg(target_arch = "x86_64")]
-    if xs.len() >= 8 && kernels.avx2 {
+    if xs.len() >= 2 && kernels.avx2 {
         let mut it = xs.chunks_exact(8);
         for chunk in &mut it {
             let block: [u32; 8] = core::array::from_fn(|i| chunk[i]);
             // SAFETY: `kernels.avx2` is only set when the CPU supports AVX2.
-            unsafe { avx2::insert8(acc, &block) };
+            unsafe { avx2::insert8::<false>(acc, &block) };
         }
         rest = it.remainder();
+        if rest.len() >= 2 {
+            // A partial block padded with zeros: every power of 0 is 0, so the padding adds
+            // nothing, and one vector pass beats two or more scalar chains.
+            let mut block = [0u32; 8];
+            block[..rest.len()].copy_from_slice(rest);
+            // SAFETY: `kernels.avx2` is only set when the CPU supports AVX2.
+            unsafe { avx2::insert8::<false>(acc, &block) };
+            return;
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = kernels;
@@ -116,21 +125,50 @@ pub(crate) fn insert_batch_u32(acc: &mut [u64], xs: &[u32], kernels: Kernels) {
     }
 }
 
+/// Subtracts the powers of several identifiers: each accumulator grows by less than `64·p`
+/// per block of up to 8 identifiers (AVX2) or by less than `p` per identifier (portable).
+pub(crate) fn remove_batch_u32(acc: &mut [u64], xs: &[u32], kernels: Kernels) {
+    #[cfg(target_arch = "x86_64")]
+    if kernels.avx2 {
+        for chunk in xs.chunks(8) {
+            // Zero padding adds nothing (every power of 0 is 0).
+            let mut block = [0u32; 8];
+            block[..chunk.len()].copy_from_slice(chunk);
+            // SAFETY: `kernels.avx2` is only set when the CPU supports AVX2.
+            unsafe { avx2::insert8::<true>(acc, &block) };
+        }
+        return;
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = kernels;
+    for &x in xs {
+        let x = canon(x);
+        let mut y = x;
+        for a in acc.iter_mut() {
+            *a += if y == 0 { 0 } else { P32 - y };
+            y = fold32(y * x);
+            if y >= P32 {
+                y -= P32;
+            }
+        }
+    }
+}
+
 /// Horner evaluation of the monic polynomial at each candidate; pushes the indices of the
 /// candidates where it vanishes.
 pub(crate) fn find_roots_u32(
     coeffs: &[u64],
     candidates: &[u32],
-    hits: &mut Vec<usize>,
+    hit: &mut impl FnMut(usize),
     kernels: Kernels,
 ) {
     #[cfg(target_arch = "x86_64")]
     if candidates.len() >= 4 && kernels.avx2 {
         const B: usize = avx2::ROOTS_BLOCK;
-        let push = |mask: u32, base: usize, hits: &mut Vec<usize>| {
+        let push = |mask: u32, base: usize, hit: &mut dyn FnMut(usize)| {
             let mut m = mask;
             while m != 0 {
-                hits.push(base + m.trailing_zeros() as usize);
+                hit(base + m.trailing_zeros() as usize);
                 m &= m - 1;
             }
         };
@@ -139,7 +177,7 @@ pub(crate) fn find_roots_u32(
         for chunk in &mut it {
             // SAFETY: `kernels.avx2` is only set when the CPU supports AVX2.
             let mask = unsafe { avx2::roots_block::<{ B / 4 }>(coeffs, chunk) };
-            push(mask, base, hits);
+            push(mask, base, hit);
             base += B;
         }
         let rest = it.remainder();
@@ -159,16 +197,16 @@ pub(crate) fn find_roots_u32(
                 _ => avx2::roots_block::<8>(coeffs, rest),
             }
         };
-        push(mask, base, hits);
+        push(mask, base, hit);
         return;
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = kernels;
-    find_roots_scalar(coeffs, candidates, 0, hits);
+    find_roots_scalar(coeffs, candidates, 0, hit);
 }
 
 /// Portable evaluation: four interleaved Horner chains.
-fn find_roots_scalar(coeffs: &[u64], rest: &[u32], mut base: usize, hits: &mut Vec<usize>) {
+fn find_roots_scalar(coeffs: &[u64], rest: &[u32], mut base: usize, hit: &mut impl FnMut(usize)) {
     const LANES: usize = 4;
     let mut chunks = rest.chunks_exact(LANES);
     for chunk in &mut chunks {
@@ -182,7 +220,7 @@ fn find_roots_scalar(coeffs: &[u64], rest: &[u32], mut base: usize, hits: &mut V
         }
         for (i, a) in acc.iter().enumerate() {
             if *a == 0 || *a == P32 {
-                hits.push(base + i);
+                hit(base + i);
             }
         }
         base += LANES;
@@ -194,7 +232,7 @@ fn find_roots_scalar(coeffs: &[u64], rest: &[u32], mut base: usize, hits: &mut V
             acc = fold32(acc * x + c);
         }
         if acc == 0 || acc == P32 {
-            hits.push(base + i);
+            hit(base + i);
         }
     }
 }
@@ -286,6 +324,28 @@ mod tests {
                 proptest::prop_assert_eq!(got8, reference_sums(&xs[..whole], t));
             }
         }
+
+        /// Negated folding (the subtrahend's ring in `sub_assign`): inserting and then
+        /// removing the same identifiers leaves zero sums, from lazily reduced accumulators
+        /// at their bound, in both kernels; removal alone gives the negated reference sums.
+        #[test]
+        fn remove_batches_cancel_insertions(
+            xs in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..40),
+            t in 0usize..70,
+            start in 0u64..(1 << 40),
+        ) {
+            for k in [Kernels::detect(), Kernels::PORTABLE] {
+                let mut acc = vec![start; t];
+                insert_batch_u32(&mut acc, &xs, k);
+                remove_batch_u32(&mut acc, &xs, k);
+                let got: Vec<u64> = acc.iter().map(|a| a % P32).collect();
+                proptest::prop_assert_eq!(got, vec![start % P32; t]);
+                let mut neg = vec![0u64; t];
+                remove_batch_u32(&mut neg, &xs, k);
+                let got: Vec<u64> = neg.iter().map(|a| (P32 - a % P32) % P32).collect();
+                proptest::prop_assert_eq!(got, reference_sums(&xs, t));
+            }
+        }
     }
 
     /// Coefficients (highest degree first, leading 1 omitted) of `Π (x − r)` mod p.
@@ -328,10 +388,10 @@ mod tests {
             };
             let want: Vec<usize> = (0..cands.len()).filter(|&i| naive(cands[i]) == 0).collect();
             let mut hits = Vec::new();
-            find_roots_u32(&coeffs, &cands, &mut hits, Kernels::detect());
+            find_roots_u32(&coeffs, &cands, &mut |i| hits.push(i), Kernels::detect());
             proptest::prop_assert_eq!(&hits, &want);
             hits.clear();
-            find_roots_scalar(&coeffs, &cands, 0, &mut hits);
+            find_roots_scalar(&coeffs, &cands, 0, &mut |i| hits.push(i));
             proptest::prop_assert_eq!(&hits, &want);
         }
     }
@@ -346,11 +406,11 @@ mod tests {
         cands[13] = 3;
         cands[18] = 5;
         let mut hits = Vec::new();
-        find_roots_u32(&coeffs, &cands, &mut hits, Kernels::detect());
+        find_roots_u32(&coeffs, &cands, &mut |i| hits.push(i), Kernels::detect());
         assert_eq!(hits, vec![3, 8, 13, 18]);
         // The portable path, and every block size of the SIMD path.
         hits.clear();
-        find_roots_scalar(&coeffs, &cands, 0, &mut hits);
+        find_roots_scalar(&coeffs, &cands, 0, &mut |i| hits.push(i));
         assert_eq!(hits, vec![3, 8, 13, 18]);
         for n in [1usize, 4, 7, 9, 16, 17, 31, 32, 33, 64, 70] {
             let mut c: Vec<u32> = (1000..1000 + n as u32).collect();
@@ -359,7 +419,7 @@ mod tests {
             let mut want = vec![n / 2, n - 1];
             want.dedup();
             hits.clear();
-            find_roots_u32(&coeffs, &c, &mut hits, Kernels::detect());
+            find_roots_u32(&coeffs, &c, &mut |i| hits.push(i), Kernels::detect());
             assert_eq!(hits, want, "n = {n}");
         }
     }

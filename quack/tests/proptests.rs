@@ -268,3 +268,77 @@ proptest! {
         }
     }
 }
+
+/// The fast paths of subtraction and decoding against straightforward ones: a subtrahend with
+/// identifiers still in its insertion ring (folded in negated) against one parsed from bytes;
+/// the power sums against `u128` arithmetic; `decode_with_log` (stack scratch up to t = 64)
+/// against a reused [`Decoder`], and a difference whose accumulators are canonical (read in
+/// place) against one built by insertion (copied and reduced).
+fn check_fresh_paths<T: Identifier>(c: &Case) -> Result<(), TestCaseError> {
+    let log: Vec<T> = c.raw.iter().map(|&r| T::from_u64_truncating(r)).collect();
+    let mut sender = PowerSumQuack::<T>::new(c.t);
+    for &id in &log {
+        sender.insert(id);
+    }
+    let missing: Vec<T> = c.missing.iter().map(|&i| log[i]).collect();
+    let received: Vec<T> = log
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| c.missing.binary_search(i).is_err())
+        .map(|(_, &id)| id)
+        .collect();
+    let mut receiver = PowerSumQuack::<T>::new(c.t);
+    for id in shuffled(&received, c.order_seed) {
+        receiver.insert(id);
+    }
+    let mut fast = sender.clone();
+    fast -= &receiver;
+    let wire = PowerSumQuack::<T>::from_bytes(&receiver.to_bytes()).expect("round trip");
+    let slow = &sender - &wire;
+    prop_assert_eq!(&fast, &slow);
+    // Power sums of the missing multiset, in u128.
+    let p = u128::from(T::MODULUS);
+    let want: Vec<u64> = (1..=c.t as u32)
+        .map(|k| {
+            missing.iter().fold(0u128, |acc, id| {
+                let x = u128::from(id.to_u64()) % p;
+                let mut y = 1u128;
+                for _ in 0..k {
+                    y = y * x % p;
+                }
+                (acc + y) % p
+            }) as u64
+        })
+        .collect();
+    let got: Vec<u64> = fast.power_sums().map(Identifier::to_u64).collect();
+    prop_assert_eq!(got, want);
+    prop_assert_eq!(fast.count() as usize, missing.len());
+    // The same difference built by insertion: lazily reduced accumulators, a ring.
+    let mut built = PowerSumQuack::<T>::new(c.t);
+    for &id in &missing {
+        built.insert(id);
+    }
+    let a = fast.decode_with_log(&log).expect("≤ t missing decodes");
+    let mut dec = Decoder::new();
+    let b = dec.decode(&fast, &log).expect("decodes");
+    let d = dec.decode(&built, &log).expect("decodes");
+    let e = built.decode_with_log(&log).expect("decodes");
+    prop_assert_eq!(&a, &b);
+    prop_assert_eq!(&a, &d);
+    prop_assert_eq!(&a, &e);
+    prop_assert_eq!(a.missing_count(), missing.len());
+    prop_assert_eq!(fast.to_coeffs(), built.to_coeffs());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    #[test]
+    fn fresh_paths_agree_u32(c in case(120, 80, None)) { check_fresh_paths::<u32>(&c)?; }
+    #[test]
+    fn fresh_paths_agree_u32_duplicates(c in case(60, 16, Some(12))) { check_fresh_paths::<u32>(&c)?; }
+    #[test]
+    fn fresh_paths_agree_u16(c in case(80, 70, None)) { check_fresh_paths::<u16>(&c)?; }
+    #[test]
+    fn fresh_paths_agree_u64(c in case(80, 70, None)) { check_fresh_paths::<u64>(&c)?; }
+}

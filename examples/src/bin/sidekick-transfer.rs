@@ -2,7 +2,8 @@
 //! or quiche.
 //!
 //! ```text
-//! sidekick-transfer server --stack quinn|quiche --listen IP:PORT [--once]
+//! sidekick-transfer server --stack quinn|quiche --listen IP:PORT [--once] [--cert-bytes B]
+//!                          [--hello-delay-ms MS]
 //! sidekick-transfer client --stack quinn|quiche --connect IP:PORT (--download BYTES | --upload BYTES)
 //!                          [--json] [--cc cubic|reno|bbr] [--timeout SECS] [--http3]
 //!                          [--sidekick [--sidekick-quack-interval-ms MS] [--sidekick-quack-threshold T]
@@ -73,6 +74,14 @@ struct ServerArgs {
     /// Exit after the first connection.
     #[arg(long)]
     once: bool,
+    /// Pad the self-signed certificate to at least this many DER bytes (ReACKed QUICer (IMC '24)
+    /// §3 used 5113 B, beyond the anti-amplification limit); 0: no padding.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    cert_bytes: usize,
+    /// Hold each new connection's first Initial this long before answering (Δt before the
+    /// ServerHello, "wait for certificate"; neither stack can send an instant ACK first).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    hello_delay_ms: u64,
 }
 
 #[derive(Args)]
@@ -192,14 +201,16 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Server(a) => {
-            let opts = options(&a.common);
+            let mut opts = options(&a.common);
+            opts.cert_bytes = a.cert_bytes;
+            opts.hello_delay = Duration::from_millis(a.hello_delay_ms);
             match a.common.stack {
                 Stack::Quiche => quiche_stack::serve(a.listen, a.once, &opts),
                 Stack::Quinn => {
                     let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
                     rt.block_on(async {
                         let ep = quinn_stack::server_endpoint(a.listen, &opts)?;
-                        quinn_stack::serve(ep, a.once, opts.http3).await
+                        quinn_stack::serve(ep, a.once, opts.http3, opts.hello_delay).await
                     })
                 }
             }
@@ -247,6 +258,9 @@ fn main() -> anyhow::Result<()> {
                     opt(report.lost_packets),
                     opt(report.retransmissions)
                 );
+                if let Some(t) = report.ttfb_ms {
+                    println!("time to first byte: {t:.1} ms");
+                }
                 if let Some(sk) = &report.sidekick {
                     println!("sidekick: {}", serde_json::to_string(sk)?);
                 }

@@ -120,6 +120,12 @@ pub struct TransportOptions {
     pub sidekick: bool,
     /// Parameters of the sidekick session.
     pub sidekick_params: self::sidekick::SidekickParams,
+    /// Server only: pad the self-signed certificate to at least this many DER bytes (0: no
+    /// padding), see [`cert::SelfSigned::generate_padded`].
+    pub cert_bytes: usize,
+    /// Server only: hold a new connection's first Initial this long before the stack sees it
+    /// (ReACKed QUICer (IMC '24) §3: the Δt to the certificate store, "wait for certificate").
+    pub hello_delay: Duration,
 }
 
 impl Default for TransportOptions {
@@ -131,6 +137,8 @@ impl Default for TransportOptions {
             http3: false,
             sidekick: false,
             sidekick_params: self::sidekick::SidekickParams::default(),
+            cert_bytes: 0,
+            hello_delay: Duration::ZERO,
         }
     }
 }
@@ -310,6 +318,11 @@ pub struct TransferReport {
     /// Sidekick counters (only with `--sidekick`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sidekick: Option<SidekickCounters>,
+    /// Time to first byte, ms: from the start of the connection (before the client's first
+    /// Initial) to the first payload byte of a download reaching the client application
+    /// (ReACKed QUICer (IMC '24) §3 measures it for a 10 KB request). Raw-stream downloads only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttfb_ms: Option<f64>,
 }
 
 /// Sender-side transport statistics.
@@ -353,6 +366,7 @@ impl TransferReport {
             retransmissions: (!stats.sender_unknown).then_some(stats.retransmissions),
             lost_packets: (!stats.sender_unknown).then_some(stats.lost_packets),
             sidekick: None,
+            ttfb_ms: None,
             sent_packets: (!stats.sender_unknown).then_some(stats.sent_packets),
             receiver_sent_packets: stats.receiver_sent_packets,
         }

@@ -343,10 +343,10 @@ pub fn serve(listen: SocketAddr, once: bool, opts: &TransportOptions) -> anyhow:
 
 /// [`serve`] on an already bound socket (lets tests bind port 0 first).
 pub fn serve_socket(socket: UdpSocket, once: bool, opts: &TransportOptions) -> anyhow::Result<()> {
-    let mut cfg = server_config(opts, None)?;
+    let mut cfg = server_config_cert(opts, None, SelfSigned::generate_padded(opts.cert_bytes)?)?;
     let mut io = Io::new(socket)?;
     loop {
-        let (mut conn, from) = accept(&mut io, &mut cfg)?;
+        let (mut conn, from) = accept_delayed(&mut io, &mut cfg, opts.hello_delay)?;
         let served = if opts.http3 {
             super::quiche_h3::serve_connection(&mut io, &mut conn, from)
         } else {
@@ -368,7 +368,14 @@ pub(crate) fn server_config(
     opts: &TransportOptions,
     alpn: Option<&[u8]>,
 ) -> anyhow::Result<quiche::Config> {
-    let cert = SelfSigned::generate()?;
+    server_config_cert(opts, alpn, SelfSigned::generate()?)
+}
+
+fn server_config_cert(
+    opts: &TransportOptions,
+    alpn: Option<&[u8]>,
+    cert: SelfSigned,
+) -> anyhow::Result<quiche::Config> {
     let pem = cert.write_pem_files(&std::env::temp_dir())?;
     let mut cfg = match alpn {
         Some(a) => config_with_alpn(opts, a)?,
@@ -387,6 +394,18 @@ pub(crate) fn accept(
     io: &mut Io,
     cfg: &mut quiche::Config,
 ) -> anyhow::Result<(quiche::Connection, SocketAddr)> {
+    accept_delayed(io, cfg, Duration::ZERO)
+}
+
+/// [`accept`], holding the first Initial for `hello_delay` before quiche sees it ("wait for
+/// certificate" with Δt, ReACKed QUICer (IMC '24) §2: quiche answers a ClientHello with its
+/// whole flight and has no instant-ACK mode). Datagrams arriving meanwhile wait in the socket
+/// and are read by the connection's loop afterwards.
+fn accept_delayed(
+    io: &mut Io,
+    cfg: &mut quiche::Config,
+    hello_delay: Duration,
+) -> anyhow::Result<(quiche::Connection, SocketAddr)> {
     loop {
         io.socket.set_read_timeout(None).context("socket timeout")?;
         let (n, from) = io.socket.recv_from(&mut io.inbuf).context("receiving")?;
@@ -402,6 +421,9 @@ pub(crate) fn accept(
                 let _ = io.socket.send_to(&io.out[..len], from);
             }
             continue;
+        }
+        if !hello_delay.is_zero() {
+            std::thread::sleep(hello_delay);
         }
         let scid = random_cid()?;
         let scid = quiche::ConnectionId::from_ref(&scid);
@@ -538,12 +560,13 @@ pub fn run_client(
         // The packet-number lens reads the key log (SidekickQuiche installs the hook).
         cfg.log_keys();
     }
+    let t0 = Instant::now();
     let (mut io, mut conn) = connect_to(connect, &mut cfg)?;
     let run = |io: &mut Io, d: &mut dyn Driver| {
         if opts.http3 {
             super::quiche_h3::client_loop(io, d, connect, req, deadline, timeout)
         } else {
-            client_loop(io, d, connect, req, deadline, timeout)
+            client_loop(io, d, connect, req, (t0, deadline), timeout)
         }
     };
     if opts.sidekick {
@@ -566,9 +589,10 @@ fn client_loop(
     d: &mut dyn Driver,
     connect: SocketAddr,
     req: Request,
-    deadline: Instant,
+    (t0, deadline): (Instant, Instant),
     timeout: Duration,
 ) -> anyhow::Result<TransferReport> {
+    let mut ttfb: Option<Duration> = None;
     let mut out = Outbox::new();
     let mut start: Option<(Instant, u64)> = None;
     let mut got = 0u64;
@@ -613,6 +637,9 @@ fn client_loop(
                     let take = usize::try_from(req.bytes - got)
                         .unwrap_or(usize::MAX)
                         .min(data.len());
+                    if got == 0 && take > 0 {
+                        ttfb = Some(t0.elapsed());
+                    }
                     got += take as u64;
                     data = &data[take..];
                     if got == req.bytes {
@@ -672,11 +699,7 @@ fn client_loop(
             conn.local_error()
         );
     };
-    Ok(TransferReport::new(
-        Stack::Quiche,
-        req.direction,
-        req.bytes,
-        duration,
-        stats,
-    ))
+    let mut report = TransferReport::new(Stack::Quiche, req.direction, req.bytes, duration, stats);
+    report.ttfb_ms = ttfb.map(|d| d.as_secs_f64() * 1e3);
+    Ok(report)
 }

@@ -67,8 +67,14 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// Build a quinn server endpoint bound to `listen` with a fresh self-signed certificate.
+/// (padded to `opts.cert_bytes`).
 pub fn server_endpoint(listen: SocketAddr, opts: &TransportOptions) -> anyhow::Result<Endpoint> {
-    server_endpoint_with(listen, alpn(opts), transport_config(opts)?)
+    server_endpoint_cert(
+        listen,
+        alpn(opts),
+        transport_config(opts)?,
+        SelfSigned::generate_padded(opts.cert_bytes)?,
+    )
 }
 
 /// A server endpoint on `listen` with a fresh self-signed certificate, ALPN `alpn` and transport
@@ -78,7 +84,15 @@ pub(crate) fn server_endpoint_with(
     alpn: Vec<u8>,
     transport: TransportConfig,
 ) -> anyhow::Result<Endpoint> {
-    let cert = SelfSigned::generate()?;
+    server_endpoint_cert(listen, alpn, transport, SelfSigned::generate()?)
+}
+
+fn server_endpoint_cert(
+    listen: SocketAddr,
+    alpn: Vec<u8>,
+    transport: TransportConfig,
+    cert: SelfSigned,
+) -> anyhow::Result<Endpoint> {
     let mut tls = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .context("TLS 1.3 with ring")?
@@ -103,9 +117,17 @@ pub(crate) fn server_endpoint_with(
 }
 
 /// Serve transfers on `endpoint` (HTTP/3 if `http3`): connections are handled concurrently; with
-/// `once`, return after the first connection ends.
-pub async fn serve(endpoint: Endpoint, once: bool, http3: bool) -> anyhow::Result<()> {
-    serve_with(endpoint, once, move |conn| async move {
+/// `once`, return after the first connection ends. A non-zero `hello_delay` holds each new
+/// connection's `Incoming` that long before accepting it, so the server answers nothing —
+/// neither ACK nor ServerHello — before Δt ("wait for certificate", ReACKed QUICer (IMC '24)
+/// §2; quinn has no way to send an instant ACK before the handshake proceeds).
+pub async fn serve(
+    endpoint: Endpoint,
+    once: bool,
+    http3: bool,
+    hello_delay: std::time::Duration,
+) -> anyhow::Result<()> {
+    serve_delayed(endpoint, once, hello_delay, move |conn| async move {
         if http3 {
             super::quinn_h3::serve_connection(conn).await
         } else {
@@ -127,9 +149,25 @@ where
     F: Fn(quinn::Connection) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
 {
+    serve_delayed(endpoint, once, std::time::Duration::ZERO, handler).await
+}
+
+async fn serve_delayed<F, Fut>(
+    endpoint: Endpoint,
+    once: bool,
+    hello_delay: std::time::Duration,
+    handler: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(quinn::Connection) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
     while let Some(incoming) = endpoint.accept().await {
         let handler = handler.clone();
         let task = async move {
+            if !hello_delay.is_zero() {
+                tokio::time::sleep(hello_delay).await;
+            }
             let conn = incoming.await.context("handshake")?;
             handler(conn).await
         };
@@ -359,6 +397,8 @@ pub async fn run_client(
             .context("quinn endpoint")?
     };
     endpoint.set_default_client_config(cfg);
+    let t0 = Instant::now();
+    let mut first_byte = None;
     let conn = endpoint
         .connect(connect, "localhost")
         .context("starting connection")?
@@ -369,12 +409,13 @@ pub async fn run_client(
         conn.close(VarInt::from_u32(0x100), b"done");
         r
     } else {
-        let r = raw_transfer(&conn, req).await?;
+        let r = raw_transfer(&conn, req, &mut first_byte).await?;
         conn.close(VarInt::from_u32(0), b"done");
         r
     };
     endpoint.wait_idle().await;
     let mut report = TransferReport::new(Stack::Quinn, req.direction, req.bytes, duration, stats);
+    report.ttfb_ms = first_byte.map(|t: Instant| t.duration_since(t0).as_secs_f64() * 1e3);
     if let Some((handle, signals, sample, sampler)) = sk_run {
         sampler.abort();
         let sample = *lock(&sample);
@@ -391,9 +432,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The raw-stream transfer on an established connection: (duration, data sender's stats).
+/// `first_byte` receives the time the first payload byte of a download arrived.
 async fn raw_transfer(
     conn: &quinn::Connection,
     req: Request,
+    first_byte: &mut Option<Instant>,
 ) -> anyhow::Result<(std::time::Duration, SenderStats)> {
     let (mut send, mut recv) = conn.open_bi().await.context("opening stream")?;
 
@@ -414,7 +457,12 @@ async fn raw_transfer(
                     .await
                     .context("receiving payload")?
                 {
-                    Some(c) => got += c.bytes.len() as u64,
+                    Some(c) => {
+                        if got == 0 && !c.bytes.is_empty() {
+                            *first_byte = Some(Instant::now());
+                        }
+                        got += c.bytes.len() as u64;
+                    }
                     None => bail!("server finished after {got} of {} bytes", req.bytes),
                 }
             }

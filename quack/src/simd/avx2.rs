@@ -16,6 +16,9 @@ use core::arch::x86_64::{
 
 use super::P32;
 
+/// `64·p`: a multiple of p above any block sum of 8 lanes below `6·2^32`.
+const NEG_BLOCK: u64 = 64 * P32;
+
 /// One fold modulo `2^32 - 5` per lane: `lo + 5·hi`. For a value `< 2^64` the result is
 /// `< 6·2^32`; for a value `< 6·2^32` it is `< 2^32 + 25`; for a value `< 2^32 + 25` it is
 /// `< 2^32`.
@@ -105,8 +108,12 @@ fn hsum2(a: __m256i, b: __m256i) -> (u64, u64) {
 ///
 /// Each accumulator grows by less than `8·6·2^32`, i.e. `1.5·2^34` per identifier (the u32
 /// lazy bound): every lane added is a value `< 6·2^32`.
+///
+/// With `NEG`, the powers are subtracted instead: each accumulator receives `64·p − S` for the
+/// block's sum `S < 48·2^32 < 64·p` of the 8 lanes, i.e. grows by less than `64·p < 2^38`.
 #[target_feature(enable = "avx2")]
-pub(super) fn insert8(acc: &mut [u64], xs: &[u32; 8]) {
+pub(super) fn insert8<const NEG: bool>(acc: &mut [u64], xs: &[u32; 8]) {
+    let add = |a: &mut u64, s: u64| *a += if NEG { NEG_BLOCK - s } else { s };
     // The identifiers themselves are the first chain values: any value `< 2^32` will do, so
     // they are not reduced.
     let xa = load4(&xs[..4]);
@@ -131,8 +138,8 @@ pub(super) fn insert8(acc: &mut [u64], xs: &[u32; 8]) {
         }
         first = false;
         let (odd, even) = hsum2(_mm256_add_epi64(oa, ob), _mm256_add_epi64(ea, eb));
-        pair[0] += odd;
-        pair[1] += even;
+        add(&mut pair[0], odd);
+        add(&mut pair[1], even);
     }
     if let [last] = pairs.into_remainder() {
         if !first {
@@ -140,7 +147,7 @@ pub(super) fn insert8(acc: &mut [u64], xs: &[u32; 8]) {
             ob = chain_step(ob, mb, mb5);
         }
         let (odd, _) = hsum2(_mm256_add_epi64(oa, ob), _mm256_setzero_si256());
-        *last += odd;
+        add(last, odd);
     }
 }
 

@@ -1,0 +1,399 @@
+//! Unit tests of the handshake rescue with QUIC v1 long-header datagrams built by hand (the
+//! cleartext fields only; the protected parts are zeros, as the rescue never reads them).
+
+use super::*;
+use proptest::prelude::*;
+use std::net::SocketAddr;
+
+const ODCID: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+const SCID: [u8; 8] = [9; 8];
+
+fn key(port: u16) -> FlowKey {
+    FlowKey {
+        client: SocketAddr::from(([10, 0, 2, 2], port)),
+        server: SocketAddr::from(([10, 0, 0, 1], 443)),
+    }
+}
+
+/// A long-header packet of type bits `ty` (v1: 0 Initial, 2 Handshake, 3 Retry) with a Length
+/// field covering `body` zero bytes.
+fn long(ty: u8, dcid: &[u8], scid: &[u8], body: usize) -> Vec<u8> {
+    let mut p = vec![0xc0 | (ty << 4), 0, 0, 0, 1, dcid.len() as u8];
+    p.extend_from_slice(dcid);
+    p.push(scid.len() as u8);
+    p.extend_from_slice(scid);
+    if ty == 3 {
+        p.extend_from_slice(&[0; 24]);
+        return p;
+    }
+    if ty == 0 {
+        p.push(0); // token length
+    }
+    p.extend_from_slice(&[0x40 | (body >> 8) as u8, body as u8]);
+    p.resize(p.len() + body, 0);
+    p
+}
+
+fn client_initial(dcid: &[u8]) -> Vec<u8> {
+    let mut d = long(0, dcid, &[7; 8], 300);
+    d.resize(1200, 0);
+    d
+}
+
+/// The server's first flight: Initial + Handshake, then two Handshake datagrams.
+fn server_flight() -> Vec<Vec<u8>> {
+    let mut d1 = long(0, &[7; 8], &SCID, 120);
+    d1.extend(long(2, &[7; 8], &SCID, 1000));
+    vec![
+        d1,
+        long(2, &[7; 8], &SCID, 1150),
+        long(2, &[7; 8], &SCID, 900),
+    ]
+}
+
+/// The client's Initial ACK (addressed to the server's SCID), padded as RFC 9000 §14.1 asks.
+fn client_ack() -> Vec<u8> {
+    let mut d = long(0, &SCID, &[7; 8], 40);
+    d.resize(1200, 0);
+    d
+}
+
+fn short() -> Vec<u8> {
+    let mut d = vec![0x40];
+    d.extend_from_slice(&SCID);
+    d.resize(60, 0);
+    d
+}
+
+struct Rig {
+    r: HandshakeRescue,
+    budget: MemoryBudget,
+    out: InjectQueue,
+    t0: Instant,
+}
+
+impl Rig {
+    fn new(budget: usize) -> Self {
+        Self {
+            r: HandshakeRescue::new(RescueConfig::default()),
+            budget: MemoryBudget::new(budget),
+            out: InjectQueue::default(),
+            t0: Instant::now(),
+        }
+    }
+    fn at(&self, ms: u64) -> Instant {
+        self.t0 + Duration::from_millis(ms)
+    }
+    fn feed(&mut self, ms: u64, dir: Direction, k: FlowKey, d: &[u8]) {
+        let now = self.at(ms);
+        let dg = Datagram {
+            dir,
+            key: k,
+            frame: d,
+            payload: d,
+            udp: &bare_udp(d.len()),
+            csum: false,
+        };
+        self.r.on_datagram(now, dg, &mut self.budget, &mut self.out);
+    }
+    fn tick(&mut self, ms: u64) {
+        let now = self.at(ms);
+        self.r.handle_timeout(now, &mut self.budget, &mut self.out);
+    }
+    fn drained(&mut self) -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        while let Some(super::super::output::Transmit::Inject { dir, frame }) = self.out.pop() {
+            assert_eq!(dir, Direction::ToClient);
+            v.push(frame);
+        }
+        v
+    }
+    /// Client Initial at 0, the server's flight at 10/11/12 ms, the client's ACK at 13 ms
+    /// (r = 3 ms).
+    fn handshake_until_first_ack(&mut self) {
+        self.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+        for (i, d) in server_flight().iter().enumerate() {
+            self.feed(10 + i as u64, Direction::ToClient, key(1), d);
+        }
+        self.feed(13, Direction::FromClient, key(1), &client_ack());
+    }
+}
+
+#[test]
+fn no_loss_means_no_replay_and_memory_returns() {
+    let mut g = Rig::new(1 << 20);
+    g.handshake_until_first_ack();
+    assert_eq!(g.r.stats.kept, 3);
+    assert!(g.budget.reserved() > 3000);
+    // The client completes (Handshake + 1-RTT) within one round trip of the last datagram.
+    let mut fin = long(2, &SCID, &[7; 8], 60);
+    fin.extend(short());
+    g.feed(15, Direction::FromClient, key(1), &fin);
+    assert_eq!(g.r.stats.completed, 1);
+    assert!(g.r.is_empty());
+    assert_eq!(g.budget.reserved(), 0);
+    g.tick(5000);
+    assert!(g.drained().is_empty());
+    assert_eq!(g.r.stats.replays, 0);
+    assert_eq!(g.r.stats.wait_for_cert, 1);
+}
+
+#[test]
+fn missing_completion_replays_the_flight_once() {
+    let mut g = Rig::new(1 << 20);
+    g.handshake_until_first_ack();
+    // r = 3 ms: the deadline is 12 + 6 + 5 = 23 ms.
+    assert_eq!(g.r.poll_timeout(), Some(g.at(23)));
+    g.tick(22);
+    assert!(g.drained().is_empty());
+    g.tick(23);
+    let replayed = g.drained();
+    assert_eq!(replayed, server_flight(), "identical datagrams, in order");
+    assert_eq!(g.r.stats.silence_triggers, 1);
+    // Later probes and timers replay nothing again.
+    g.feed(40, Direction::FromClient, key(1), &client_ack());
+    g.tick(100);
+    assert!(g.drained().is_empty());
+    assert_eq!(g.r.stats.replays, 3);
+    // A server retransmission is kept and may be replayed once, on its own silence.
+    g.feed(
+        60,
+        Direction::ToClient,
+        key(1),
+        &long(2, &[7; 8], &SCID, 1150),
+    );
+    g.tick(60 + 6 + 5);
+    assert_eq!(g.drained().len(), 1);
+}
+
+#[test]
+fn repeated_first_initial_replays_at_once() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    for (i, d) in server_flight().iter().enumerate() {
+        g.feed(10 + i as u64, Direction::ToClient, key(1), d);
+    }
+    // The server's Initial never arrived: the client's PTO probe still uses its first DCID.
+    // Its first datagram after the flight sets r; being a repeated first Initial it triggers
+    // (here before the no-answer wait, as a client with a short PTO would).
+    g.feed(15, Direction::FromClient, key(1), &client_initial(&ODCID));
+    assert_eq!(g.drained().len(), 3);
+    assert_eq!(g.r.stats.probe_triggers, 1);
+}
+
+#[test]
+fn slow_server_does_not_trigger_and_client_retransmissions_are_ignored() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    // Δt: the client's own Initial retransmission before the server answered.
+    g.feed(250, Direction::FromClient, key(1), &client_initial(&ODCID));
+    assert!(g.drained().is_empty());
+    assert_eq!(g.r.poll_timeout(), Some(g.at(3000)));
+}
+
+#[test]
+fn a_client_silent_after_the_flight_gets_it_again() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    for (i, d) in server_flight().iter().enumerate() {
+        g.feed(10 + i as u64, Direction::ToClient, key(1), d);
+    }
+    // Nothing from the client: the round trip is unknown, the wait is `no_answer_wait`.
+    assert_eq!(g.r.poll_timeout(), Some(g.at(12 + 20)));
+    g.tick(32);
+    assert_eq!(g.drained().len(), 3);
+    assert_eq!(g.r.stats.silence_triggers, 1);
+}
+
+#[test]
+fn retry_and_version_negotiation_end_the_entry() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    g.feed(5, Direction::ToClient, key(1), &long(3, &[7; 8], &SCID, 0));
+    assert!(g.r.is_empty());
+    let mut vn = vec![0x80, 0, 0, 0, 0, 8];
+    vn.extend_from_slice(&[7; 8]);
+    vn.push(8);
+    vn.extend_from_slice(&ODCID);
+    vn.extend_from_slice(&[0, 0, 0, 1]);
+    g.feed(10, Direction::FromClient, key(2), &client_initial(&ODCID));
+    g.feed(11, Direction::ToClient, key(2), &vn);
+    assert!(g.r.is_empty());
+    assert_eq!(g.r.stats.retry_or_vn, 2);
+    assert_eq!(g.budget.reserved(), 0);
+}
+
+#[test]
+fn only_flows_opened_by_a_client_initial_are_kept() {
+    let mut g = Rig::new(1 << 20);
+    // Server datagrams towards an address that sent no Initial: nothing kept.
+    for d in server_flight() {
+        g.feed(1, Direction::ToClient, key(9), &d);
+    }
+    // A short Initial (not padded to 1200 bytes) opens nothing; nor does a short header.
+    g.feed(
+        2,
+        Direction::FromClient,
+        key(3),
+        &long(0, &ODCID, &[7; 8], 300),
+    );
+    g.feed(2, Direction::FromClient, key(4), &short());
+    assert!(g.r.is_empty());
+    assert_eq!(g.r.stats.kept, 0);
+    // A spoofed Initial from another address opens its own entry only: the real client's
+    // flight is not kept under it, and its replays would go to the spoofed address' flow only
+    // if the server answered that address.
+    g.feed(3, Direction::FromClient, key(5), &client_initial(&ODCID));
+    for d in server_flight() {
+        g.feed(4, Direction::ToClient, key(6), &d);
+    }
+    assert_eq!(g.r.stats.kept, 0);
+    g.tick(4000);
+    assert!(g.drained().is_empty());
+    assert_eq!(g.r.stats.expired, 1);
+}
+
+#[test]
+fn caps_and_budget_bound_what_is_kept() {
+    // A budget smaller than the flight: the rest is refused, counted, and never replayed.
+    let mut g = Rig::new(2500);
+    g.handshake_until_first_ack();
+    assert!(g.budget.reserved() <= 2500);
+    assert!(g.r.stats.refused >= 1);
+    g.tick(1000);
+    let n = g.drained().len() as u64;
+    assert_eq!(n, g.r.stats.kept);
+    // The entry table is capped too.
+    let mut g = Rig::new(1 << 20);
+    g.r = HandshakeRescue::new(RescueConfig {
+        max_flows: 2,
+        ..RescueConfig::default()
+    });
+    for p in 0..5 {
+        g.feed(0, Direction::FromClient, key(p), &client_initial(&ODCID));
+    }
+    assert_eq!(g.r.len(), 2);
+}
+
+#[test]
+fn replays_stay_within_three_times_the_client_bytes() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    // A flight of four full datagrams (4 × ~1200 B) against one 1200-byte Initial: three fit.
+    for i in 0..4 {
+        g.feed(
+            10 + i,
+            Direction::ToClient,
+            key(1),
+            &long(2, &[7; 8], &SCID, 1150),
+        );
+    }
+    g.tick(1000);
+    assert_eq!(g.drained().len(), 3);
+    assert_eq!(g.r.stats.amplification_refused, 1);
+    // The client's probe raises its allowance: the fourth goes out, once.
+    g.feed(1001, Direction::FromClient, key(1), &client_initial(&ODCID));
+    assert_eq!(g.drained().len(), 1);
+    g.feed(1002, Direction::FromClient, key(1), &client_initial(&ODCID));
+    assert!(g.drained().is_empty());
+}
+
+#[test]
+fn a_server_at_its_amplification_limit_is_given_time() {
+    let mut g = Rig::new(1 << 20);
+    // Client Initial at 0; the server answers at 40 ms (proxy–server RTT 40 ms) with three full
+    // datagrams: 3× the client's bytes, it must wait for the client.
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    for i in 0..3 {
+        g.feed(
+            40 + i,
+            Direction::ToClient,
+            key(1),
+            &long(2, &[7; 8], &SCID, 1150),
+        );
+    }
+    // The client acknowledges at 43 ms (r = 3 ms), which unblocks the server: the rest of the
+    // flight reaches the proxy at 83 ms, long after 42 + 2 r + 5 ms.
+    g.feed(43, Direction::FromClient, key(1), &client_ack());
+    g.tick(60);
+    assert!(
+        g.drained().is_empty(),
+        "no replay while the server is blocked"
+    );
+    g.feed(
+        83,
+        Direction::ToClient,
+        key(1),
+        &long(2, &[7; 8], &SCID, 900),
+    );
+    g.feed(86, Direction::FromClient, key(1), &short());
+    g.tick(5000);
+    assert!(g.drained().is_empty());
+    assert_eq!(g.r.stats.completed, 1);
+    // Had the rest been lost, the replay comes one server round trip after the unblocking.
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    for i in 0..3 {
+        g.feed(
+            40 + i,
+            Direction::ToClient,
+            key(1),
+            &long(2, &[7; 8], &SCID, 1150),
+        );
+    }
+    g.feed(43, Direction::FromClient, key(1), &client_ack());
+    assert_eq!(g.r.poll_timeout(), Some(g.at(43 + 40 + 6 + 5)));
+}
+
+#[test]
+fn never_completing_handshake_expires() {
+    let mut g = Rig::new(1 << 20);
+    g.handshake_until_first_ack();
+    g.tick(23);
+    g.drained();
+    g.tick(3000);
+    assert!(g.r.is_empty());
+    assert_eq!(g.budget.reserved(), 0);
+    assert_eq!(g.r.poll_timeout(), None);
+}
+
+#[test]
+fn instant_ack_is_recognised() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    g.feed(5, Direction::ToClient, key(1), &long(0, &[7; 8], &SCID, 30));
+    assert_eq!((g.r.stats.instant_acks, g.r.stats.wait_for_cert), (1, 0));
+}
+
+proptest! {
+    #[test]
+    fn fuzz_rescue_body(data in proptest::collection::vec(any::<u8>(), 0..3000)) {
+        fuzz_rescue(&data);
+    }
+
+    /// Real-looking flights with arbitrary timing and loss of the client's completion: replays
+    /// never exceed what was kept, and every kept datagram is replayed at most once.
+    #[test]
+    fn replays_bounded(gaps in proptest::collection::vec(0u64..50, 3..12), complete in any::<bool>()) {
+        let mut g = Rig::new(1 << 20);
+        g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+        let mut t = 1;
+        for (i, gap) in gaps.iter().enumerate() {
+            t += gap;
+            let d = &server_flight()[i % 3];
+            g.feed(t, Direction::ToClient, key(1), d);
+            g.tick(t);
+            if i == 0 {
+                g.feed(t + 1, Direction::FromClient, key(1), &client_ack());
+            }
+        }
+        if complete {
+            g.feed(t + 1, Direction::FromClient, key(1), &short());
+        }
+        g.tick(t + 10_000);
+        let n = g.drained().len() as u64;
+        prop_assert_eq!(n, g.r.stats.replays);
+        prop_assert!(g.r.stats.replays <= g.r.stats.kept);
+        prop_assert_eq!(g.budget.reserved(), 0);
+    }
+}
