@@ -288,6 +288,8 @@ fn report(
         sent_packets: sender_sent,
         receiver_sent_packets: receiver_sent,
         sidekick: None,
+        // gtlsclient's log gives no first-byte time of its own in this wrapper.
+        ttfb_ms: None,
     }
 }
 
