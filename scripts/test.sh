@@ -16,11 +16,12 @@ cargo fmt --all --check
 stage "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-stage "go: the quic-go RTC server (examples/quic-go)"
+stage "go: the quic-go RTC server and transfer (examples/quic-go)"
 (cd examples/quic-go && test -z "$(gofmt -l .)" && go vet ./... && go test ./...)
 bash scripts/build-quicgo.sh
-# examples/tests/rtc.rs runs it against the quinn and quiche clients; here a missing binary fails.
-export SIDEKICK_REQUIRE_QUICGO=1
+# examples/tests/rtc.rs and transfer_stacks.rs run them against the quinn and quiche binaries
+# (and ngtcp2's, which scripts/setup.sh installs); here a missing binary fails.
+export SIDEKICK_REQUIRE_QUICGO=1 SIDEKICK_REQUIRE_NGTCP2=1
 
 stage "curl: HTTP/3 libcurl from registry sources (cached under the target directory)"
 # Cold: 2 min 19 s of CPU (5 min 51 s wall on 2 busy cores; quiche's C library with BoringSSL,
@@ -49,9 +50,10 @@ if [ "$(id -u)" -eq 0 ]; then
     # sidekick-curl for the curl lab tests, linked with the debug C library just built (cc only).
     SIDEKICK_CAPI_PROFILE=debug bash scripts/build-sidekick-curl.sh
     # netns_hardening (~8 s): capabilities dropped, sd_notify, bridge mode failing open.
+    # lab_stacks (~50 s): one download per quic-go / ngtcp2 server x client pair.
     SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test lying_proxy --test lab_handshake \
         --test afpacket --test netns_e2e --test netns_flood \
-        --test netns_hardening -- --test-threads=1
+        --test netns_hardening --test lab_stacks -- --test-threads=1
     sidekick_lab_bin="${CARGO_TARGET_DIR:-target}/debug/sidekick-lab"
     # Only dead runs: other lab runs on this machine (an experiment, another checkout's tests)
     # may be live, and `clean --all` would break them.

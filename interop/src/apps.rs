@@ -35,6 +35,151 @@ pub fn curl_client(app: &AppSpec) -> bool {
     app.kind == "transfer" && app.client_stack.as_deref() == Some(CURL)
 }
 
+/// A QUIC stack of the `transfer` kind: which binary runs it and what it can do. Every binary
+/// takes the same command line (`server --stack S --listen ADDR [--http3]`, `client --stack S
+/// --connect ADDR --download|--upload N --json --timeout T [--http3]`) and prints the same JSON
+/// report, except libcurl's (`sidekick-curl URL ...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferStack {
+    /// Name in `app.stack` / `app.client_stack`.
+    pub name: &'static str,
+    /// Server binary, if the stack serves.
+    pub server: Option<&'static str>,
+    /// Client binary, if the stack is a client.
+    pub client: Option<&'static str>,
+    /// Speaks the raw-stream protocol (ALPN `sidekick-transfer`), not only HTTP/3.
+    pub raw: bool,
+    /// As a server, measures uploads (answers `POST /upload/N` with a summary).
+    pub serves_uploads: bool,
+    /// As a client, runs the sidekick SDK (`--sidekick` in the client's arguments).
+    pub sdk: bool,
+}
+
+/// The `transfer` stacks: quinn and quiche (`sidekick-transfer`), quic-go
+/// (`sidekick-transfer-quicgo`, examples/quic-go/transfer, built by scripts/build-quicgo.sh),
+/// ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's `gtlsserver`/`gtlsclient`: HTTP/3 only,
+/// no upload measurement on its server) and libcurl (`sidekick-curl`, a client over HTTP/3).
+pub const TRANSFER_STACKS: &[TransferStack] = &[
+    TransferStack {
+        name: "quinn",
+        server: Some("sidekick-transfer"),
+        client: Some("sidekick-transfer"),
+        raw: true,
+        serves_uploads: true,
+        sdk: true,
+    },
+    TransferStack {
+        name: "quiche",
+        server: Some("sidekick-transfer"),
+        client: Some("sidekick-transfer"),
+        raw: true,
+        serves_uploads: true,
+        sdk: true,
+    },
+    TransferStack {
+        name: QUIC_GO,
+        server: Some("sidekick-transfer-quicgo"),
+        client: Some("sidekick-transfer-quicgo"),
+        raw: true,
+        serves_uploads: true,
+        sdk: false,
+    },
+    TransferStack {
+        name: NGTCP2,
+        server: Some("sidekick-transfer-ngtcp2"),
+        client: Some("sidekick-transfer-ngtcp2"),
+        raw: false,
+        serves_uploads: false,
+        sdk: false,
+    },
+    TransferStack {
+        name: CURL,
+        server: None,
+        client: Some(CURL_BINARY),
+        raw: false,
+        serves_uploads: false,
+        sdk: true,
+    },
+];
+
+/// The stack name of ngtcp2 (Debian's example programs, HTTP/3 only).
+pub const NGTCP2: &str = "ngtcp2";
+
+/// The server and client stacks of a `transfer` scenario (`app.stack` × `app.client_stack`,
+/// the client defaulting to the server's stack), or why the pair cannot run, naming the keys:
+/// an unknown stack, a client-only stack as server, the raw protocol on an HTTP/3-only stack
+/// (`app.http3 = false`), an upload to a server that does not measure uploads, or the sidekick
+/// SDK (`--sidekick` in `client_args`) on a client without it.
+pub fn transfer_pair(
+    app: &AppSpec,
+    client_args: &[String],
+) -> Result<(TransferStack, TransferStack), String> {
+    let names = || {
+        TRANSFER_STACKS
+            .iter()
+            .map(|s| s.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let find = |key: &str, name: &str| {
+        TRANSFER_STACKS
+            .iter()
+            .find(|s| s.name == name)
+            .copied()
+            .ok_or_else(|| {
+                format!(
+                    "{key} = {name:?}: unknown transfer stack (one of {})",
+                    names()
+                )
+            })
+    };
+    let server = find("app.stack", &app.stack)?;
+    let client_name = app.client_stack.as_deref().unwrap_or(&app.stack);
+    let client = find("app.client_stack", client_name)?;
+    if server.server.is_none() {
+        return Err(format!("app.stack = {:?} has no server", server.name));
+    }
+    if client.client.is_none() {
+        return Err(format!(
+            "app.client_stack = {:?} has no client",
+            client.name
+        ));
+    }
+    if !app.http3 {
+        for (key, s) in [("app.stack", server), ("app.client_stack", client)] {
+            if !s.raw {
+                return Err(format!(
+                    "{key} = {:?} speaks HTTP/3 only, not the raw stream protocol: set app.http3 = true",
+                    s.name
+                ));
+            }
+        }
+    }
+    if app.direction == "upload" && !server.serves_uploads {
+        return Err(format!(
+            "app.stack = {:?} with app.direction = \"upload\": that server does not report \
+             what it received (no upload summary); use it for downloads",
+            server.name
+        ));
+    }
+    if (app.cert_bytes > 0 || app.hello_delay_ms > 0) && !matches!(server.name, "quinn" | "quiche")
+    {
+        return Err(format!(
+            "app.cert_bytes / app.hello_delay_ms need a quinn or quiche server \
+             (sidekick-transfer), not app.stack = {:?}",
+            server.name
+        ));
+    }
+    if !client.sdk && client_args.iter().any(|a| a.starts_with("--sidekick")) {
+        return Err(format!(
+            "app.client_stack = {:?} has no sidekick SDK integration, but the client arguments \
+             ask for it (--sidekick): use quinn or quiche",
+            client.name
+        ));
+    }
+    Ok((server, client))
+}
+
 /// Binary names of an application's server and client. They are the same binary except for
 /// `rtc` on `quic-go`: the quic-go server (the sender PEMI assists) with `sidekick-rtc` as the
 /// client; and `transfer` with `client_stack = "curl"`: `sidekick-transfer` serves, libcurl
@@ -44,8 +189,10 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
     if app.kind == "rtc" && app.stack == QUIC_GO {
         return Some((RTC_QUICGO_BINARY, client));
     }
-    if curl_client(app) {
-        return Some((client, CURL_BINARY));
+    if app.kind == "transfer" {
+        // The pair was checked when the scenario loaded; the SDK check needs the variants.
+        let (s, c) = transfer_pair(app, &[]).ok()?;
+        return Some((s.server?, c.client?));
     }
     Some((client, client))
 }
@@ -149,7 +296,9 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
             let mut cli: Vec<String> = vec![
                 "client".into(),
                 "--stack".into(),
-                app.stack.clone(),
+                app.client_stack
+                    .clone()
+                    .unwrap_or_else(|| app.stack.clone()),
                 "--connect".into(),
                 connect,
                 format!("--{}", app.direction),
@@ -161,6 +310,10 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
             if app.http3 {
                 srv.push("--http3".into());
                 cli.push("--http3".into());
+            }
+            if app.stack == NGTCP2 {
+                // gtlsserver serves files: the wrapper makes `/download/N` for this size.
+                srv.extend(["--bytes".into(), app.bytes.to_string()]);
             }
             if app.cert_bytes > 0 {
                 srv.extend(["--cert-bytes".into(), app.cert_bytes.to_string()]);
@@ -320,6 +473,129 @@ mod tests {
         let (srv, cli) = app_args(&app, 4433);
         assert_eq!(&srv[..3], ["server", "--stack", "quinn"]);
         assert_eq!(&cli[..3], ["client", "--stack", "quiche"]);
+    }
+
+    fn transfer_app(stack: &str, client: Option<&str>, http3: bool, direction: &str) -> AppSpec {
+        AppSpec {
+            kind: "transfer".into(),
+            stack: stack.into(),
+            direction: direction.into(),
+            bytes: 5_000_000,
+            duration_s: 30.0,
+            timeout_s: 120.0,
+            http3,
+            client_args: Vec::new(),
+            client_stack: client.map(String::from),
+            cert_bytes: 0,
+            hello_delay_ms: 0,
+        }
+    }
+
+    #[test]
+    fn every_transfer_pair_has_binaries_and_one_command_line() {
+        let servers = ["quinn", "quiche", QUIC_GO, NGTCP2];
+        let clients = ["quinn", "quiche", QUIC_GO, NGTCP2, CURL];
+        let bin = |s: &str| match s {
+            "quinn" | "quiche" => "sidekick-transfer",
+            QUIC_GO => "sidekick-transfer-quicgo",
+            NGTCP2 => "sidekick-transfer-ngtcp2",
+            _ => CURL_BINARY,
+        };
+        for srv in servers {
+            for cli in clients {
+                let app = transfer_app(srv, Some(cli), true, "download");
+                assert_eq!(
+                    app_binaries(&app),
+                    Some((bin(srv), bin(cli))),
+                    "{srv} x {cli}"
+                );
+                let (sargs, cargs) = app_args(&app, 4433);
+                assert_eq!(&sargs[..3], ["server", "--stack", srv]);
+                assert!(sargs.contains(&"--http3".to_string()));
+                // Only the file server needs the size up front.
+                assert_eq!(
+                    sargs.windows(2).any(|w| w == ["--bytes", "5000000"]),
+                    srv == NGTCP2
+                );
+                if cli == CURL {
+                    assert_eq!(cargs[0], "https://10.0.1.1:4433/download/5000000");
+                } else {
+                    assert_eq!(&cargs[..3], ["client", "--stack", cli]);
+                    assert!(cargs.windows(2).any(|w| w == ["--download", "5000000"]));
+                    assert_eq!(cargs.last().map(String::as_str), Some("--http3"));
+                }
+            }
+        }
+        // Without client_stack the client runs the server's stack.
+        let app = transfer_app(QUIC_GO, None, false, "upload");
+        assert_eq!(
+            app_binaries(&app),
+            Some(("sidekick-transfer-quicgo", "sidekick-transfer-quicgo"))
+        );
+        assert_eq!(&app_args(&app, 1).1[..3], ["client", "--stack", QUIC_GO]);
+    }
+
+    #[test]
+    fn impossible_transfer_pairs_are_refused_naming_the_keys() {
+        let err = |app: &AppSpec, args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|s| (*s).to_string()).collect();
+            transfer_pair(app, &args).unwrap_err()
+        };
+        // Raw protocol on ngtcp2, either side.
+        let e = err(&transfer_app(NGTCP2, Some("quinn"), false, "download"), &[]);
+        assert!(
+            e.contains("app.stack") && e.contains("app.http3 = true"),
+            "{e}"
+        );
+        let e = err(&transfer_app("quinn", Some(NGTCP2), false, "download"), &[]);
+        assert!(
+            e.contains("app.client_stack") && e.contains("app.http3"),
+            "{e}"
+        );
+        assert_eq!(
+            app_binaries(&transfer_app(NGTCP2, None, false, "download")),
+            None
+        );
+        // Uploads to the ngtcp2 server are not measured.
+        let e = err(&transfer_app(NGTCP2, Some("quiche"), true, "upload"), &[]);
+        assert!(e.contains("app.direction") && e.contains("upload"), "{e}");
+        // Unknown stacks, client-only stacks as servers.
+        let e = err(&transfer_app("msquic", None, true, "download"), &[]);
+        assert!(e.contains("app.stack") && e.contains("unknown"), "{e}");
+        let e = err(&transfer_app(CURL, None, true, "download"), &[]);
+        assert!(e.contains("has no server"), "{e}");
+        // The SDK only on quinn, quiche and curl clients.
+        let e = err(
+            &transfer_app("quinn", Some(QUIC_GO), false, "upload"),
+            &["--sidekick"],
+        );
+        assert!(
+            e.contains("app.client_stack") && e.contains("--sidekick"),
+            "{e}"
+        );
+        assert!(
+            transfer_pair(
+                &transfer_app(QUIC_GO, Some("quinn"), false, "upload"),
+                &["--sidekick".into()]
+            )
+            .is_ok()
+        );
+        // The handshake experiments' server options exist on sidekick-transfer only.
+        let mut app = transfer_app(QUIC_GO, Some("quinn"), true, "download");
+        app.cert_bytes = 5113;
+        let e = err(&app, &[]);
+        assert!(e.contains("app.cert_bytes") && e.contains("quic-go"), "{e}");
+        app.stack = "quiche".into();
+        assert!(transfer_pair(&app, &[]).is_ok());
+        // What can run does.
+        assert!(transfer_pair(&transfer_app("quiche", Some(NGTCP2), true, "upload"), &[]).is_ok());
+        assert!(
+            transfer_pair(
+                &transfer_app(QUIC_GO, Some("quiche"), false, "download"),
+                &[]
+            )
+            .is_ok()
+        );
     }
 
     #[test]

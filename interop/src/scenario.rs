@@ -67,14 +67,17 @@ pub struct AppSpec {
     /// Packrat media), `rtc` (PEMI RTC frames with sidekick-rtc) or `webrtc` (a WebRTC video call
     /// on str0m with sidekick-webrtc; `direction` says who sends).
     pub kind: String,
-    /// QUIC stack (`quinn` or `quiche`) of `transfer` and `rtc`; `rtc` also takes `quic-go`
-    /// (the quic-go server, examples/quic-go, measured by the `client_stack` client).
+    /// QUIC stack of the server: `transfer` takes `quinn`, `quiche`, `quic-go` and `ngtcp2`
+    /// (HTTP/3 only; see [`crate::apps::TRANSFER_STACKS`]); `rtc` takes `quinn`, `quiche` and
+    /// `quic-go` (the quic-go server, examples/quic-go, measured by the `client_stack` client).
     #[serde(default = "default_stack")]
     pub stack: String,
     /// `rtc`: the stack of the measuring `sidekick-rtc` client (`quinn` or `quiche`; its ACKs
     /// are the replies PEMI matches) when it differs from the server's; unset: `stack`, and
-    /// quinn for `quic-go`. `transfer`: `curl` runs libcurl (`sidekick-curl`, bindings/curl) as
-    /// the client over HTTP/3 (needs `http3 = true`).
+    /// quinn for `quic-go`. `transfer`: the client's stack (unset: `stack`): `quinn`, `quiche`,
+    /// `quic-go`, `ngtcp2`, or `curl` (libcurl, `sidekick-curl`, bindings/curl, over HTTP/3).
+    /// Pairs that cannot talk are refused when the scenario loads
+    /// ([`crate::apps::transfer_pair`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_stack: Option<String>,
     /// `download` (server → client) or `upload`.
@@ -303,6 +306,16 @@ impl Scenario {
             return Err(ScenarioError::Invalid("no variants".into()));
         }
         for v in &variants {
+            if app.kind == "transfer" {
+                let args: Vec<String> = app
+                    .client_args
+                    .iter()
+                    .chain(&v.client_args)
+                    .cloned()
+                    .collect();
+                crate::apps::transfer_pair(&app, &args)
+                    .map_err(|e| ScenarioError::Invalid(format!("variant `{}`: {e}", v.name)))?;
+            }
             if let Some(f) = v.kill_proxy_at
                 && (v.proxy.is_empty() || !(f > 0.0 && f < 1.0))
             {
@@ -465,6 +478,46 @@ set = ["lan.loss=0%"]
         ));
         let bad = text.replace("0.3", "1.5");
         assert!(Scenario::parse(&bad, &[]).is_err());
+    }
+
+    #[test]
+    fn transfer_pairs_are_checked_when_loading() {
+        let sets = |v: &[&str]| v.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+        let e = Scenario::parse(S, &sets(&["app.stack=ngtcp2", "app.direction=download"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("app.stack") && e.contains("app.http3"), "{e}");
+        let s = Scenario::parse(
+            S,
+            &sets(&[
+                "app.stack=ngtcp2",
+                "app.client_stack=quic-go",
+                "app.http3=true",
+                "app.direction=download",
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.app.client_stack.as_deref(), Some("quic-go"));
+        // A variant asking for the SDK on a client without it.
+        let text = S.replace(
+            "name = \"clean\"",
+            "name = \"clean\"\nclient_args = [\"--sidekick\"]",
+        );
+        let e = Scenario::parse(&text, &sets(&["app.client_stack=quic-go"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("variant `clean`") && e.contains("--sidekick"),
+            "{e}"
+        );
+        assert!(Scenario::parse(&text, &sets(&["app.stack=quic-go"])).is_err());
+        assert!(
+            Scenario::parse(
+                &text,
+                &sets(&["app.stack=quic-go", "app.client_stack=quiche"])
+            )
+            .is_ok()
+        );
     }
 
     #[test]

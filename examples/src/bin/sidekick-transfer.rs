@@ -254,9 +254,9 @@ fn main() -> anyhow::Result<()> {
                     report.bytes,
                     report.duration_s,
                     report.goodput_mbps,
-                    report.sent_packets,
-                    report.lost_packets,
-                    report.retransmissions
+                    opt(report.sent_packets),
+                    opt(report.lost_packets),
+                    opt(report.retransmissions)
                 );
                 if let Some(t) = report.ttfb_ms {
                     println!("time to first byte: {t:.1} ms");
@@ -268,4 +268,9 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A counter for the human-readable line: its value, or `?` when the server did not report it.
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "?".to_owned(), |v| v.to_string())
 }

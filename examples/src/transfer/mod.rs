@@ -26,6 +26,7 @@
 //! (carried in the [`Summary`]) for a download, the client's own for an upload.
 
 pub mod cert;
+pub mod ngtcp2;
 mod quiche_h3;
 mod quiche_sidekick;
 pub mod quiche_stack;
@@ -300,12 +301,17 @@ pub struct TransferReport {
     /// Payload bits / duration, Mbit/s.
     pub goodput_mbps: f64,
     /// Retransmissions of the data sender (quiche: `Stats::retrans`; quinn has no such counter
-    /// and reports its lost packets, whose frames it retransmits).
-    pub retransmissions: u64,
-    /// Packets the data sender declared lost.
-    pub lost_packets: u64,
-    /// Packets the data sender sent.
-    pub sent_packets: u64,
+    /// and reports its lost packets, whose frames it retransmits). Absent when the data sender
+    /// is a server that does not report its counters (an HTTP/3 server of another stack without
+    /// `GET /stats`, e.g. ngtcp2's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmissions: Option<u64>,
+    /// Packets the data sender declared lost (absent as `retransmissions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_packets: Option<u64>,
+    /// Packets the data sender sent (absent as `retransmissions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_packets: Option<u64>,
     /// Packets the data receiver sent, mostly ACKs (the server's for an upload, the client's for
     /// a download): what ACK reduction (Robin #3) reduces.
     pub receiver_sent_packets: u64,
@@ -331,6 +337,9 @@ pub struct SenderStats {
     /// Packets the data *receiver* sent (mostly ACKs): the server's for an upload (from its
     /// summary), the client's own for a download.
     pub receiver_sent_packets: u64,
+    /// The data sender's counters (the first three fields) are unknown: a download from an
+    /// HTTP/3 server that answers `GET /stats` with anything but a summary.
+    pub sender_unknown: bool,
 }
 
 impl TransferReport {
@@ -354,11 +363,11 @@ impl TransferReport {
             bytes,
             duration_s: secs,
             goodput_mbps,
-            retransmissions: stats.retransmissions,
-            lost_packets: stats.lost_packets,
+            retransmissions: (!stats.sender_unknown).then_some(stats.retransmissions),
+            lost_packets: (!stats.sender_unknown).then_some(stats.lost_packets),
             sidekick: None,
             ttfb_ms: None,
-            sent_packets: stats.sent_packets,
+            sent_packets: (!stats.sender_unknown).then_some(stats.sent_packets),
             receiver_sent_packets: stats.receiver_sent_packets,
         }
     }
@@ -458,6 +467,36 @@ mod tests {
         let mut bad = s.encode();
         bad[0] = b'X';
         assert_eq!(Summary::decode(&bad), Err(FrameError::BadMagic));
+    }
+
+    /// The same byte strings are in examples/quic-go/transfer/transfer_test.go (`vecRequest`,
+    /// `vecSummary`): the quic-go transfer speaks this framing.
+    #[test]
+    fn wire_vectors_match_the_go_transfer() {
+        let hex = |b: &[u8]| {
+            use std::fmt::Write as _;
+            b.iter().fold(String::new(), |mut s, x| {
+                let _ = write!(s, "{x:02x}");
+                s
+            })
+        };
+        let r = Request {
+            direction: Direction::Upload,
+            bytes: 10_000_000,
+        };
+        assert_eq!(hex(&r.encode()), "534b5431550000000000989680");
+        let s = Summary {
+            bytes: 1,
+            first_byte_unix_ns: 2,
+            last_byte_unix_ns: 3,
+            sent_packets: 4,
+            lost_packets: 5,
+            retransmissions: 6,
+        };
+        let want: String = std::iter::once("534b5331".to_string())
+            .chain((1..=6u64).map(|v| format!("{v:016x}")))
+            .collect();
+        assert_eq!(hex(&s.encode()), want);
     }
 
     #[test]

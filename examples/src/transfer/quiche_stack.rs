@@ -330,6 +330,7 @@ pub(super) fn stats_of(conn: &quiche::Connection) -> SenderStats {
         lost_packets: s.lost as u64,
         retransmissions: s.retrans as u64,
         receiver_sent_packets: 0,
+        sender_unknown: false,
     }
 }
 
@@ -669,6 +670,7 @@ fn client_loop(
                         lost_packets: summary.lost_packets,
                         retransmissions: summary.retransmissions,
                         receiver_sent_packets: conn.stats().sent as u64,
+                        sender_unknown: false,
                     },
                 ),
                 Direction::Upload => {

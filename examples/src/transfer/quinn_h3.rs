@@ -180,15 +180,23 @@ pub(super) async fn client(
                 .await
                 .context("stats request")?;
             s.finish().await.context("finish")?;
-            s.recv_response().await.context("stats response")?;
-            let summary = Summary::decode(&read_body(&mut s).await?)?;
+            let resp = s.recv_response().await.context("stats response")?;
+            // A server of another stack (ngtcp2's) has no /stats: its counters stay unknown.
+            let summary = (resp.status() == 200)
+                .then_some(Summary::decode(&read_body(&mut s).await?).ok())
+                .flatten();
+            if summary.is_none() {
+                tracing::info!(status = %resp.status(), "no /stats summary: sender counters unknown");
+            }
+            let known = summary.unwrap_or_default();
             (
                 duration,
                 SenderStats {
-                    sent_packets: summary.sent_packets,
-                    lost_packets: summary.lost_packets,
-                    retransmissions: summary.retransmissions,
+                    sent_packets: known.sent_packets,
+                    lost_packets: known.lost_packets,
+                    retransmissions: known.retransmissions,
                     receiver_sent_packets: conn.stats().path.sent_packets,
+                    sender_unknown: summary.is_none(),
                 },
             )
         }
@@ -224,6 +232,7 @@ pub(super) async fn client(
                     lost_packets: s.path.lost_packets,
                     retransmissions: s.path.lost_packets,
                     receiver_sent_packets: summary.sent_packets,
+                    sender_unknown: false,
                 },
             )
         }

@@ -476,6 +476,7 @@ async fn raw_transfer(
                     lost_packets: summary.lost_packets,
                     retransmissions: summary.retransmissions,
                     receiver_sent_packets: conn.stats().path.sent_packets,
+                    sender_unknown: false,
                 },
             )
         }
@@ -502,6 +503,7 @@ async fn raw_transfer(
                     lost_packets: s.path.lost_packets,
                     retransmissions: s.path.lost_packets,
                     receiver_sent_packets: summary.sent_packets,
+                    sender_unknown: false,
                 },
             )
         }

@@ -1,0 +1,153 @@
+//! The transfer across stacks on loopback through the real binaries: the quinn and quiche clients
+//! (`sidekick-transfer`) against the quic-go server (`sidekick-transfer-quicgo`, raw stream and
+//! HTTP/3) and the ngtcp2 server (`sidekick-transfer-ngtcp2` → Debian's `gtlsserver`, HTTP/3),
+//! and the quic-go and ngtcp2 clients against the quinn server; downloads and uploads of 1 MB.
+//! The quic-go binary is skipped when absent unless `SIDEKICK_REQUIRE_QUICGO=1` (scripts/test.sh);
+//! ngtcp2's programs likewise unless `SIDEKICK_REQUIRE_NGTCP2=1`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod apps;
+
+use apps::{Server, free_port, one_json_line};
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sidekick-transfer");
+const NGTCP2_BIN: &str = env!("CARGO_BIN_EXE_sidekick-transfer-ngtcp2");
+const BYTES: u64 = 1_000_000;
+
+fn quicgo_bin() -> Option<PathBuf> {
+    let p = std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER_QUICGO").map_or_else(
+        || Path::new(BIN).with_file_name("sidekick-transfer-quicgo"),
+        PathBuf::from,
+    );
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("SIDEKICK_REQUIRE_QUICGO").is_none(),
+        "{} missing (scripts/build-quicgo.sh builds it)",
+        p.display()
+    );
+    eprintln!("skipped: {} not built (needs go)", p.display());
+    None
+}
+
+fn ngtcp2_installed() -> bool {
+    let ok = ["gtlsserver", "gtlsclient"]
+        .iter()
+        .all(|p| Command::new(p).arg("--help").output().is_ok());
+    assert!(
+        ok || std::env::var_os("SIDEKICK_REQUIRE_NGTCP2").is_none(),
+        "gtlsserver/gtlsclient missing (scripts/setup.sh installs ngtcp2-server, ngtcp2-client)"
+    );
+    if !ok {
+        eprintln!("skipped: Debian's ngtcp2 programs not installed");
+    }
+    ok
+}
+
+fn start(bin: &Path, args: &[&str]) -> (Server, SocketAddr) {
+    let addr = free_port();
+    let child = Command::new(bin)
+        .args(["server"])
+        .args(args)
+        .args(["--listen", &addr.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    (Server(child), addr)
+}
+
+/// Runs one client transfer and checks the report's common keys.
+fn transfer(
+    bin: &Path,
+    stack: &str,
+    addr: SocketAddr,
+    dir: &str,
+    http3: bool,
+) -> serde_json::Value {
+    let mut cmd = Command::new(bin);
+    cmd.args(["client", "--stack", stack, "--connect", &addr.to_string()])
+        .args([
+            &format!("--{dir}"),
+            &BYTES.to_string(),
+            "--json",
+            "--timeout",
+            "60",
+        ]);
+    if http3 {
+        cmd.arg("--http3");
+    }
+    let v = one_json_line(&cmd.output().unwrap());
+    assert_eq!(v["stack"], stack, "{v}");
+    assert_eq!(v["direction"], dir, "{v}");
+    assert_eq!(v["bytes"].as_u64(), Some(BYTES), "{v}");
+    assert!(v["goodput_mbps"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["receiver_sent_packets"].as_u64().unwrap() > 0, "{v}");
+    v
+}
+
+#[test]
+fn rust_clients_against_the_quicgo_server() {
+    let Some(go) = quicgo_bin() else { return };
+    for http3 in [false, true] {
+        let srv_args: &[&str] = if http3 { &["--http3"] } else { &[] };
+        let (_srv, addr) = start(&go, srv_args);
+        for stack in ["quinn", "quiche"] {
+            for dir in ["download", "upload"] {
+                let v = transfer(Path::new(BIN), stack, addr, dir, http3);
+                // quic-go reports its counters (summary or /stats): ≥ one packet per 1500 bytes.
+                assert!(v["sent_packets"].as_u64().unwrap() >= BYTES / 1500, "{v}");
+            }
+        }
+    }
+}
+
+#[test]
+fn rust_clients_against_the_ngtcp2_server() {
+    if !ngtcp2_installed() {
+        return;
+    }
+    let (_srv, addr) = start(
+        Path::new(NGTCP2_BIN),
+        &["--http3", "--bytes", &BYTES.to_string()],
+    );
+    for stack in ["quinn", "quiche"] {
+        let v = transfer(Path::new(BIN), stack, addr, "download", true);
+        // gtlsserver has no /stats: the sender's counters are left out, not made up.
+        assert!(v.get("sent_packets").is_none(), "{v}");
+        assert!(v.get("lost_packets").is_none(), "{v}");
+    }
+}
+
+#[test]
+fn quicgo_and_ngtcp2_clients_against_the_quinn_server() {
+    let go = quicgo_bin();
+    let ng = ngtcp2_installed();
+    let (_srv, addr) = start(Path::new(BIN), &["--stack", "quinn", "--http3"]);
+    for dir in ["download", "upload"] {
+        if let Some(go) = &go {
+            transfer(go, "quic-go", addr, dir, true);
+        }
+        if ng {
+            let v = transfer(Path::new(NGTCP2_BIN), "ngtcp2", addr, dir, true);
+            if dir == "upload" {
+                // The client's own packets, counted from its log.
+                assert!(v["sent_packets"].as_u64().unwrap() >= BYTES / 1500, "{v}");
+            }
+        }
+    }
+    // ngtcp2 speaks HTTP/3 only: the raw protocol is refused with a reason.
+    let out = Command::new(NGTCP2_BIN)
+        .args(["client", "--connect", &addr.to_string(), "--download", "10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP/3 only"));
+}

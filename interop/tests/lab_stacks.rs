@@ -1,0 +1,157 @@
+//! Lab tests of the transfer stacks beyond quinn and quiche: one download per new server ×
+//! client pair (quic-go and ngtcp2 against each other and against quinn and quiche) across the
+//! PEMI file scenario's links, end to end, in real network namespaces. They run with
+//! `SIDEKICK_LAB=1` as root (else they print why they skip and pass) and need the quic-go
+//! binary (scripts/build-quicgo.sh) and Debian's ngtcp2 programs (scripts/setup.sh); a missing
+//! one fails the test rather than skipping it.
+
+use sidekick_lab::netem::LinkBackend;
+use sidekick_lab::runner::{self, RunOptions};
+use sidekick_lab::scenario::Scenario;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn skip(test: &str) -> bool {
+    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
+        eprintln!("{test}: skipped (run with SIDEKICK_LAB=1 as root)");
+        return true;
+    }
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    assert!(
+        root,
+        "{test}: SIDEKICK_LAB=1 needs root for network namespaces"
+    );
+    false
+}
+
+/// The directory of the lab's binaries (beside this test's `sidekick-lab`), checked for the
+/// binaries and programs the stacks need.
+fn bin_dir(test: &str, stacks: &[&str]) -> PathBuf {
+    let lab = PathBuf::from(env!("CARGO_BIN_EXE_sidekick-lab"));
+    let dir = lab.parent().map(PathBuf::from).unwrap_or_default();
+    for s in stacks {
+        let (bin, hint) = match *s {
+            "quic-go" => ("sidekick-transfer-quicgo", "scripts/build-quicgo.sh"),
+            "ngtcp2" => (
+                "sidekick-transfer-ngtcp2",
+                "cargo build -p sidekick-examples",
+            ),
+            _ => ("sidekick-transfer", "cargo build -p sidekick-examples"),
+        };
+        assert!(
+            dir.join(bin).exists(),
+            "{test}: {bin} not built in {} ({hint})",
+            dir.display()
+        );
+        if *s == "ngtcp2" {
+            for prog in ["gtlsserver", "gtlsclient"] {
+                assert!(
+                    Command::new(prog).arg("--help").output().is_ok(),
+                    "{test}: {prog} not installed (Debian's ngtcp2-server/ngtcp2-client: scripts/setup.sh)"
+                );
+            }
+        }
+    }
+    dir
+}
+
+/// One 1 MB HTTP/3 download from `server` to each of `clients` over pemi-file's links (1 %
+/// loss on the last hop), end to end; checks that each completed with a plausible goodput and
+/// that the payload crossed the lossy link.
+fn downloads(test: &str, server: &str, clients: &[&str]) {
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut all = clients.to_vec();
+    all.push(server);
+    let dir = bin_dir(test, &all);
+    for client in clients {
+        let sets: Vec<String> = [
+            format!("app.stack={server}"),
+            format!("app.client_stack={client}"),
+            "app.http3=true".into(),
+            "app.bytes=1000000".into(),
+            "app.timeout_s=60.0".into(),
+        ]
+        .into();
+        let mut scn = Scenario::load(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/pemi-file.toml"),
+            &sets,
+        )
+        .unwrap_or_else(|e| panic!("{test}: {e}"));
+        scn.variants.retain(|v| v.name == "e2e");
+        let opts = RunOptions {
+            trials: Some(1),
+            bin_dir: dir.clone(),
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: true,
+            check_links: false,
+            link_backend: LinkBackend::Userspace,
+        };
+        let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
+        let v = &r.variants[0];
+        assert!(v.skipped.is_none(), "{test}: {:?}", v.skipped);
+        let t = &v.trials[0];
+        eprintln!("{test}: {server} -> {client}: {:?}", t.metrics);
+        assert!(
+            t.error.is_none(),
+            "{test}: {server} -> {client}: {:?}",
+            t.error
+        );
+        assert_eq!(t.metrics["bytes"], 1_000_000.0);
+        let g = t.metrics["goodput_mbps"];
+        // Below the 10 Mbit/s wide-area bottleneck, and not absurdly slow.
+        assert!(
+            g > 0.2 && g < 10.0,
+            "{test}: {server} -> {client}: goodput {g}"
+        );
+        assert!(
+            t.metrics["bytes_per_link_lan0_down"] > 1_000_000.0,
+            "{test}: {server} -> {client}: {:?}",
+            t.metrics
+        );
+    }
+}
+
+#[test]
+fn quicgo_server_downloads_to_every_client() {
+    downloads(
+        "quicgo_server_downloads_to_every_client",
+        "quic-go",
+        &["quinn", "quiche", "quic-go", "ngtcp2"],
+    );
+}
+
+#[test]
+fn ngtcp2_server_downloads_to_every_client() {
+    downloads(
+        "ngtcp2_server_downloads_to_every_client",
+        "ngtcp2",
+        &["quinn", "quiche", "quic-go", "ngtcp2"],
+    );
+}
+
+#[test]
+fn rust_servers_download_to_quicgo_and_ngtcp2_clients() {
+    for server in ["quinn", "quiche"] {
+        downloads(
+            "rust_servers_download_to_quicgo_and_ngtcp2_clients",
+            server,
+            &["quic-go", "ngtcp2"],
+        );
+    }
+}
