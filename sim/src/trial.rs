@@ -133,6 +133,7 @@ impl App {
                         lost_packets: lost,
                         retransmissions: lost,
                         receiver_sent_packets: summary.sent_packets,
+                        sender_unknown: false,
                     },
                 ))
             }
@@ -145,6 +146,7 @@ impl App {
                         lost_packets: summary.lost_packets,
                         retransmissions: summary.retransmissions,
                         receiver_sent_packets: c.sent_packets?,
+                        sender_unknown: false,
                     },
                 ))
             }
