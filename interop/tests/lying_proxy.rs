@@ -261,7 +261,7 @@ fn webrtc_run(test: &str, scenario: &str, lies: &[&str]) -> RunResult {
 /// the frames end to end completed, and froze no more than 10 % longer than end to end plus two
 /// 33 ms frames per second of call (a trial's link drops are seeded alike for all variants; one
 /// 6 s trial of a 10 %-loss call varies by a few hundred ms of frozen time between variants that
-/// behave alike: docs/results.md has the five-trial figures).
+/// behave alike).
 /// Frames, not only frozen time, may lose a little to a proxy that never repairs: until the
 /// client has seen 32 settled gaps (about 3 s at 10 % loss) each hold delays str0m's NACK by
 /// the 80 ms window, and str0m gives a packet up after five NACKs (one trial: 149 frames against
