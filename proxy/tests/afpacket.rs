@@ -4,6 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{lab, sh};
+
 use std::net::{SocketAddr, UdpSocket};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -12,28 +16,6 @@ use sidekick_proxy::packet::{
     LinkType, build_udp_ipv4, fill_udp_checksum, parse_frame, udp_checksum_ok,
 };
 use sidekick_proxy::sys::{PacketSocket, RingOptions, poll_readable};
-
-/// Lab tests run only when `SIDEKICK_LAB=1` (the lab stage of `scripts/test.sh`); they then need
-/// root and fail, rather than skip, when the namespaces cannot be built.
-fn is_root() -> bool {
-    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
-        eprintln!("skipped: namespace test (run with SIDEKICK_LAB=1 as root)");
-        return false;
-    }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    assert!(root, "SIDEKICK_LAB=1 needs root");
-    true
-}
-
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// A veth pair: `host` stays in this namespace (10.222.x.1), `peer` lives in namespace `ns`
 /// (10.222.x.2). Removed on drop.
@@ -124,7 +106,7 @@ fn collect(sock: &mut PacketSocket, want: usize, timeout: Duration) -> Vec<(bool
 
 #[test]
 fn capture_direction_checksum_and_injection() {
-    if !is_root() {
+    if !lab() {
         eprintln!("skipping AF_PACKET test: needs root");
         return;
     }
@@ -209,7 +191,7 @@ fn capture_direction_checksum_and_injection() {
 
 #[test]
 fn ringless_capture_reads_each_frame_with_its_kernel_time() {
-    if !is_root() {
+    if !lab() {
         eprintln!("skipping AF_PACKET test: needs root");
         return;
     }
@@ -263,7 +245,7 @@ fn ringless_capture_reads_each_frame_with_its_kernel_time() {
 
 #[test]
 fn capture_rate_without_drops() {
-    if !is_root() {
+    if !lab() {
         eprintln!("skipping AF_PACKET rate test: needs root");
         return;
     }

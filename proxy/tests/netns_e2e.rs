@@ -10,6 +10,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
+use common::{lab, sh};
+
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
@@ -19,30 +21,6 @@ use eack::ReceiverEack;
 use quack::PowerSumQuack;
 use sidekick_protocol::messages::{IdentifierSpec, PackratConfig};
 use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, SessionConfig};
-
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Lab tests run only when `SIDEKICK_LAB=1` (the lab stage of `scripts/test.sh`); they then need
-/// root and fail, rather than skip, when the namespaces cannot be built.
-fn is_root() -> bool {
-    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
-        eprintln!("skipped: namespace test (run with SIDEKICK_LAB=1 as root)");
-        return false;
-    }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    assert!(root, "SIDEKICK_LAB=1 needs root");
-    true
-}
 
 struct Topo {
     ap: String,
@@ -290,7 +268,7 @@ fn client(config: SessionConfig, base_port: u16) -> Client {
 
 #[test]
 fn proxy_binary_robin_and_packrat_in_namespaces() {
-    if !is_root() {
+    if !lab() {
         eprintln!("skipping netns end-to-end test: needs root");
         return;
     }
@@ -413,7 +391,7 @@ fn proxy_binary_robin_and_packrat_in_namespaces() {
 /// dozen clients gets quACKs of exactly its own upload.
 #[test]
 fn sessions_reach_their_flows_worker_with_two_workers() {
-    if !is_root() {
+    if !lab() {
         eprintln!("skipping two-worker test: needs root");
         return;
     }
@@ -487,7 +465,7 @@ fn sessions_reach_their_flows_worker_with_two_workers() {
 /// fragments) cross it both ways unchanged.
 #[test]
 fn bridge_mode_forwards_both_ways() {
-    if !is_root() {
+    if !lab() {
         eprintln!("skipping bridge test: needs root");
         return;
     }
@@ -615,7 +593,7 @@ fn bridge_mode_forwards_both_ways() {
 #[test]
 fn sdk_client_reconfigures_its_session_mid_flow() {
     use sidekick::session::{SidekickClient, SidekickConfig, Transmit};
-    if !is_root() {
+    if !lab() {
         eprintln!("skipping reconfiguration test: needs root");
         return;
     }

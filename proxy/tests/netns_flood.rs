@@ -22,6 +22,8 @@
 #![allow(unsafe_code)]
 mod common;
 
+use common::{lab, sh};
+
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
@@ -39,30 +41,6 @@ const SERVER: &str = "10.224.241.2:4433";
 const RATE: u64 = 65_536;
 /// Allowed growth of the proxy's resident memory during the flood (issue 21).
 const MAX_RSS_GROWTH_KIB: u64 = 32 * 1024;
-
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Lab tests run only when `SIDEKICK_LAB=1`; they then need root and fail, rather than skip,
-/// when the namespaces cannot be built.
-fn lab() -> bool {
-    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
-        eprintln!("skipped: namespace test (run with SIDEKICK_LAB=1 as root)");
-        return false;
-    }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    assert!(root, "SIDEKICK_LAB=1 needs root");
-    true
-}
 
 struct Topo {
     ap: String,

@@ -15,32 +15,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{lab, sh};
+
 use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Lab tests run only when `SIDEKICK_LAB=1`; they then need root.
-fn lab() -> bool {
-    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
-        eprintln!("skipped: namespace test (run with SIDEKICK_LAB=1 as root)");
-        return false;
-    }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    assert!(root, "SIDEKICK_LAB=1 needs root");
-    true
-}
 
 /// Namespaces and processes removed on every way out.
 struct Cleanup {

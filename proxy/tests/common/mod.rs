@@ -1,4 +1,5 @@
-//! Addresses and frame builders shared by the proxy's in-memory pipeline tests.
+//! Addresses and frame builders shared by the proxy's in-memory pipeline tests, and the
+//! helpers of its namespace tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
@@ -46,4 +47,29 @@ pub fn robin_config() -> SessionConfig {
         packrat: None,
         identifier: Some(IdentifierSpec::quic_default()),
     }
+}
+
+/// Runs a command quietly; whether it succeeded.
+pub fn sh(args: &[&str]) -> bool {
+    std::process::Command::new(args[0])
+        .args(&args[1..])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Namespace tests run only when `SIDEKICK_LAB=1` (the lab stage of `scripts/test.sh`); they
+/// then need root and fail, rather than skip, when the namespaces cannot be built.
+pub fn lab() -> bool {
+    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
+        eprintln!("skipped: namespace test (run with SIDEKICK_LAB=1 as root)");
+        return false;
+    }
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    assert!(root, "SIDEKICK_LAB=1 needs root");
+    true
 }
