@@ -1,6 +1,8 @@
 use super::*;
 use quack::PowerSumQuack;
-use sidekick_protocol::{BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId};
+use sidekick_protocol::{
+    BaseFlow, FallbackReason, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId,
+};
 
 const PROXY: &str = "192.0.2.1:7000";
 
