@@ -10,14 +10,11 @@
 
 mod common;
 
-use common::{sidekick_bin_dir, skip};
-use sidekick_lab::netem::LinkBackend;
-use sidekick_lab::runner::{self, RunOptions, RunResult};
+use common::{run_trials, sidekick_bin_dir, skip};
+use sidekick_lab::runner::RunResult;
 use sidekick_lab::scenario::Scenario;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 /// Runs `trials` of the variants `keep` of a shipped scenario with `sets` (the scenario's other
 /// variants are for longer runs: docs/results.md).
@@ -44,15 +41,7 @@ fn run(test: &str, scenario: &str, sets: &[&str], trials: usize, keep: &[&str]) 
         keep.len(),
         "{test}: {scenario} lacks a variant"
     );
-    let opts = RunOptions {
-        trials: Some(trials),
-        bin_dir,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: true,
-        check_links: false,
-        link_backend: LinkBackend::Userspace,
-    };
-    runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"))
+    run_trials(test, &scn, bin_dir, trials)
 }
 
 /// The mean transfer time (`duration_s`) of variant `name`; every trial completed.
@@ -246,15 +235,7 @@ fn webrtc_run(test: &str, scenario: &str, lies: &[&str]) -> RunResult {
         v.proxy.extend(["--lie".to_string(), (*lie).to_string()]);
         scn.variants.push(v);
     }
-    let opts = RunOptions {
-        trials: Some(1),
-        bin_dir,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: true,
-        check_links: false,
-        link_backend: LinkBackend::Userspace,
-    };
-    runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"))
+    run_trials(test, &scn, bin_dir, 1)
 }
 
 /// Every variant's call ran to its end (180 frames sent at 30 fps), completed at least 90 % of

@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 use sidekick_lab::netem::LinkBackend;
-use sidekick_lab::runner::{self, RunOptions};
+use sidekick_lab::runner::{self, RunOptions, RunResult};
 use sidekick_lab::scenario::Scenario;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -67,18 +67,24 @@ pub fn sidekick_bin_dir(test: &str) -> PathBuf {
     dir
 }
 
-/// Runs one trial of `scn`'s first variant with the binaries of `bin_dir`; asserts that it ran
-/// and completed, and returns its metrics.
-pub fn one_trial(test: &str, scn: &Scenario, bin_dir: PathBuf) -> BTreeMap<String, f64> {
+/// Runs `trials` of every variant of `scn` in alternation with the binaries of `bin_dir` on the
+/// user-space link element.
+pub fn run_trials(test: &str, scn: &Scenario, bin_dir: PathBuf, trials: usize) -> RunResult {
     let opts = RunOptions {
-        trials: Some(1),
+        trials: Some(trials),
         bin_dir,
         stop: Arc::new(AtomicBool::new(false)),
         progress: true,
         check_links: false,
         link_backend: LinkBackend::Userspace,
     };
-    let r = runner::run(scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
+    runner::run(scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"))
+}
+
+/// Runs one trial of `scn`'s first variant with the binaries of `bin_dir`; asserts that it ran
+/// and completed, and returns its metrics.
+pub fn one_trial(test: &str, scn: &Scenario, bin_dir: PathBuf) -> BTreeMap<String, f64> {
+    let r = run_trials(test, scn, bin_dir, 1);
     let v = &r.variants[0];
     assert!(v.skipped.is_none(), "{:?}", v.skipped);
     let t = v.trials[0].clone();
