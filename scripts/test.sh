@@ -38,7 +38,7 @@ stage "fuzz smoke: the cargo-fuzz targets build and survive their seeds for a fe
 # The crates whose fuzz builds are light; the others (client-sdk, bindings, examples, interop:
 # their instrumented builds pull in QUIC stacks, ~25 CPU-minutes cold) are smoked by
 # `scripts/fuzz.sh` on demand, and every target's seeds replay on stable in `cargo test` above.
-SIDEKICK_FUZZ_CRATES="${SIDEKICK_FUZZ_CRATES:-quack eack protocol proxy}"
+SIDEKICK_FUZZ_CRATES="${SIDEKICK_FUZZ_CRATES:-wire quack eack protocol proxy}"
 export SIDEKICK_FUZZ_CRATES
 source scripts/fuzz.sh && fuzz_smoke
 
