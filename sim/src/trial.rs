@@ -58,6 +58,8 @@ pub struct TrialSetup {
     pub link_seed: u64,
     /// Seeds the stacks (endpoint RNGs, connection IDs, keys).
     pub stack_seed: u64,
+    /// A media application (`media`, `media-fec`) instead of the bulk transfer.
+    pub media: Option<crate::media::MediaSetup>,
 }
 
 /// What a trial produced.
@@ -189,6 +191,9 @@ struct World {
 
 /// Runs one trial.
 pub fn run_trial(setup: &TrialSetup) -> TrialOutcome {
+    if let Some(m) = &setup.media {
+        return crate::media::run_trial(setup, m);
+    }
     match World::new(setup) {
         Ok(mut w) => {
             let (error, events) = w.run(setup.timeout);
