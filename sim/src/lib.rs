@@ -21,6 +21,7 @@ pub mod media;
 pub mod net;
 pub mod proxy_node;
 pub mod quic;
+pub mod rtc;
 pub mod run;
 pub mod scenario;
 pub mod sched;

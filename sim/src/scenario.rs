@@ -116,11 +116,11 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
         }
     }
     let app = &scn.app;
-    if !MEDIA_KINDS.contains(&app.kind.as_str()) && app.kind != "transfer" {
+    if !MEDIA_KINDS.contains(&app.kind.as_str()) && app.kind != "transfer" && app.kind != "rtc" {
         return Err(not_modelled(
             "app.kind",
             &format!(
-                "`{}` (the simulator runs `transfer`, `media` and `media-fec`)",
+                "`{}` (the simulator runs `transfer`, `media`, `media-fec` and `rtc`)",
                 app.kind
             ),
         ));
@@ -142,8 +142,18 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
             "HTTP/3 is not modelled (raw stream only)",
         ));
     }
-    if app.client_stack.is_some() {
-        return Err(not_modelled("app.client_stack", "rtc only"));
+    if app
+        .client_stack
+        .as_deref()
+        .is_some_and(|c| app.kind != "rtc" || c != app.stack)
+    {
+        return Err(not_modelled(
+            "app.client_stack",
+            "the simulator's RTC client is the server's stack",
+        ));
+    }
+    if app.kind == "rtc" && app.bytes != 0 {
+        return Err(not_modelled("app.bytes", "RTC runs last `duration_s`"));
     }
     if let Some(vs) = t.get("variants").and_then(toml::Value::as_array) {
         for v in vs {
@@ -248,7 +258,22 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
     } else {
         None
     };
-    let sidekick = if media.is_some() {
+    let rtc = if vs.app.kind == "rtc" {
+        if let Some(a) = args.first() {
+            return Err(SimScenarioError::ClientArg {
+                variant: v.name.clone(),
+                arg: a.clone(),
+                why: "sidekick-rtc client flags are not modelled by the simulator".into(),
+            });
+        }
+        Some(
+            std::time::Duration::try_from_secs_f64(vs.app.duration_s)
+                .map_err(|e| not_modelled("app.duration_s", &e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let sidekick = if media.is_some() || rtc.is_some() {
         None
     } else {
         client_params(&v.name, &args)?
@@ -290,6 +315,7 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
         bytes: vs.app.bytes,
         timeout: std::time::Duration::from_secs_f64(vs.app.timeout_s + 10.0),
         media,
+        rtc,
         proxy,
         sidekick,
         link_seed: 0,
