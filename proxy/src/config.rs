@@ -110,10 +110,14 @@ pub struct Config {
     pub capture: Capture,
     /// Request virtio-net headers (GSO sizes, checksum state).
     pub vnet_hdr: bool,
-    /// Run PEMI (transparent mode, PEMI) on QUIC flows without a sidekick session. In bridge
-    /// mode it infers losses, retransmits and enforces its window by delaying replies; in sniff
-    /// mode the kernel forwards every packet, so only loss inference and retransmission remain.
-    pub pemi: bool,
+    /// Run PEMI (transparent mode, PEMI) on QUIC flows without a sidekick session, and as the
+    /// fallback of sessions that end or fail. Unset (the default) means on in bridge mode and
+    /// off in sniff mode ([`Config::pemi_on`]): in bridge mode it infers losses, retransmits,
+    /// hides the gaps it repaired and enforces its window by delaying replies (PEMI §4.5); in
+    /// sniff mode the kernel has forwarded every packet before PEMI sees it, so only loss
+    /// inference and retransmission remain, without the enforcement that keeps them fair, and it
+    /// must be asked for (`pemi = true`).
+    pub pemi: Option<bool>,
     /// PEMI's reply-length gap signal (our extension; `pemi::gap`): on by default; off leaves
     /// PEMI to the paper's timing-only inference (PEMI §4.2–4.3).
     pub pemi_gap_signal: bool,
@@ -180,7 +184,7 @@ impl Default for Config {
             ring_retire_ms: 1,
             capture: Capture::Auto,
             vnet_hdr: true,
-            pemi: false,
+            pemi: None,
             pemi_gap_signal: true,
             pemi_trace: None,
             packrat_retx_budget_percent: crate::packrat::DEFAULT_RETX_BUDGET_PERCENT,
@@ -442,9 +446,14 @@ impl Config {
         })
     }
 
+    /// Whether PEMI runs: `pemi` when set, else on in bridge mode and off in sniff mode.
+    pub fn pemi_on(&self) -> bool {
+        self.pemi.unwrap_or(self.mode == Mode::Bridge)
+    }
+
     /// The PEMI settings implied by `pemi` and `mode` (reply delays only in bridge mode).
     pub fn pemi_config(&self) -> Option<crate::pemi::PemiConfig> {
-        self.pemi.then(|| crate::pemi::PemiConfig {
+        self.pemi_on().then(|| crate::pemi::PemiConfig {
             enforce_delay: self.mode == Mode::Bridge,
             hold_on_gap: self.mode == Mode::Bridge,
             gap_signal: self.pemi_gap_signal,
@@ -499,7 +508,13 @@ mod tests {
 
     #[test]
     fn pemi_switch_and_mode() {
+        // The default follows the mode: on where PEMI can enforce its window (bridge), off
+        // where it cannot (sniff); an explicit value wins either way.
         assert!(Config::default().pemi_config().is_none());
+        let c = Config::from_toml("mode = \"bridge\"").unwrap();
+        assert!(c.pemi_config().unwrap().enforce_delay);
+        let c = Config::from_toml("mode = \"bridge\"\npemi = false").unwrap();
+        assert!(c.pemi_config().is_none());
         let c = Config::from_toml("pemi = true").unwrap();
         assert!(!c.pemi_config().unwrap().enforce_delay);
         assert!(!c.pemi_config().unwrap().hold_on_gap);

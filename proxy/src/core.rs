@@ -158,6 +158,9 @@ impl Retired {
                 if let Some(p) = &s.packrat {
                     self.packrat.add(&p.counters);
                 }
+                if let Some(f) = &s.fallback {
+                    self.pemi.add(&f.stats);
+                }
             }
         }
     }
@@ -455,6 +458,9 @@ impl<S: SessionLayer> ProxyCore<S> {
             }
             Assistance::Session(assist) => {
                 let sid = assist.id;
+                if let Some(p) = assist.fallback.as_mut() {
+                    p.observe(now, dir, payload);
+                }
                 // A private copy with the checksum filled in, only when a copy may be cached or
                 // injected.
                 let needs_copy =

@@ -74,11 +74,24 @@ pub enum SessionEvent<Id> {
         /// eack wire bytes.
         data: Vec<u8>,
     },
-    /// The session ended (client Close, expiry, eviction).
+    /// The session is gone: the client closed it, or it failed (expiry, eviction).
     Closed {
         /// Session.
         id: Id,
+        /// Why it went.
+        reason: CloseReason,
     },
+}
+
+/// Why a session left its flow (the flow is handed to PEMI either way when it has PEMI's
+/// engine; the reason is counted, `sidekick_pemi_fallbacks_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The client closed the session (a Close message).
+    Ended,
+    /// The session failed: no authentic client message for the session idle timeout, or the
+    /// proxy evicted or displaced it.
+    Failed,
 }
 
 /// Why the session layer refused something (counted by the core; never fatal).
@@ -311,7 +324,14 @@ fn map_event(ev: ProxyEvent) -> Result<SessionEvent<SessionId>, SessionError> {
         },
         ProxyEvent::Reset { id, epoch } => SessionEvent::Reset { id, epoch },
         ProxyEvent::Eack { id, epoch, data } => SessionEvent::Eack { id, epoch, data },
-        ProxyEvent::Closed { id } | ProxyEvent::Expired { id, .. } => SessionEvent::Closed { id },
+        ProxyEvent::Closed { id } => SessionEvent::Closed {
+            id,
+            reason: CloseReason::Ended,
+        },
+        ProxyEvent::Expired { id, .. } => SessionEvent::Closed {
+            id,
+            reason: CloseReason::Failed,
+        },
         _ => SessionEvent::Nothing,
     })
 }
@@ -451,6 +471,15 @@ impl StaticSessions {
             epoch: 0,
         });
         id
+    }
+
+    /// End session `id` for `reason` (delivered at the next core timeout): its flow leaves the
+    /// session, and goes to PEMI when it has PEMI's engine.
+    pub fn close(&mut self, id: u64, reason: CloseReason) {
+        if self.targets.remove(&id).is_some() {
+            self.epochs.remove(&id);
+            self.events.push_back(SessionEvent::Closed { id, reason });
+        }
     }
 
     /// Queue an eACK from the client of session `id` (delivered at the next core timeout).
