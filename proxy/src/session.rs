@@ -183,10 +183,12 @@ const PENDING_CAP: usize = 1024;
 impl ProtocolSessions {
     /// Sessions under `policy`.
     pub fn new(mut policy: ProxyPolicy) -> Self {
-        // The engines take 4-byte identifiers ([`engines_from`]): other widths are refused at
+        // Robin's quACKs take 2-, 4- and 8-byte identifiers; Packrat's eACK engine takes 4-byte
+        // ones ([`engines_from`]): a session asking Packrat for another width is refused at
         // negotiation, so the client hears why and falls back, instead of a session without
         // engines.
-        policy.identifier_widths &= 1 << 4;
+        policy.identifier_widths &= (1 << 2) | (1 << 4) | (1 << 8);
+        policy.packrat_identifier_widths &= 1 << 4;
         Self {
             table: ProxySessionTable::new(policy),
             pending: VecDeque::new(),
@@ -251,31 +253,40 @@ fn to_flow(b: BaseFlow) -> FlowKey {
     }
 }
 
-/// Map a negotiated protocol configuration to engine parameters. Identifiers are 32-bit in both
-/// engines (Packrat (CoNEXT '26) §5.2.1 default); other widths are refused.
+/// Map a negotiated protocol configuration to engine parameters. Robin's quACKs take 2-, 4- and
+/// 8-byte identifiers (Sidekick (NSDI '24) §3); Packrat's eACKs take 4-byte ones (Packrat
+/// (CoNEXT '26) §5.2.1's default), other widths with Packrat are refused.
 pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError> {
+    let width = match config.identifier.as_ref().map_or(4, |s| s.width) {
+        2 => quack::Width::U16,
+        4 => quack::Width::U32,
+        8 => quack::Width::U64,
+        w => {
+            return Err(SessionError(format!(
+                "identifier width {w} not in {{2, 4, 8}}"
+            )));
+        }
+    };
+    if config.packrat.is_some() && width != quack::Width::U32 {
+        return Err(SessionError(format!(
+            "identifier width {} not supported by Packrat (4 only)",
+            width.bytes()
+        )));
+    }
     let id = match &config.identifier {
         None => IdSource::QUIC_DEFAULT,
-        Some(spec) => {
-            if spec.width != 4 {
-                return Err(SessionError(format!(
-                    "identifier width {} not supported (4 only)",
-                    spec.width
-                )));
+        Some(spec) => match IdentifierMode::try_from(spec.mode) {
+            Ok(IdentifierMode::Offset) => IdSource::Offset(spec.offset as isize),
+            Ok(IdentifierMode::KeyedHash) => {
+                let key: [u8; 16] = spec
+                    .hash_key
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| SessionError("hash key length".into()))?;
+                IdSource::KeyedHash(key)
             }
-            match IdentifierMode::try_from(spec.mode) {
-                Ok(IdentifierMode::Offset) => IdSource::Offset(spec.offset as isize),
-                Ok(IdentifierMode::KeyedHash) => {
-                    let key: [u8; 16] = spec
-                        .hash_key
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| SessionError("hash key length".into()))?;
-                    IdSource::KeyedHash(key)
-                }
-                Err(_) => return Err(SessionError("identifier mode".into())),
-            }
-        }
+            Err(_) => return Err(SessionError("identifier mode".into())),
+        },
     };
     let robin = config.robin.as_ref().map(|r| RobinConfig {
         threshold: r.threshold.max(1) as usize,
@@ -283,6 +294,7 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
         every: Duration::from_millis(u64::from(r.interval_ms)),
         quack_on_gap_percent: r.quack_on_gap_percent,
         id,
+        width,
     });
     let packrat = config.packrat.as_ref().map(|p| PackratConfig {
         local_symbols: (p.local_symbols as usize).clamp(1, eack::MAX_SYMBOLS),
