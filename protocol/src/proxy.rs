@@ -285,7 +285,12 @@ impl ProxyPolicy {
         }
         if c.packrat.is_some()
             && let Some(id) = &c.identifier
-            && self.packrat_identifier_widths.checked_shr(id.width).unwrap_or(0) & 1 == 0
+            && self
+                .packrat_identifier_widths
+                .checked_shr(id.width)
+                .unwrap_or(0)
+                & 1
+                == 0
         {
             return Err(ConfigError::UnsupportedWidth(id.width));
         }

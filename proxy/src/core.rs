@@ -284,6 +284,14 @@ impl<S: SessionLayer> ProxyCore<S> {
         self
     }
 
+    /// Change the PEMI settings of a running core (a configuration reload): flows that begin
+    /// from now on get engines with `cfg` (none when `None`); PEMI engines already running keep
+    /// theirs, and with PEMI off a session's suspended engine retires instead of taking its
+    /// flow back.
+    pub fn set_pemi(&mut self, cfg: Option<PemiConfig>) {
+        self.pemi = cfg;
+    }
+
     /// The flow table.
     pub fn flows(&self) -> &FlowTable<FlowValue<S::Id>> {
         &self.table

@@ -266,5 +266,7 @@ fn main() -> anyhow::Result<()> {
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         return sidekick_proxy::supervisor::run(&cfg, args);
     }
-    sidekick_proxy::daemon::run(&cfg)
+    // SIGHUP reads the file and the flags again (flags still win).
+    let reload = move || load(&cli);
+    sidekick_proxy::daemon::run_reloading(&cfg, Some(&reload))
 }

@@ -240,6 +240,22 @@ impl ProtocolSessions {
         self.table.lie_in_echoes(lie);
     }
 
+    /// Apply the live keys of a reloaded configuration (`Config::LIVE_KEYS`): the limits on
+    /// what sessions may ask for, the discovery rate, the session idle timeout and the Packrat
+    /// retransmission budget. Sessions already established keep what they were granted; the
+    /// new limits apply to every later negotiation.
+    pub fn apply_limits(&mut self, cfg: &crate::config::Config) {
+        let p = self.table.policy_mut();
+        p.max_threshold = cfg.max_threshold;
+        p.min_quack_interval_ms = cfg.min_quack_interval_ms;
+        p.max_symbols = cfg.max_symbols;
+        p.max_cache_bytes = cfg.max_cache_bytes;
+        p.discovery_rate = cfg.discovery_rate;
+        p.discovery_burst = cfg.discovery_burst;
+        p.idle_timeout = Duration::from_secs(cfg.session_idle_timeout_s);
+        self.packrat_retx_budget_percent = cfg.packrat_retx_budget_percent;
+    }
+
     /// The underlying table.
     pub fn table(&self) -> &ProxySessionTable {
         &self.table
