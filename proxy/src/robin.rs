@@ -586,4 +586,79 @@ mod tests {
         assert_eq!(paced(&mut e, t0, 0..30, &[10], |_| 0), Vec::<u32>::new());
         assert_eq!(e.counters.gap_quacks, 0);
     }
+
+    /// The engine at each identifier width (Sidekick (NSDI '24) §3): it reads the datagram's
+    /// last `b` bytes, its quACK's header names the width, its power sums are that wide, and the
+    /// sender's quACK of the same width minus it names the missing datagram.
+    #[test]
+    fn quacks_at_every_identifier_width() {
+        fn at<T: quack::Identifier>(width: Width, id_of: fn(u64) -> T, wide: fn(T) -> u64) {
+            let now = Instant::now();
+            let b = width.bytes();
+            let cfg = RobinConfig {
+                threshold: 4,
+                every_packets: 6,
+                every: Duration::ZERO,
+                id: IdSource::Offset(-(b as isize)),
+                width,
+                ..RobinConfig::default()
+            };
+            let mut e = RobinEngine::new(cfg, now);
+            let mut sender = PowerSumQuack::<T>::new(4);
+            let mut ids = Vec::new();
+            let mut out = Vec::new();
+            for i in 0..7u64 {
+                let mut payload = vec![0x40u8; 20];
+                payload.extend_from_slice(&wide(id_of(i)).to_le_bytes()[..b]);
+                sender.insert(id_of(i));
+                ids.push(id_of(i));
+                if i == 3 {
+                    continue; // lost before the proxy
+                }
+                let f = build_udp_ipv4(
+                    "10.0.0.2:5000".parse().unwrap(),
+                    "10.9.9.9:443".parse().unwrap(),
+                    &payload,
+                    64,
+                );
+                let u = parse_frame(&f, LinkType::RawIp).unwrap();
+                let p = Packet {
+                    frame: &f,
+                    udp: &u,
+                    payload: u.payload(&f),
+                    whole_frame: true,
+                };
+                e.on_packet(now, Direction::FromClient, &p, &mut out);
+            }
+            let [Action::Message(Outgoing::Quack(bytes))] = out.as_slice() else {
+                panic!("one quACK after 6 packets: {out:?}");
+            };
+            assert_eq!(quack::peek_width(bytes).unwrap(), width);
+            assert_eq!(bytes.len(), quack::wire::encoded_len::<T>(4));
+            assert_eq!(e.quack().width(), width);
+            assert_eq!(e.memory_bytes(), 4 * b + std::mem::size_of::<RobinEngine>());
+            sender -= &PowerSumQuack::<T>::from_bytes(bytes).unwrap();
+            let lost: Vec<usize> = sender
+                .decode_with_log(&ids)
+                .unwrap()
+                .missing_indices()
+                .collect();
+            assert_eq!(lost, vec![3]);
+        }
+        at::<u16>(Width::U16, |i| 0x1234 + i as u16 * 0x0101, u64::from);
+        at::<u32>(
+            Width::U32,
+            |i| 0x1234_5678 + i as u32 * 0x0101_0101,
+            u64::from,
+        );
+        at::<u64>(
+            Width::U64,
+            |i| 0x1234_5678_9abc_def0 + i * 0x0101_0101_0101_0101,
+            |v| v,
+        );
+        // A payload shorter than the identifier is counted, not inserted.
+        let mut q = WidthQuack::new(Width::U64, 4);
+        assert!(!q.insert_from(IdSource::Offset(-8), &[1, 2, 3]));
+        assert_eq!(q.count(), 0);
+    }
 }

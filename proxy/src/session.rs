@@ -582,3 +582,57 @@ impl SessionLayer for StaticSessions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sidekick_protocol::messages::{IdentifierSpec, PackratConfig as WirePackrat};
+
+    fn spec(width: u32) -> IdentifierSpec {
+        IdentifierSpec {
+            width,
+            offset: -(width as i32),
+            ..IdentifierSpec::quic_default()
+        }
+    }
+
+    #[test]
+    fn engines_take_the_negotiated_identifier_width() {
+        let mut c = SessionConfig {
+            robin: Some(sidekick_protocol::messages::RobinConfig {
+                interval_ms: 30,
+                interval_packets: 0,
+                threshold: 8,
+                quack_on_gap_percent: 0,
+            }),
+            packrat: None,
+            identifier: None,
+        };
+        // No spec: the QUIC default, 4 bytes.
+        let e = engines_from(&c).unwrap();
+        assert_eq!(e.robin.unwrap().width, quack::Width::U32);
+        for (w, want) in [
+            (2, quack::Width::U16),
+            (4, quack::Width::U32),
+            (8, quack::Width::U64),
+        ] {
+            c.identifier = Some(spec(w));
+            let r = engines_from(&c).unwrap().robin.unwrap();
+            assert_eq!((r.width, r.id), (want, IdSource::Offset(-(w as isize))));
+        }
+        // Packrat's eACKs take 4 bytes only.
+        c.packrat = Some(WirePackrat {
+            eack_interval_ms: 10,
+            eack_interval_packets: 16,
+            local_symbols: 160,
+            cache_capacity_bytes: 48_000,
+            reorder_delay_ms: 30,
+            multicast_group: Vec::new(),
+        });
+        assert!(engines_from(&c).is_err());
+        c.identifier = Some(spec(4));
+        assert!(engines_from(&c).unwrap().packrat.is_some());
+        c.identifier = Some(spec(3));
+        assert!(engines_from(&c).is_err());
+    }
+}

@@ -59,9 +59,9 @@ impl<S: SessionLayer> ProxyCore<S> {
             .get(&flow)
             .map_or(0, |e| e.value.reserved as usize);
         self.budget.release(old_reserved);
-        let robin_need = engines
-            .robin
-            .map_or(0, |c| std::mem::size_of::<RobinEngine>() + c.threshold * 4);
+        let robin_need = engines.robin.map_or(0, |c| {
+            std::mem::size_of::<RobinEngine>() + c.threshold * c.width.bytes()
+        });
         if !self.budget.try_reserve(robin_need) {
             self.budget.restore(old_reserved);
             self.counters.sessions_refused += 1;
