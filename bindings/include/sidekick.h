@@ -167,9 +167,13 @@ typedef struct SkRobin SkRobin;
 
 // How identifiers are read from datagrams (proxy and endpoint must agree).
 typedef struct SkIdentifier {
-    // 0: 4 bytes (little-endian) at `offset`; 1: keyed SipHash-1-3 of the payload with
-    // `hash_key`.
+    // 0: `width` bytes (little-endian) at `offset`; 1: keyed SipHash-1-3 of the payload with
+    // `hash_key`, truncated to `width` bytes.
     uint8_t mode;
+    // Identifier width in bytes: 2, 4 or 8 (0 reads as 4, the default). Narrower identifiers
+    // make shorter quACKs and collide more often within a quACK window (Sidekick (NSDI '24)
+    // §3); the proxy must grant the same width. Packrat engines take 4 only.
+    uint8_t width;
     // Byte offset into the UDP payload; negative counts from the end (-4, the QUIC default:
     // the AEAD tag of the datagram's last packet).
     int32_t offset;
@@ -219,8 +223,8 @@ typedef struct SkSessionConfig {
 typedef struct SkClientEvent {
     // What happened.
     enum SkClientEventKind kind;
-    // `NEAR_LOSS`: the datagram's identifier.
-    uint32_t id;
+    // `NEAR_LOSS`: the datagram's identifier (zero-extended from its width).
+    uint64_t id;
     // `NEAR_LOSS`: its QUIC packet number, -1 if unknown.
     int64_t packet_number;
     // `NEAR_LOSS`: when it was sent (caller's microseconds).
@@ -421,8 +425,8 @@ typedef struct SkRobinEvent {
     enum SkRobinEventKind kind;
     // `LOST`: engine sequence number of the send.
     uint64_t seq;
-    // `LOST`: the datagram's identifier.
-    uint32_t id;
+    // `LOST`: the datagram's identifier (zero-extended from its width).
+    uint64_t id;
     // `LOST`: its QUIC packet number, -1 if unknown.
     int64_t packet_number;
     // `LOST`: when it was sent (caller's microseconds).

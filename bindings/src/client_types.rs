@@ -65,12 +65,14 @@ impl SkSessionConfig {
                 key[..n].copy_from_slice(&i.hash_key[..n]);
                 SkIdentifier {
                     mode: 1,
+                    width: i.width as u8,
                     offset: 0,
                     hash_key: key,
                 }
             }
             Some(i) => SkIdentifier {
                 offset: i.offset,
+                width: i.width as u8,
                 ..SkIdentifier::quic_default()
             },
             None => SkIdentifier::quic_default(),
@@ -97,15 +99,17 @@ impl SkSessionConfig {
     }
 
     pub(crate) fn to_rust(self) -> Result<SessionConfig, SkStatus> {
+        let width = self.identifier.width()?.bytes() as u32;
         let identifier = match self.identifier.mode {
             0 => IdentifierSpec {
                 offset: self.identifier.offset,
+                width,
                 ..IdentifierSpec::quic_default()
             },
             1 => IdentifierSpec {
                 mode: IdentifierMode::KeyedHash as i32,
                 offset: 0,
-                width: 4,
+                width,
                 hash_key: self.identifier.hash_key.to_vec(),
             },
             _ => return Err(SkStatus::InvalidArgument),
@@ -223,8 +227,8 @@ pub enum SkClientEventKind {
 pub struct SkClientEvent {
     /// What happened.
     pub kind: SkClientEventKind,
-    /// `NEAR_LOSS`: the datagram's identifier.
-    pub id: u32,
+    /// `NEAR_LOSS`: the datagram's identifier (zero-extended from its width).
+    pub id: u64,
     /// `NEAR_LOSS`: its QUIC packet number, -1 if unknown.
     pub packet_number: i64,
     /// `NEAR_LOSS`: when it was sent (caller's microseconds).

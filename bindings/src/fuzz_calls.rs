@@ -102,6 +102,7 @@ fn ok_len(s: SkStatus, len: usize, cap: usize) {
 fn identifier(a: &mut Args<'_>) -> SkIdentifier {
     SkIdentifier {
         mode: a.u8() % 3,
+        width: a.u8() % 10,
         offset: a.u32() as i32,
         hash_key: a.bytes(),
     }

@@ -57,6 +57,7 @@ impl SkPackratConfig {
             },
             IdSource::KeyedHash(k) => SkIdentifier {
                 mode: 1,
+                width: 4,
                 offset: 0,
                 hash_key: k,
             },
@@ -86,7 +87,13 @@ impl SkPackratConfig {
         }
         Ok(PackratConfig {
             local_symbols: self.local_symbols,
-            id_source: self.identifier.to_source()?,
+            id_source: {
+                // Packrat's eACKs take 4-byte identifiers (Packrat (CoNEXT '26) §5.2.1).
+                if self.identifier.width()? != quack::Width::U32 {
+                    return Err(SkStatus::InvalidArgument);
+                }
+                self.identifier.to_source()?
+            },
             eack_interval: micros(self.eack_interval_us),
             eack_every_packets: self.eack_every_packets,
             selective: self.selective != 0,

@@ -19,9 +19,13 @@ use crate::ffi::{
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SkIdentifier {
-    /// 0: 4 bytes (little-endian) at `offset`; 1: keyed SipHash-1-3 of the payload with
-    /// `hash_key`.
+    /// 0: `width` bytes (little-endian) at `offset`; 1: keyed SipHash-1-3 of the payload with
+    /// `hash_key`, truncated to `width` bytes.
     pub mode: u8,
+    /// Identifier width in bytes: 2, 4 or 8 (0 reads as 4, the default). Narrower identifiers
+    /// make shorter quACKs and collide more often within a quACK window (Sidekick (NSDI '24)
+    /// §3); the proxy must grant the same width. Packrat engines take 4 only.
+    pub width: u8,
     /// Byte offset into the UDP payload; negative counts from the end (-4, the QUIC default:
     /// the AEAD tag of the datagram's last packet).
     pub offset: i32,
@@ -33,8 +37,19 @@ impl SkIdentifier {
     pub(crate) fn quic_default() -> Self {
         Self {
             mode: 0,
+            width: 4,
             offset: -4,
             hash_key: [0; 16],
+        }
+    }
+
+    /// The identifier width (0 reads as 4).
+    pub(crate) fn width(self) -> Result<quack::Width, SkStatus> {
+        match self.width {
+            2 => Ok(quack::Width::U16),
+            0 | 4 => Ok(quack::Width::U32),
+            8 => Ok(quack::Width::U64),
+            _ => Err(SkStatus::InvalidArgument),
         }
     }
 
@@ -74,11 +89,13 @@ impl SkRobinConfig {
         let identifier = match c.id_source {
             IdSource::Offset(o) => SkIdentifier {
                 mode: 0,
+                width: c.width.bytes() as u8,
                 offset: i32::try_from(o).unwrap_or(-4),
                 hash_key: [0; 16],
             },
             IdSource::KeyedHash(k) => SkIdentifier {
                 mode: 1,
+                width: c.width.bytes() as u8,
                 offset: 0,
                 hash_key: k,
             },
@@ -107,6 +124,7 @@ impl SkRobinConfig {
         Ok(RobinConfig {
             threshold: self.threshold,
             id_source: self.identifier.to_source()?,
+            width: self.identifier.width()?,
             reorder_threshold: self.reorder_threshold,
             time_factor: self.time_factor,
             quack_interval: micros(self.quack_interval_us),
@@ -152,8 +170,8 @@ pub struct SkRobinEvent {
     pub kind: SkRobinEventKind,
     /// `LOST`: engine sequence number of the send.
     pub seq: u64,
-    /// `LOST`: the datagram's identifier.
-    pub id: u32,
+    /// `LOST`: the datagram's identifier (zero-extended from its width).
+    pub id: u64,
     /// `LOST`: its QUIC packet number, -1 if unknown.
     pub packet_number: i64,
     /// `LOST`: when it was sent (caller's microseconds).

@@ -113,7 +113,7 @@ impl Lab {
         }
     }
 
-    fn quack(&mut self, at: Duration, seen: &PowerSumQuack<u32>) {
+    fn quack<T: quack::Identifier>(&mut self, at: Duration, seen: &PowerSumQuack<T>) {
         let sid = self.sid.expect("session established");
         let t = self
             .proxy
@@ -331,4 +331,134 @@ fn robin_session_through_the_c_api_finds_a_near_loss_and_retransmits() {
     );
     // SAFETY: freed once.
     unsafe { sk_client_free(fresh) };
+}
+
+/// A client made from `cfg` with its session established against the real protocol proxy.
+fn established(cfg: &SkSessionConfig) -> Lab {
+    let mut client = null_mut();
+    // SAFETY: valid config and output pointer.
+    assert_eq!(
+        unsafe { sk_client_new(&raw const *cfg, &raw mut client) },
+        SkStatus::Ok
+    );
+    let base = BaseFlow {
+        client: "10.0.0.2:5000".parse().unwrap(),
+        server: "203.0.113.5:443".parse().unwrap(),
+    };
+    let mut lab = Lab {
+        t0: Instant::now(),
+        client,
+        proxy: ProxySessionTable::new(ProxyPolicy::new(PROXY.parse().unwrap())),
+        base,
+        sid: None,
+    };
+    // SAFETY: `client` is live.
+    assert_eq!(
+        unsafe { sk_client_start(lab.client, Lab::us(Duration::ZERO)) },
+        SkStatus::Ok
+    );
+    let tx = lab.transmits();
+    let parsed = sidekick_protocol::is_discovery_request(&tx[0].1).unwrap();
+    let reply = lab.proxy.handle_discovery(lab.t0, base, &parsed).unwrap();
+    // SAFETY: valid datagram; `client` is live.
+    let s = unsafe {
+        sk_client_on_base_received(
+            lab.client,
+            Lab::us(Duration::ZERO),
+            reply.bytes.as_ptr(),
+            reply.bytes.len(),
+        )
+    };
+    assert_eq!(s, SkStatus::Ok);
+    lab.shuttle(Duration::from_millis(1));
+    assert_eq!(
+        lab.events().first().map(|e| e.kind),
+        Some(SkClientEventKind::Established)
+    );
+    lab
+}
+
+/// Robin through the C API at identifier width `W` bytes (`SkIdentifier::width`; Sidekick
+/// (NSDI '24) §3): the session negotiates that width with the real protocol proxy, and a quACK of
+/// that width names the one datagram the proxy missed, reported with its full identifier.
+fn c_api_robin_at_width<T: quack::Identifier>(width: u8, id_of: fn(u64) -> T, wide: fn(T) -> u64) {
+    let mut cfg = std::mem::MaybeUninit::<SkSessionConfig>::uninit();
+    // SAFETY: valid output pointer.
+    assert_eq!(
+        unsafe { sk_session_config_robin(30, 8, cfg.as_mut_ptr()) },
+        SkStatus::Ok
+    );
+    // SAFETY: written by the call above.
+    let mut cfg = unsafe { cfg.assume_init() };
+    assert_eq!(cfg.identifier.width, 4, "the default width");
+    cfg.identifier.width = width;
+    cfg.identifier.offset = -i32::from(width);
+    let mut lab = established(&cfg);
+    let sid = lab.sid.expect("session");
+    let granted = lab
+        .proxy
+        .session(&sid)
+        .and_then(|s| s.config().identifier.clone());
+    assert_eq!(granted.map(|i| i.width), Some(u32::from(width)));
+    let mut seen = PowerSumQuack::<T>::new(8);
+    let ms = Duration::from_millis;
+    lab.quack(ms(2), &seen);
+    for i in 0..10u64 {
+        let mut d = vec![0x42u8; 30];
+        let id = id_of(i);
+        d.extend_from_slice(&wide(id).to_le_bytes()[..usize::from(width)]);
+        let mut logged = false;
+        // SAFETY: valid datagram and output; `client` is live.
+        let s = unsafe {
+            sk_client_on_base_sent(
+                lab.client,
+                Lab::us(ms(3 + i)),
+                d.as_ptr(),
+                d.len(),
+                &raw mut logged,
+            )
+        };
+        assert_eq!(s, SkStatus::Ok);
+        assert!(logged);
+        if i != 4 {
+            seen.insert(id);
+        }
+    }
+    lab.quack(ms(15), &seen);
+    let lost: Vec<u64> = lab
+        .events()
+        .iter()
+        .filter(|e| e.kind == SkClientEventKind::NearLoss)
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(lost, vec![wide(id_of(4))], "width {width}");
+    // SAFETY: freed once.
+    unsafe { sk_client_free(lab.client) };
+}
+
+#[test]
+fn robin_session_through_the_c_api_at_every_identifier_width() {
+    c_api_robin_at_width::<u16>(2, |i| 0xa000 + i as u16 * 0x0101, u64::from);
+    c_api_robin_at_width::<u32>(4, |i| 0xa000_0000 + i as u32 * 0x0101_0101, u64::from);
+    c_api_robin_at_width::<u64>(
+        8,
+        |i| 0xa000_0000_0000_0000 + i * 0x0101_0101_0101_0101,
+        |v| v,
+    );
+    // A width the protocol does not have is refused before any session.
+    let mut cfg = std::mem::MaybeUninit::<SkSessionConfig>::uninit();
+    // SAFETY: valid output pointer.
+    assert_eq!(
+        unsafe { sk_session_config_robin(30, 8, cfg.as_mut_ptr()) },
+        SkStatus::Ok
+    );
+    // SAFETY: written by the call above.
+    let mut cfg = unsafe { cfg.assume_init() };
+    cfg.identifier.width = 3;
+    let mut client = null_mut();
+    // SAFETY: valid config and output pointer.
+    assert_eq!(
+        unsafe { sk_client_new(&raw const cfg, &raw mut client) },
+        SkStatus::InvalidArgument
+    );
 }

@@ -39,9 +39,13 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use quack::{IdSource, PowerSumQuack};
+use quack::{IdSource, Width};
 
 use crate::rtt::RttEstimator;
+
+#[path = "robin_sums.rs"]
+mod sums;
+use sums::Sums;
 
 /// Robin parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +54,9 @@ pub struct RobinConfig {
     pub threshold: usize,
     /// How identifiers are read from datagrams (default: last 4 bytes, the AEAD tag).
     pub id_source: IdSource,
+    /// Identifier width agreed with the proxy: 2, 4 (default) or 8 bytes (Sidekick (NSDI '24)
+    /// §3). The quACKs the proxy sends must have this width.
+    pub width: Width,
     /// A missing packet is lost once this many later-sent packets were received (Sidekick (NSDI '24)
     /// §4.3.1: three, as TCP's duplicate-ACK rule).
     pub reorder_threshold: u32,
@@ -72,6 +79,7 @@ impl Default for RobinConfig {
         Self {
             threshold: 10,
             id_source: IdSource::QUIC_DEFAULT,
+            width: Width::U32,
             reorder_threshold: 3,
             time_factor: 9.0 / 8.0,
             quack_interval: Duration::from_millis(30),
@@ -96,8 +104,8 @@ pub enum LossRule {
 pub struct LostDatagram {
     /// Engine-local sequence number of the send.
     pub seq: u64,
-    /// Identifier.
-    pub id: u32,
+    /// Identifier (zero-extended from the session's width).
+    pub id: u64,
     /// QUIC packet number if the lens read it.
     pub packet_number: Option<u64>,
     /// When it was sent.
@@ -184,6 +192,13 @@ pub struct RobinStats {
     pub unknown_last: u64,
     /// quACKs that did not decode (including more than `t` missing).
     pub undecodable: u64,
+    /// Bytes of the well-formed quACKs received (their wire form; the width sets the size,
+    /// Sidekick (NSDI '24) §3).
+    pub quack_bytes: u64,
+    /// Groups of logged datagrams whose identifiers collided within a decoded quACK, so that
+    /// which of them the proxy missed was indeterminate (each entry then waits for a later
+    /// quACK or the time rule); the cost of narrow identifiers.
+    pub indeterminate: u64,
     /// Threshold mismatches.
     pub threshold_mismatch: u64,
     /// Packets confirmed received by the proxy.
@@ -217,7 +232,7 @@ const MAX_RESENDS_TRACKED: usize = 1024;
 #[derive(Debug, Clone)]
 struct Entry {
     seq: u64,
-    id: u32,
+    id: u64,
     sent: Instant,
     pn: Option<u64>,
     len: usize,
@@ -238,7 +253,7 @@ pub struct RobinSender {
     config: RobinConfig,
     log: VecDeque<Entry>,
     /// Power sums of every identifier the proxy is known to have received this epoch.
-    received: PowerSumQuack<u32>,
+    received: Sums,
     next_seq: u64,
     last_count: Option<u32>,
     /// Whether the first quACK of the epoch set the baseline.
@@ -256,7 +271,7 @@ impl RobinSender {
     /// A new engine.
     pub fn new(config: RobinConfig) -> Self {
         Self {
-            received: PowerSumQuack::new(config.threshold),
+            received: Sums::new(config.width, config.threshold),
             config,
             log: VecDeque::new(),
             next_seq: 0,
@@ -364,7 +379,7 @@ impl RobinSender {
         pn: Option<u64>,
         retransmissions: u8,
     ) -> Option<u64> {
-        let Ok(id) = self.config.id_source.extract::<u32>(datagram) else {
+        let Some(id) = sums::extract(self.config.id_source, self.config.width, datagram) else {
             self.stats.unidentifiable += 1;
             return None;
         };
@@ -401,7 +416,7 @@ impl RobinSender {
     /// Starts a new epoch (after a Reset): forgets the sums; the log is kept so that the first
     /// quACK of the new epoch can synchronise on it (see [`Self::on_quack`]).
     pub fn reset(&mut self) {
-        self.received = PowerSumQuack::new(self.config.threshold);
+        self.received = Sums::new(self.config.width, self.config.threshold);
         self.last_count = None;
         self.synced = false;
         for e in &mut self.log {
@@ -420,7 +435,7 @@ impl RobinSender {
     /// sender cannot know exactly (Init or Reset in flight while base packets were), so what it
     /// counted up to its last element is adopted as received, and log entries up to that
     /// element are settled without a loss verdict (the end-to-end mechanisms cover them).
-    fn sync(&mut self, q: PowerSumQuack<u32>, now: Instant) -> Result<(), QuackError> {
+    fn sync(&mut self, q: Sums, now: Instant) -> Result<(), QuackError> {
         let Some(last) = q.last_value() else {
             if q.count() == 0 {
                 // Nothing counted yet: the baseline is empty.
@@ -476,10 +491,11 @@ impl RobinSender {
     /// Errors are counted; an undecodable quACK also queues [`RobinEvent::NeedReset`]. A
     /// rejected quACK changes no state, so it can never cause data to be forgotten.
     pub fn on_quack(&mut self, now: Instant, bytes: &[u8]) -> Result<(), QuackError> {
-        let q = match PowerSumQuack::<u32>::from_bytes(bytes) {
+        let q = match Sums::from_bytes(self.config.width, bytes) {
             Ok(q) => q,
             Err(e) => return Err(self.reject(e.into())),
         };
+        self.stats.quack_bytes += bytes.len() as u64;
         if q.threshold() != self.config.threshold {
             let e = QuackError::Threshold {
                 got: q.threshold(),
@@ -520,24 +536,19 @@ impl RobinSender {
             }
             return Err(self.reject(QuackError::UnknownLast));
         };
-        let candidates: Vec<u32> = self.log.iter().take(idx + 1).map(|e| e.id).collect();
-        let mut diff = self.received.clone();
-        diff.insert_batch(&candidates);
-        diff -= &q;
-        let decoded = match diff.decode_with_log(&candidates) {
+        let candidates: Vec<u64> = self.log.iter().take(idx + 1).map(|e| e.id).collect();
+        let (unknown_idx, collisions) = match self.received.unknown_after(&candidates, &q) {
             Ok(d) => d,
             Err(e) => return Err(self.reject(QuackError::Undecodable(e))),
         };
         self.stats.quacks += 1;
+        self.stats.indeterminate += collisions as u64;
         self.last_count = Some(count);
         // Entries whose fate is unknown: determinately missing, or in an indeterminate group.
         let mut unknown = vec![false; idx + 1];
-        for m in decoded.missing() {
-            unknown[m.index] = true;
-        }
-        for g in decoded.indeterminate() {
-            for c in &g.candidates {
-                unknown[c.index] = true;
+        for i in unknown_idx {
+            if let Some(u) = unknown.get_mut(i) {
+                *u = true;
             }
         }
         // Near-segment RTT from the last element's send time (Sidekick (NSDI '24) §7 suggests timing the

@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use quack::PowerSumQuack;
 
 fn dg(i: u32) -> Vec<u8> {
     let mut d = vec![0xabu8; 20];
@@ -392,4 +393,53 @@ fn end_to_end_acks_tell_needed_resends_from_unneeded_ones() {
     // Acknowledged again: counted once.
     s.robin.on_e2e_ack(s.t0 + ms(80), &acks(&[(0, 9)]));
     assert_eq!(s.robin.stats().resends_assessed, 2);
+}
+
+/// Robin at 2 and 8 bytes (Sidekick (NSDI '24) §3): the sender logs identifiers of the session's
+/// width, a proxy quACK of that width names the missing datagram, and a quACK of another width
+/// is refused as malformed (it changes nothing).
+#[test]
+fn quacks_of_the_session_width_decode_and_others_are_refused() {
+    fn at<T: quack::Identifier>(width: Width, id_of: fn(u64) -> T, wide: fn(T) -> u64) {
+        let t0 = Instant::now();
+        let mut r = RobinSender::new(RobinConfig {
+            threshold: 4,
+            width,
+            id_source: IdSource::Offset(-(width.bytes() as isize)),
+            retransmit_buffer_bytes: 0,
+            ..RobinConfig::default()
+        });
+        let mut proxy = PowerSumQuack::<T>::new(4);
+        assert!(r.on_quack(t0, &proxy.to_bytes()).is_ok(), "baseline");
+        for i in 0..8u64 {
+            let mut d = vec![0u8; 20];
+            d.extend_from_slice(&wide(id_of(i)).to_le_bytes()[..width.bytes()]);
+            r.on_sent(t0, &d, None);
+            if i != 2 {
+                proxy.insert(id_of(i));
+            }
+        }
+        // A 4-byte quACK against a 2- or 8-byte session: malformed, nothing changes.
+        if width != Width::U32 {
+            let other = PowerSumQuack::<u32>::new(4);
+            assert!(matches!(
+                r.on_quack(t0, &other.to_bytes()),
+                Err(QuackError::Wire(_))
+            ));
+        }
+        r.on_quack(t0 + Duration::from_millis(5), &proxy.to_bytes())
+            .unwrap();
+        let lost: Vec<u64> = r
+            .poll_events()
+            .filter_map(|e| match e {
+                RobinEvent::Lost(l) => Some(l.id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lost, vec![wide(id_of(2))]);
+        assert_eq!(r.stats().quack_bytes, 2 * proxy.to_bytes().len() as u64);
+    }
+    at::<u16>(Width::U16, |i| 0xb000 + i as u16, u64::from);
+    at::<u32>(Width::U32, |i| 0xb000_0000 + i as u32, u64::from);
+    at::<u64>(Width::U64, |i| 0xb000_0000_0000_0000 + i, |v| v);
 }

@@ -520,6 +520,11 @@ impl SidekickClient {
             let mut c = self.config.robin.clone();
             c.threshold = r.threshold as usize;
             c.id_source = ids;
+            c.width = match config.identifier.as_ref().map_or(4, |i| i.width) {
+                2 => quack::Width::U16,
+                8 => quack::Width::U64,
+                _ => quack::Width::U32,
+            };
             if r.interval_ms > 0 {
                 c.quack_interval = Duration::from_millis(u64::from(r.interval_ms));
             }

@@ -95,6 +95,32 @@ impl SidekickConfig {
         Self::with_session(session)
     }
 
+    /// Ask for `bytes`-byte identifiers (2, 4 or 8; Sidekick (NSDI '24) §3): shorter quACKs
+    /// against a higher chance that two packets of one quACK window share an identifier. In
+    /// offset mode the identifier becomes the datagram's last `bytes` bytes (for QUIC, part of
+    /// the AEAD tag). Robin takes every width; a proxy whose Packrat engine takes 4-byte
+    /// identifiers only refuses a Packrat session at 2 or 8 (the client then falls back).
+    ///
+    /// ```
+    /// use sidekick::session::SidekickConfig;
+    /// let c = SidekickConfig::robin(30, 8).with_identifier_width(2);
+    /// let id = c.protocol.session.identifier.unwrap();
+    /// assert_eq!((id.width, id.offset), (2, -2));
+    /// ```
+    #[must_use]
+    pub fn with_identifier_width(mut self, bytes: u32) -> Self {
+        let spec = self
+            .protocol
+            .session
+            .identifier
+            .get_or_insert_with(IdentifierSpec::quic_default);
+        spec.width = bytes;
+        if spec.mode == sidekick_protocol::messages::IdentifierMode::Offset as i32 {
+            spec.offset = -(bytes as i32);
+        }
+        self
+    }
+
     /// Any session configuration with default engine settings.
     pub fn with_session(session: SessionConfig) -> Self {
         Self {

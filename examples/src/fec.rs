@@ -179,6 +179,15 @@ pub struct FecMetrics {
     pub latency_p99_ms: f64,
     /// 99th percentile per-packet latency (oldest data in the packet → arrival), ms.
     pub packet_latency_p99_ms: f64,
+    /// The same over the packets that arrived in order (after every lower-numbered packet
+    /// that arrived at all): the stream without its repairs.
+    pub packet_latency_in_order_p99_ms: f64,
+    /// Packets that arrived after a higher-numbered one: repairs (a proxy's retransmission or
+    /// the server's resend) or reordering. Without a repair such a packet never arrives and
+    /// counts in no packet latency; with one it counts late.
+    pub late_packets: u64,
+    /// Median latency of the late packets, ms.
+    pub late_packet_latency_p50_ms: f64,
     /// Total stall time, ms.
     pub stall_ms_total: f64,
     /// Number of stalls.
@@ -209,6 +218,10 @@ pub struct FecReceiver {
     frames: Vec<Option<FrameArrival>>,
     packets_seen: Vec<bool>,
     packet_latency: Vec<f64>,
+    /// Latencies of the packets that arrived in order, and of the late ones.
+    in_order_latency: Vec<f64>,
+    late_latency: Vec<f64>,
+    highest_seq: Option<u32>,
     nack: NackTracker,
     total: Option<u32>,
     counters: FecMetrics,
@@ -223,6 +236,9 @@ impl FecReceiver {
             frames: Vec::new(),
             packets_seen: Vec::new(),
             packet_latency: Vec::new(),
+            in_order_latency: Vec::new(),
+            late_latency: Vec::new(),
+            highest_seq: None,
             nack: NackTracker::new(cfg.nack_cap, cfg.initial_rtt),
             total: None,
             counters: FecMetrics::default(),
@@ -263,8 +279,14 @@ impl FecReceiver {
                 let frame_us = u64::try_from(self.cfg.frame.as_micros()).unwrap_or(u64::MAX);
                 let wall = wall_unix_us as f64;
                 // Oldest data in the packet started 2 frames before its generation time.
-                self.packet_latency
-                    .push((wall - (p.gen_unix_us as f64 - 2.0 * frame_us as f64)) / 1000.0);
+                let latency = (wall - (p.gen_unix_us as f64 - 2.0 * frame_us as f64)) / 1000.0;
+                self.packet_latency.push(latency);
+                if self.highest_seq.is_some_and(|h| k < h) {
+                    self.late_latency.push(latency);
+                } else {
+                    self.highest_seq = Some(k);
+                    self.in_order_latency.push(latency);
+                }
                 let mut nacks = Vec::new();
                 let first = k.saturating_sub(1);
                 for j in first..=k {
@@ -376,6 +398,9 @@ impl FecReceiver {
         m.latency_p50_ms = percentile(&lat, 50.0).unwrap_or(0.0);
         m.latency_p99_ms = percentile(&lat, 99.0).unwrap_or(0.0);
         m.packet_latency_p99_ms = percentile(&self.packet_latency, 99.0).unwrap_or(0.0);
+        m.packet_latency_in_order_p99_ms = percentile(&self.in_order_latency, 99.0).unwrap_or(0.0);
+        m.late_packets = self.late_latency.len() as u64;
+        m.late_packet_latency_p50_ms = percentile(&self.late_latency, 50.0).unwrap_or(0.0);
         m.stall_ms_total = p.stall_total.as_secs_f64() * 1000.0;
         m.stall_count = u64::from(p.stalls);
         m.frames_skipped = p.frames_skipped;
@@ -509,6 +534,10 @@ mod tests {
         // Packet latency: 40 + 50 = 90 ms except the retransmitted packet 3 (gen 60 ms, oldest
         // data from 20 ms, arrived 250 ms: 230 ms).
         assert_eq!(m.packet_latency_p99_ms, 230.0);
+        // Packet 3 arrived after packet 5: late (a repair); the in-order packets stay at 90 ms.
+        assert_eq!(m.late_packets, 1);
+        assert_eq!(m.late_packet_latency_p50_ms, 230.0);
+        assert_eq!(m.packet_latency_in_order_p99_ms, 90.0);
         // Availability (since gen of packet 0): f0 50, f1 90, f2 90, f3 250, f4 150, f5 150.
         // Playback starts at 90 with frames 0, 1, 2 buffered: fast-forward over frame 0; f1@90,
         // f2@110, f3 due 130 arrives 250 → stall 120 ms; at 250 frames 3, 4, 5 are buffered →

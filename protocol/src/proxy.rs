@@ -41,6 +41,11 @@ pub struct ProxyPolicy {
     /// accepted); requests with another width are refused with
     /// [`ConfigError::UnsupportedWidth`]. Default: 2, 4 and 8.
     pub identifier_widths: u32,
+    /// Identifier widths accepted for sessions that ask for Packrat, as the same bit set (a
+    /// proxy whose eACK engine takes fewer widths than its quACK engine refuses the others with
+    /// [`ConfigError::UnsupportedWidth`] rather than grant a session it cannot serve).
+    /// Default: 2, 4 and 8.
+    pub packrat_identifier_widths: u32,
     /// Tag length of frames the proxy sends.
     pub tag_len: TagLen,
     /// Cap on established sessions (least recently active evicted beyond it).
@@ -138,6 +143,7 @@ impl ProxyPolicy {
             max_symbols: 4096,
             max_cache_bytes: 4 * 1024 * 1024,
             identifier_widths: (1 << 2) | (1 << 4) | (1 << 8),
+            packrat_identifier_widths: (1 << 2) | (1 << 4) | (1 << 8),
             tag_len: TagLen::Short,
             max_sessions: 4096,
             max_half_open: 1024,
@@ -276,6 +282,17 @@ impl ProxyPolicy {
         }
         if c.robin.is_none() && c.packrat.is_none() {
             return Err(ConfigError::Unsupported);
+        }
+        if c.packrat.is_some()
+            && let Some(id) = &c.identifier
+            && self
+                .packrat_identifier_widths
+                .checked_shr(id.width)
+                .unwrap_or(0)
+                & 1
+                == 0
+        {
+            return Err(ConfigError::UnsupportedWidth(id.width));
         }
         if let Some(r) = c.robin.as_mut() {
             r.threshold = r.threshold.min(self.max_threshold.max(1));
@@ -593,5 +610,14 @@ mod tests {
         p.identifier_widths = 1 << 4;
         assert_eq!(p.negotiate(&wide), Err(ConfigError::UnsupportedWidth(8)));
         assert!(p.negotiate(&req).is_ok());
+        // Packrat's widths apply only to sessions that ask for Packrat.
+        let mut p = ProxyPolicy::new("127.0.0.1:7788".parse().unwrap());
+        p.packrat_identifier_widths = 1 << 4;
+        let mut narrow = req.clone();
+        narrow.identifier.as_mut().unwrap().width = 2;
+        assert_eq!(p.negotiate(&narrow), Err(ConfigError::UnsupportedWidth(2)));
+        narrow.packrat = None;
+        let granted = p.negotiate(&narrow).unwrap();
+        assert_eq!(granted.identifier.unwrap().width, 2);
     }
 }

@@ -110,10 +110,14 @@ pub struct Config {
     pub capture: Capture,
     /// Request virtio-net headers (GSO sizes, checksum state).
     pub vnet_hdr: bool,
-    /// Run PEMI (transparent mode, PEMI) on QUIC flows without a sidekick session. In bridge
-    /// mode it infers losses, retransmits and enforces its window by delaying replies; in sniff
-    /// mode the kernel forwards every packet, so only loss inference and retransmission remain.
-    pub pemi: bool,
+    /// Run PEMI (transparent mode, PEMI) on QUIC flows without a sidekick session, and as the
+    /// fallback of sessions that end or fail. Unset (the default) means on in bridge mode and
+    /// off in sniff mode ([`Config::pemi_on`]): in bridge mode it infers losses, retransmits,
+    /// hides the gaps it repaired and enforces its window by delaying replies (PEMI §4.5); in
+    /// sniff mode the kernel has forwarded every packet before PEMI sees it, so only loss
+    /// inference and retransmission remain, without the enforcement that keeps them fair, and it
+    /// must be asked for (`pemi = true`).
+    pub pemi: Option<bool>,
     /// PEMI's reply-length gap signal (our extension; `pemi::gap`): on by default; off leaves
     /// PEMI to the paper's timing-only inference (PEMI §4.2–4.3).
     pub pemi_gap_signal: bool,
@@ -180,7 +184,7 @@ impl Default for Config {
             ring_retire_ms: 1,
             capture: Capture::Auto,
             vnet_hdr: true,
-            pemi: false,
+            pemi: None,
             pemi_gap_signal: true,
             pemi_trace: None,
             packrat_retx_budget_percent: crate::packrat::DEFAULT_RETX_BUDGET_PERCENT,
@@ -202,6 +206,23 @@ fn port_plus(a: SocketAddr, k: usize) -> SocketAddr {
     let port = usize::from(a.port()) + k;
     SocketAddr::new(a.ip(), u16::try_from(port).unwrap_or(u16::MAX))
 }
+
+/// Keys a running proxy applies when it reloads its configuration file (SIGHUP); every other
+/// key needs a restart ([`Config::reload_changes`], docs/proxy.md "Reloading the
+/// configuration"). They apply to what begins after the reload — negotiations, discoveries,
+/// new flows — and every session and flow already there is kept.
+pub const LIVE_KEYS: &[&str] = &[
+    "max_threshold",
+    "min_quack_interval_ms",
+    "max_symbols",
+    "max_cache_bytes",
+    "discovery_rate",
+    "discovery_burst",
+    "session_idle_timeout_s",
+    "packrat_retx_budget_percent",
+    "pemi",
+    "pemi_gap_signal",
+];
 
 /// Most capture workers (`workers`).
 pub const MAX_WORKERS: usize = 64;
@@ -442,14 +463,101 @@ impl Config {
         })
     }
 
+    /// Whether PEMI runs: `pemi` when set, else on in bridge mode and off in sniff mode.
+    pub fn pemi_on(&self) -> bool {
+        self.pemi.unwrap_or(self.mode == Mode::Bridge)
+    }
+
     /// The PEMI settings implied by `pemi` and `mode` (reply delays only in bridge mode).
     pub fn pemi_config(&self) -> Option<crate::pemi::PemiConfig> {
-        self.pemi.then(|| crate::pemi::PemiConfig {
+        self.pemi_on().then(|| crate::pemi::PemiConfig {
             enforce_delay: self.mode == Mode::Bridge,
             hold_on_gap: self.mode == Mode::Bridge,
             gap_signal: self.pemi_gap_signal,
             ..crate::pemi::PemiConfig::default()
         })
+    }
+
+    /// What a reload from `self` to `new` changes (SIGHUP, docs/proxy.md "Reloading the
+    /// configuration"): the [`LIVE_KEYS`] whose values differ. A reload that changes any other
+    /// key is refused with an error naming those keys: they shape sockets, threads, tables or
+    /// rings made at start, and need a restart.
+    pub fn reload_changes(&self, new: &Config) -> Result<Vec<&'static str>, ConfigError> {
+        let mut live = Vec::new();
+        let mut restart: Vec<&'static str> = Vec::new();
+        for ((key, a, _), (_, b, _)) in self.numeric_keys().into_iter().zip(new.numeric_keys()) {
+            if a != b {
+                if LIVE_KEYS.contains(&key) {
+                    live.push(key);
+                } else {
+                    restart.push(key);
+                }
+            }
+        }
+        if self.pemi != new.pemi {
+            live.push("pemi");
+        }
+        if self.pemi_gap_signal != new.pemi_gap_signal {
+            live.push("pemi_gap_signal");
+        }
+        let others: [(&'static str, bool); 18] = [
+            ("mode", self.mode == new.mode),
+            ("interface", self.interface == new.interface),
+            ("faces", self.faces == new.faces),
+            (
+                "client_interface",
+                self.client_interface == new.client_interface,
+            ),
+            (
+                "server_interface",
+                self.server_interface == new.server_interface,
+            ),
+            (
+                "sidekick_listen",
+                self.sidekick_listen == new.sidekick_listen,
+            ),
+            (
+                "sidekick_advertise",
+                self.sidekick_advertise == new.sidekick_advertise,
+            ),
+            ("metrics_listen", self.metrics_listen == new.metrics_listen),
+            ("log", self.log == new.log),
+            (
+                "track_unassisted",
+                self.track_unassisted == new.track_unassisted,
+            ),
+            ("capture", self.capture == new.capture),
+            ("vnet_hdr", self.vnet_hdr == new.vnet_hdr),
+            ("pemi_trace", self.pemi_trace == new.pemi_trace),
+            ("fail_open", self.fail_open == new.fail_open),
+            (
+                "fail_open_bridge",
+                self.fail_open_bridge == new.fail_open_bridge,
+            ),
+            (
+                "handshake_rescue",
+                self.handshake_rescue == new.handshake_rescue,
+            ),
+            ("workers", self.worker_count() == new.worker_count()),
+            #[cfg(feature = "testing")]
+            ("lie", self.lie == new.lie),
+            #[cfg(not(feature = "testing"))]
+            ("lie", true),
+        ];
+        restart.extend(others.iter().filter(|(_, same)| !same).map(|(k, _)| *k));
+        restart.dedup();
+        if restart.is_empty() {
+            Ok(live)
+        } else {
+            Err(ConfigError::Invalid(format!(
+                "{} cannot change while running (restart the proxy)",
+                restart
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
     }
 
     /// The flow idle timeout.
@@ -498,8 +606,38 @@ mod tests {
     }
 
     #[test]
+    fn reload_changes_name_live_and_restart_keys() {
+        let old = Config::from_toml("interface = \"eth0\"\nmax_threshold = 64").unwrap();
+        let new = Config::from_toml(
+            "interface = \"eth0\"\nmax_threshold = 8\npemi = true\ndiscovery_rate = 10",
+        )
+        .unwrap();
+        assert_eq!(
+            old.reload_changes(&new).unwrap(),
+            vec!["max_threshold", "discovery_rate", "pemi"]
+        );
+        assert!(old.reload_changes(&old).unwrap().is_empty());
+        let moved = Config::from_toml("interface = \"eth1\"\nshards = 8").unwrap();
+        let e = old.reload_changes(&moved).unwrap_err().to_string();
+        assert!(e.contains("`shards`") && e.contains("`interface`"), "{e}");
+        for k in LIVE_KEYS {
+            assert!(
+                old.numeric_keys().iter().any(|(n, _, _)| n == k)
+                    || ["pemi", "pemi_gap_signal"].contains(k),
+                "{k}"
+            );
+        }
+    }
+
+    #[test]
     fn pemi_switch_and_mode() {
+        // The default follows the mode: on where PEMI can enforce its window (bridge), off
+        // where it cannot (sniff); an explicit value wins either way.
         assert!(Config::default().pemi_config().is_none());
+        let c = Config::from_toml("mode = \"bridge\"").unwrap();
+        assert!(c.pemi_config().unwrap().enforce_delay);
+        let c = Config::from_toml("mode = \"bridge\"\npemi = false").unwrap();
+        assert!(c.pemi_config().is_none());
         let c = Config::from_toml("pemi = true").unwrap();
         assert!(!c.pemi_config().unwrap().enforce_delay);
         assert!(!c.pemi_config().unwrap().hold_on_gap);

@@ -158,6 +158,9 @@ impl Retired {
                 if let Some(p) = &s.packrat {
                     self.packrat.add(&p.counters);
                 }
+                if let Some(f) = &s.fallback {
+                    self.pemi.add(&f.stats);
+                }
             }
         }
     }
@@ -279,6 +282,14 @@ impl<S: SessionLayer> ProxyCore<S> {
     pub fn with_pemi(mut self, cfg: Option<PemiConfig>) -> Self {
         self.pemi = cfg;
         self
+    }
+
+    /// Change the PEMI settings of a running core (a configuration reload): flows that begin
+    /// from now on get engines with `cfg` (none when `None`); PEMI engines already running keep
+    /// theirs, and with PEMI off a session's suspended engine retires instead of taking its
+    /// flow back.
+    pub fn set_pemi(&mut self, cfg: Option<PemiConfig>) {
+        self.pemi = cfg;
     }
 
     /// The flow table.
@@ -455,6 +466,9 @@ impl<S: SessionLayer> ProxyCore<S> {
             }
             Assistance::Session(assist) => {
                 let sid = assist.id;
+                if let Some(p) = assist.fallback.as_mut() {
+                    p.observe(now, dir, payload);
+                }
                 // A private copy with the checksum filled in, only when a copy may be cached or
                 // injected.
                 let needs_copy =

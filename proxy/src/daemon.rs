@@ -72,7 +72,11 @@ pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<Protoco
 
 /// Serve the workers' merged counters as Prometheus metrics on `listener` from a background
 /// thread; `per_worker` frames counters are added with a `worker` label.
-fn spawn_metrics(listener: TcpListener, slots: Arc<Mutex<Vec<Counters>>>) -> anyhow::Result<()> {
+fn spawn_metrics(
+    listener: TcpListener,
+    slots: Arc<Mutex<Vec<Counters>>>,
+    reloads: Arc<Reloads>,
+) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
@@ -82,7 +86,18 @@ fn spawn_metrics(listener: TcpListener, slots: Arc<Mutex<Vec<Counters>>>) -> any
                 let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
-                let body = slots.lock().map(|v| render(&v)).unwrap_or_default();
+                let mut body = slots.lock().map(|v| render(&v)).unwrap_or_default();
+                body.push_str(
+                    "# HELP sidekick_config_reloads_total Configuration reloads (SIGHUP), by outcome.\n\
+                     # TYPE sidekick_config_reloads_total counter\n",
+                );
+                let _ = writeln!(
+                    body,
+                    "sidekick_config_reloads_total{{result=\"applied\"}} {}\n\
+                     sidekick_config_reloads_total{{result=\"refused\"}} {}",
+                    reloads.applied.load(Ordering::Relaxed),
+                    reloads.refused.load(Ordering::Relaxed)
+                );
                 let _ = write!(
                     s,
                     "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
@@ -124,21 +139,41 @@ const HOUSEKEEPING: Duration = Duration::from_secs(1);
 /// the service (a hung process is noticed sooner: nothing feeds the watchdog at all).
 const WORKER_HANG: Duration = Duration::from_secs(2);
 
+/// The configuration the workers run: a generation number, bumped by each applied reload, and
+/// the configuration itself. Each worker compares the generation once per turn (at least every
+/// 100 ms) and applies a newer configuration to its own core.
+struct Shared {
+    generation: AtomicU64,
+    config: Mutex<Config>,
+    workers: usize,
+}
+
 /// A worker's loop until `stop`: turns, each with a heartbeat (ms since `origin`) in
-/// `beats[k]`, and once a second its counters into `slots[k]`.
+/// `beats[k]`, and once a second its counters into `slots[k]`; a reloaded configuration in
+/// `shared` is applied between turns.
 fn work(
     mut w: Worker,
     stop: &AtomicBool,
     slots: &Mutex<Vec<Counters>>,
     beats: &[AtomicU64],
     origin: Instant,
+    shared: &Shared,
 ) -> anyhow::Result<()> {
     let fds = w.fds();
     let mut last_housekeeping = Instant::now();
+    let mut generation = shared.generation.load(Ordering::Acquire);
     while !stop.load(Ordering::Relaxed) {
         let wait = w.wait_ms(Instant::now());
         poll_readable(&fds, wait).context("poll")?;
         let now = Instant::now();
+        let g = shared.generation.load(Ordering::Acquire);
+        if g != generation
+            && let Ok(cfg) = shared.config.lock()
+        {
+            generation = g;
+            w.reload(&cfg, shared.workers);
+            tracing::debug!(worker = w.index, generation, "configuration applied");
+        }
         w.turn(now);
         beat(&w, beats, origin, now);
         if now.saturating_duration_since(last_housekeeping) >= HOUSEKEEPING {
@@ -173,7 +208,58 @@ fn beat(w: &Worker, beats: &[AtomicU64], origin: Instant, now: Instant) {
     }
 }
 
-/// Run the proxy until SIGINT/SIGTERM.
+/// Reads the configuration again (the file and the command line) for a reload.
+pub type Reloader = dyn Fn() -> anyhow::Result<Config>;
+
+/// Outcomes of configuration reloads, exported as `sidekick_config_reloads_total{result}`.
+#[derive(Default)]
+struct Reloads {
+    applied: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// Run the proxy until SIGINT/SIGTERM, without reloads (SIGHUP is logged and ignored).
+pub fn run(cfg: &Config) -> anyhow::Result<()> {
+    run_reloading(cfg, None)
+}
+
+/// SIGHUP: read the configuration again with `reload` and hand its live keys to the workers,
+/// or refuse it (unreadable, invalid, or changing a key that needs a restart) and keep the old
+/// one. Returns the configuration in force.
+fn on_sighup(
+    current: Config,
+    reload: Option<&Reloader>,
+    shared: &Shared,
+    reloads: &Reloads,
+) -> Config {
+    let Some(reload) = reload else {
+        tracing::warn!("SIGHUP: no configuration file to reload");
+        return current;
+    };
+    let checked = reload().and_then(|new| {
+        let changed = current.reload_changes(&new)?;
+        Ok((new, changed))
+    });
+    match checked {
+        Ok((new, changed)) => {
+            reloads.applied.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut c) = shared.config.lock() {
+                c.clone_from(&new);
+            }
+            shared.generation.fetch_add(1, Ordering::Release);
+            tracing::info!(changed = ?changed, "configuration reloaded");
+            new
+        }
+        Err(e) => {
+            reloads.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %format!("{e:#}"), "configuration reload refused; the running configuration is kept");
+            current
+        }
+    }
+}
+
+/// Run the proxy until SIGINT/SIGTERM; SIGHUP reloads the configuration through `reload`
+/// (docs/proxy.md "Reloading the configuration").
 ///
 /// Every socket of every worker is opened first ([`Worker::open`]); then the process gives up
 /// all its capabilities (they are needed only to create AF_PACKET sockets, and capabilities are
@@ -181,7 +267,7 @@ fn beat(w: &Worker, beats: &[AtomicU64], origin: Instant, now: Instant) {
 /// sets), starts the workers (worker 0 on a thread like the others), tells the service manager
 /// it is ready (`READY=1`, [`Notifier`]) and feeds its watchdog while every worker's heartbeat
 /// is fresh. SIGINT/SIGTERM stop every worker.
-pub fn run(cfg: &Config) -> anyhow::Result<()> {
+pub fn run_reloading(cfg: &Config, reload: Option<&Reloader>) -> anyhow::Result<()> {
     let signals = StopSignals::new().context("block SIGINT/SIGTERM")?;
     let mut notifier = Notifier::from_env().context("NOTIFY_SOCKET")?;
     let n = cfg.worker_count();
@@ -208,20 +294,28 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
     crate::sys::caps::restrict_to(&[]).context("drop capabilities")?;
     tracing::info!("capabilities dropped");
     let slots = Arc::new(Mutex::new(vec![Counters::default(); n]));
+    let reloads = Arc::new(Reloads::default());
     if let Some(l) = metrics_listener {
-        spawn_metrics(l, Arc::clone(&slots))?;
+        spawn_metrics(l, Arc::clone(&slots), Arc::clone(&reloads))?;
     }
+    let shared = Arc::new(Shared {
+        generation: AtomicU64::new(0),
+        config: Mutex::new(cfg.clone()),
+        workers: n,
+    });
+    let mut current = cfg.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let beats: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
     let origin = Instant::now();
     let mut handles = Vec::with_capacity(n);
     for w in workers {
         let (stop, slots, beats) = (Arc::clone(&stop), Arc::clone(&slots), Arc::clone(&beats));
+        let shared = Arc::clone(&shared);
         let name = format!("worker-{}", w.index);
         handles.push(
             std::thread::Builder::new()
                 .name(name)
-                .spawn(move || work(w, &stop, &slots, &beats, origin))
+                .spawn(move || work(w, &stop, &slots, &beats, origin, &shared))
                 .context("spawn worker")?,
         );
     }
@@ -248,6 +342,10 @@ pub fn run(cfg: &Config) -> anyhow::Result<()> {
         if poll_readable(&[signals.fd()], 50).context("poll")?[0]
             && let Some(sig) = signals.pending()
         {
+            if sig == libc::SIGHUP {
+                current = on_sighup(current, reload, &shared, &reloads);
+                continue;
+            }
             tracing::info!(signal = sig, "stopping");
             break;
         }

@@ -121,7 +121,8 @@ struct Cli {
     /// Request virtio-net headers (true/false).
     #[arg(long)]
     vnet_hdr: Option<bool>,
-    /// Run PEMI on QUIC flows without a sidekick session (true/false).
+    /// Run PEMI on QUIC flows without a sidekick session and as the fallback of sessions that
+    /// end or fail (true/false; default: on in bridge mode, off in sniff mode).
     #[arg(long)]
     pemi: Option<bool>,
     /// PEMI's reply-length gap signal (true/false; on by default, off = timing-only inference).
@@ -209,7 +210,6 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         ring_retire_ms,
         capture,
         vnet_hdr,
-        pemi,
         pemi_gap_signal,
         packrat_retx_budget_percent,
         handshake_rescue,
@@ -225,6 +225,9 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
     }
     if cli.metrics_listen.is_some() {
         cfg.metrics_listen = cli.metrics_listen;
+    }
+    if cli.pemi.is_some() {
+        cfg.pemi = cli.pemi;
     }
     if cli.pemi_trace.is_some() {
         cfg.pemi_trace.clone_from(&cli.pemi_trace);
@@ -263,5 +266,7 @@ fn main() -> anyhow::Result<()> {
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         return sidekick_proxy::supervisor::run(&cfg, args);
     }
-    sidekick_proxy::daemon::run(&cfg)
+    // SIGHUP reads the file and the flags again (flags still win).
+    let reload = move || load(&cli);
+    sidekick_proxy::daemon::run_reloading(&cfg, Some(&reload))
 }

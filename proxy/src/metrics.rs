@@ -56,6 +56,10 @@ pub struct Counters {
     pub sessions_refused: u64,
     /// Sessions ended.
     pub sessions_ended: u64,
+    /// Flows handed back to PEMI because their session ended (client Close).
+    pub pemi_fallbacks_ended: u64,
+    /// Flows handed back to PEMI because their session failed (expiry, eviction).
+    pub pemi_fallbacks_failed: u64,
     /// Capture drops reported by the kernel (ring full).
     pub capture_drops: u64,
     /// Frames whose kernel capture time was known (for the capture delay below).
@@ -136,6 +140,8 @@ impl Counters {
         add!(sessions_started);
         add!(sessions_refused);
         add!(sessions_ended);
+        add!(pemi_fallbacks_ended);
+        add!(pemi_fallbacks_failed);
         add!(capture_drops);
         add!(capture_delay_frames);
         add!(capture_delay_us_sum);
@@ -600,6 +606,20 @@ impl Counters {
         ];
         for (reason, v) in giveups {
             let _ = writeln!(s, "sidekick_pemi_giveups_total{{reason=\"{reason}\"}} {v}");
+        }
+        let _ = writeln!(
+            s,
+            "# HELP sidekick_pemi_fallbacks_total Flows handed back to PEMI when their session went, by why."
+        );
+        let _ = writeln!(s, "# TYPE sidekick_pemi_fallbacks_total counter");
+        for (reason, v) in [
+            ("session_ended", self.pemi_fallbacks_ended),
+            ("session_failed", self.pemi_fallbacks_failed),
+        ] {
+            let _ = writeln!(
+                s,
+                "sidekick_pemi_fallbacks_total{{reason=\"{reason}\"}} {v}"
+            );
         }
     }
 }

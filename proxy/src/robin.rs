@@ -16,9 +16,102 @@
 
 use std::time::{Duration, Instant};
 
-use quack::{IdSource, PowerSumQuack};
+use quack::{IdSource, PowerSumQuack, Width};
 
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
+
+/// A power-sum quACK over identifiers of one width: 16, 32 or 64 bits (Sidekick (NSDI '24) §3:
+/// `b` bits per identifier and per power sum; a quACK costs `(t + 1)·b/8` bytes plus its header,
+/// and two packets of one window collide with probability about `n²/2^(b+1)`). The width is the
+/// session's, negotiated in its `IdentifierSpec`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WidthQuack {
+    /// 2-byte identifiers.
+    U16(PowerSumQuack<u16>),
+    /// 4-byte identifiers (the default).
+    U32(PowerSumQuack<u32>),
+    /// 8-byte identifiers.
+    U64(PowerSumQuack<u64>),
+}
+
+macro_rules! each_width {
+    ($self:expr, $q:ident => $e:expr) => {
+        match $self {
+            WidthQuack::U16($q) => $e,
+            WidthQuack::U32($q) => $e,
+            WidthQuack::U64($q) => $e,
+        }
+    };
+}
+
+impl WidthQuack {
+    /// An empty quACK of `width` with threshold `t` (clamped to 1..=[`quack::MAX_THRESHOLD`]).
+    ///
+    /// ```
+    /// use quack::{IdSource, Width};
+    /// use sidekick_proxy::robin::WidthQuack;
+    /// let mut q = WidthQuack::new(Width::U16, 4);
+    /// assert!(q.insert_from(IdSource::Offset(-2), &[9, 9, 1, 2]));
+    /// assert_eq!((q.count(), q.width()), (1, Width::U16));
+    /// // Header (4 bytes) + count/last element + 4 power sums, 2 bytes each.
+    /// assert_eq!(q.to_bytes().len(), quack::wire::encoded_len::<u16>(4));
+    /// ```
+    pub fn new(width: Width, threshold: usize) -> Self {
+        let t = threshold.clamp(1, quack::MAX_THRESHOLD);
+        match width {
+            Width::U16 => Self::U16(PowerSumQuack::new(t)),
+            Width::U32 => Self::U32(PowerSumQuack::new(t)),
+            Width::U64 => Self::U64(PowerSumQuack::new(t)),
+        }
+    }
+
+    /// The identifier width.
+    pub fn width(&self) -> Width {
+        match self {
+            Self::U16(_) => Width::U16,
+            Self::U32(_) => Width::U32,
+            Self::U64(_) => Width::U64,
+        }
+    }
+
+    /// Identifiers inserted (modulo 2^32, as on the wire).
+    pub fn count(&self) -> u32 {
+        each_width!(self, q => q.count())
+    }
+
+    /// The threshold `t`.
+    pub fn threshold(&self) -> usize {
+        each_width!(self, q => q.threshold())
+    }
+
+    /// Forget every identifier (a new epoch).
+    pub fn clear(&mut self) {
+        each_width!(self, q => q.clear());
+    }
+
+    /// The wire form (quack::wire; the header names the width).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        each_width!(self, q => q.to_bytes())
+    }
+
+    /// Insert the identifier `src` reads from `payload`; false when the payload is too short
+    /// to carry one.
+    #[inline]
+    pub fn insert_from(&mut self, src: IdSource, payload: &[u8]) -> bool {
+        each_width!(self, q => match src.extract(payload) {
+            Ok(id) => {
+                q.insert(id);
+                true
+            }
+            Err(_) => false,
+        })
+    }
+
+    /// Heap bytes of the power sums.
+    pub fn memory_bytes(&self) -> usize {
+        self.threshold() * self.width().bytes()
+    }
+}
 
 /// When Robin emits quACKs (Sidekick (NSDI '24) §4.2 "Protocol parameters").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +127,8 @@ pub struct RobinConfig {
     pub quack_on_gap_percent: u32,
     /// How to compute identifiers.
     pub id: IdSource,
+    /// Identifier width (2, 4 or 8 bytes, the session's `IdentifierSpec::width`).
+    pub width: Width,
 }
 
 impl Default for RobinConfig {
@@ -45,6 +140,7 @@ impl Default for RobinConfig {
             every: Duration::from_millis(30),
             quack_on_gap_percent: 0,
             id: IdSource::QUIC_DEFAULT,
+            width: Width::U32,
         }
     }
 }
@@ -126,7 +222,7 @@ impl RobinCounters {
 #[derive(Debug, Clone)]
 pub struct RobinEngine {
     cfg: RobinConfig,
-    quack: PowerSumQuack<u32>,
+    quack: WidthQuack,
     since_emit: u32,
     /// The next time-driven quACK; `None` while no packet arrived since the last slot (an idle
     /// flow has no timer, so idle sessions cost the core's timer index nothing).
@@ -146,10 +242,9 @@ pub struct RobinEngine {
 impl RobinEngine {
     /// A fresh engine; the first time-driven quACK is due one interval after `now`.
     pub fn new(cfg: RobinConfig, now: Instant) -> Self {
-        let threshold = cfg.threshold.clamp(1, 1024);
         Self {
             cfg,
-            quack: PowerSumQuack::new(threshold),
+            quack: WidthQuack::new(cfg.width, cfg.threshold),
             since_emit: 0,
             next_emit: (!cfg.every.is_zero()).then(|| now + cfg.every),
             last_slot: now,
@@ -160,7 +255,7 @@ impl RobinEngine {
     }
 
     /// The current quACK.
-    pub fn quack(&self) -> &PowerSumQuack<u32> {
+    pub fn quack(&self) -> &WidthQuack {
         &self.quack
     }
 
@@ -190,8 +285,7 @@ impl RobinEngine {
     /// Insert one identifier (the hot path).
     #[inline]
     pub fn insert_payload(&mut self, payload: &[u8]) -> bool {
-        if let Ok(id) = self.cfg.id.extract::<u32>(payload) {
-            self.quack.insert(id);
+        if self.quack.insert_from(self.cfg.id, payload) {
             self.since_emit += 1;
             self.counters.inserted += 1;
             true
@@ -266,7 +360,7 @@ impl FlowEngine for RobinEngine {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.quack.threshold() * 4 + std::mem::size_of::<Self>()
+        self.quack.memory_bytes() + std::mem::size_of::<Self>()
     }
 }
 
@@ -307,6 +401,7 @@ mod tests {
             every: Duration::ZERO,
             quack_on_gap_percent: 0,
             id: IdSource::QUIC_DEFAULT,
+            width: Width::U32,
         };
         let mut e = RobinEngine::new(cfg, now);
         let mut out = Vec::new();
@@ -398,6 +493,7 @@ mod tests {
             every: Duration::ZERO,
             quack_on_gap_percent: 150,
             id: IdSource::QUIC_DEFAULT,
+            width: Width::U32,
         }
     }
 
@@ -489,5 +585,80 @@ mod tests {
         );
         assert_eq!(paced(&mut e, t0, 0..30, &[10], |_| 0), Vec::<u32>::new());
         assert_eq!(e.counters.gap_quacks, 0);
+    }
+
+    /// The engine at each identifier width (Sidekick (NSDI '24) §3): it reads the datagram's
+    /// last `b` bytes, its quACK's header names the width, its power sums are that wide, and the
+    /// sender's quACK of the same width minus it names the missing datagram.
+    #[test]
+    fn quacks_at_every_identifier_width() {
+        fn at<T: quack::Identifier>(width: Width, id_of: fn(u64) -> T, wide: fn(T) -> u64) {
+            let now = Instant::now();
+            let b = width.bytes();
+            let cfg = RobinConfig {
+                threshold: 4,
+                every_packets: 6,
+                every: Duration::ZERO,
+                id: IdSource::Offset(-(b as isize)),
+                width,
+                ..RobinConfig::default()
+            };
+            let mut e = RobinEngine::new(cfg, now);
+            let mut sender = PowerSumQuack::<T>::new(4);
+            let mut ids = Vec::new();
+            let mut out = Vec::new();
+            for i in 0..7u64 {
+                let mut payload = vec![0x40u8; 20];
+                payload.extend_from_slice(&wide(id_of(i)).to_le_bytes()[..b]);
+                sender.insert(id_of(i));
+                ids.push(id_of(i));
+                if i == 3 {
+                    continue; // lost before the proxy
+                }
+                let f = build_udp_ipv4(
+                    "10.0.0.2:5000".parse().unwrap(),
+                    "10.9.9.9:443".parse().unwrap(),
+                    &payload,
+                    64,
+                );
+                let u = parse_frame(&f, LinkType::RawIp).unwrap();
+                let p = Packet {
+                    frame: &f,
+                    udp: &u,
+                    payload: u.payload(&f),
+                    whole_frame: true,
+                };
+                e.on_packet(now, Direction::FromClient, &p, &mut out);
+            }
+            let [Action::Message(Outgoing::Quack(bytes))] = out.as_slice() else {
+                panic!("one quACK after 6 packets: {out:?}");
+            };
+            assert_eq!(quack::peek_width(bytes).unwrap(), width);
+            assert_eq!(bytes.len(), quack::wire::encoded_len::<T>(4));
+            assert_eq!(e.quack().width(), width);
+            assert_eq!(e.memory_bytes(), 4 * b + std::mem::size_of::<RobinEngine>());
+            sender -= &PowerSumQuack::<T>::from_bytes(bytes).unwrap();
+            let lost: Vec<usize> = sender
+                .decode_with_log(&ids)
+                .unwrap()
+                .missing_indices()
+                .collect();
+            assert_eq!(lost, vec![3]);
+        }
+        at::<u16>(Width::U16, |i| 0x1234 + i as u16 * 0x0101, u64::from);
+        at::<u32>(
+            Width::U32,
+            |i| 0x1234_5678 + i as u32 * 0x0101_0101,
+            u64::from,
+        );
+        at::<u64>(
+            Width::U64,
+            |i| 0x1234_5678_9abc_def0 + i * 0x0101_0101_0101_0101,
+            |v| v,
+        );
+        // A payload shorter than the identifier is counted, not inserted.
+        let mut q = WidthQuack::new(Width::U64, 4);
+        assert!(!q.insert_from(IdSource::Offset(-8), &[1, 2, 3]));
+        assert_eq!(q.count(), 0);
     }
 }

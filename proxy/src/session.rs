@@ -74,11 +74,24 @@ pub enum SessionEvent<Id> {
         /// eack wire bytes.
         data: Vec<u8>,
     },
-    /// The session ended (client Close, expiry, eviction).
+    /// The session is gone: the client closed it, or it failed (expiry, eviction).
     Closed {
         /// Session.
         id: Id,
+        /// Why it went.
+        reason: CloseReason,
     },
+}
+
+/// Why a session left its flow (the flow is handed to PEMI either way when it has PEMI's
+/// engine; the reason is counted, `sidekick_pemi_fallbacks_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The client closed the session (a Close message).
+    Ended,
+    /// The session failed: no authentic client message for the session idle timeout, or the
+    /// proxy evicted or displaced it.
+    Failed,
 }
 
 /// Why the session layer refused something (counted by the core; never fatal).
@@ -170,10 +183,12 @@ const PENDING_CAP: usize = 1024;
 impl ProtocolSessions {
     /// Sessions under `policy`.
     pub fn new(mut policy: ProxyPolicy) -> Self {
-        // The engines take 4-byte identifiers ([`engines_from`]): other widths are refused at
+        // Robin's quACKs take 2-, 4- and 8-byte identifiers; Packrat's eACK engine takes 4-byte
+        // ones ([`engines_from`]): a session asking Packrat for another width is refused at
         // negotiation, so the client hears why and falls back, instead of a session without
         // engines.
-        policy.identifier_widths &= 1 << 4;
+        policy.identifier_widths &= (1 << 2) | (1 << 4) | (1 << 8);
+        policy.packrat_identifier_widths &= 1 << 4;
         Self {
             table: ProxySessionTable::new(policy),
             pending: VecDeque::new(),
@@ -225,6 +240,22 @@ impl ProtocolSessions {
         self.table.lie_in_echoes(lie);
     }
 
+    /// Apply the live keys of a reloaded configuration (`Config::LIVE_KEYS`): the limits on
+    /// what sessions may ask for, the discovery rate, the session idle timeout and the Packrat
+    /// retransmission budget. Sessions already established keep what they were granted; the
+    /// new limits apply to every later negotiation.
+    pub fn apply_limits(&mut self, cfg: &crate::config::Config) {
+        let p = self.table.policy_mut();
+        p.max_threshold = cfg.max_threshold;
+        p.min_quack_interval_ms = cfg.min_quack_interval_ms;
+        p.max_symbols = cfg.max_symbols;
+        p.max_cache_bytes = cfg.max_cache_bytes;
+        p.discovery_rate = cfg.discovery_rate;
+        p.discovery_burst = cfg.discovery_burst;
+        p.idle_timeout = Duration::from_secs(cfg.session_idle_timeout_s);
+        self.packrat_retx_budget_percent = cfg.packrat_retx_budget_percent;
+    }
+
     /// The underlying table.
     pub fn table(&self) -> &ProxySessionTable {
         &self.table
@@ -238,31 +269,40 @@ fn to_flow(b: BaseFlow) -> FlowKey {
     }
 }
 
-/// Map a negotiated protocol configuration to engine parameters. Identifiers are 32-bit in both
-/// engines (Packrat (CoNEXT '26) §5.2.1 default); other widths are refused.
+/// Map a negotiated protocol configuration to engine parameters. Robin's quACKs take 2-, 4- and
+/// 8-byte identifiers (Sidekick (NSDI '24) §3); Packrat's eACKs take 4-byte ones (Packrat
+/// (CoNEXT '26) §5.2.1's default), other widths with Packrat are refused.
 pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError> {
+    let width = match config.identifier.as_ref().map_or(4, |s| s.width) {
+        2 => quack::Width::U16,
+        4 => quack::Width::U32,
+        8 => quack::Width::U64,
+        w => {
+            return Err(SessionError(format!(
+                "identifier width {w} not in {{2, 4, 8}}"
+            )));
+        }
+    };
+    if config.packrat.is_some() && width != quack::Width::U32 {
+        return Err(SessionError(format!(
+            "identifier width {} not supported by Packrat (4 only)",
+            width.bytes()
+        )));
+    }
     let id = match &config.identifier {
         None => IdSource::QUIC_DEFAULT,
-        Some(spec) => {
-            if spec.width != 4 {
-                return Err(SessionError(format!(
-                    "identifier width {} not supported (4 only)",
-                    spec.width
-                )));
+        Some(spec) => match IdentifierMode::try_from(spec.mode) {
+            Ok(IdentifierMode::Offset) => IdSource::Offset(spec.offset as isize),
+            Ok(IdentifierMode::KeyedHash) => {
+                let key: [u8; 16] = spec
+                    .hash_key
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| SessionError("hash key length".into()))?;
+                IdSource::KeyedHash(key)
             }
-            match IdentifierMode::try_from(spec.mode) {
-                Ok(IdentifierMode::Offset) => IdSource::Offset(spec.offset as isize),
-                Ok(IdentifierMode::KeyedHash) => {
-                    let key: [u8; 16] = spec
-                        .hash_key
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| SessionError("hash key length".into()))?;
-                    IdSource::KeyedHash(key)
-                }
-                Err(_) => return Err(SessionError("identifier mode".into())),
-            }
-        }
+            Err(_) => return Err(SessionError("identifier mode".into())),
+        },
     };
     let robin = config.robin.as_ref().map(|r| RobinConfig {
         threshold: r.threshold.max(1) as usize,
@@ -270,6 +310,7 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
         every: Duration::from_millis(u64::from(r.interval_ms)),
         quack_on_gap_percent: r.quack_on_gap_percent,
         id,
+        width,
     });
     let packrat = config.packrat.as_ref().map(|p| PackratConfig {
         local_symbols: (p.local_symbols as usize).clamp(1, eack::MAX_SYMBOLS),
@@ -311,7 +352,14 @@ fn map_event(ev: ProxyEvent) -> Result<SessionEvent<SessionId>, SessionError> {
         },
         ProxyEvent::Reset { id, epoch } => SessionEvent::Reset { id, epoch },
         ProxyEvent::Eack { id, epoch, data } => SessionEvent::Eack { id, epoch, data },
-        ProxyEvent::Closed { id } | ProxyEvent::Expired { id, .. } => SessionEvent::Closed { id },
+        ProxyEvent::Closed { id } => SessionEvent::Closed {
+            id,
+            reason: CloseReason::Ended,
+        },
+        ProxyEvent::Expired { id, .. } => SessionEvent::Closed {
+            id,
+            reason: CloseReason::Failed,
+        },
         _ => SessionEvent::Nothing,
     })
 }
@@ -453,6 +501,15 @@ impl StaticSessions {
         id
     }
 
+    /// End session `id` for `reason` (delivered at the next core timeout): its flow leaves the
+    /// session, and goes to PEMI when it has PEMI's engine.
+    pub fn close(&mut self, id: u64, reason: CloseReason) {
+        if self.targets.remove(&id).is_some() {
+            self.epochs.remove(&id);
+            self.events.push_back(SessionEvent::Closed { id, reason });
+        }
+    }
+
     /// Queue an eACK from the client of session `id` (delivered at the next core timeout).
     pub fn eack(&mut self, id: u64, data: Vec<u8>) {
         let epoch = self.epochs.get(&id).copied().unwrap_or(0);
@@ -523,5 +580,59 @@ impl SessionLayer for StaticSessions {
             sessions: self.targets.len() as u64,
             ..SessionStats::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sidekick_protocol::messages::{IdentifierSpec, PackratConfig as WirePackrat};
+
+    fn spec(width: u32) -> IdentifierSpec {
+        IdentifierSpec {
+            width,
+            offset: -(width as i32),
+            ..IdentifierSpec::quic_default()
+        }
+    }
+
+    #[test]
+    fn engines_take_the_negotiated_identifier_width() {
+        let mut c = SessionConfig {
+            robin: Some(sidekick_protocol::messages::RobinConfig {
+                interval_ms: 30,
+                interval_packets: 0,
+                threshold: 8,
+                quack_on_gap_percent: 0,
+            }),
+            packrat: None,
+            identifier: None,
+        };
+        // No spec: the QUIC default, 4 bytes.
+        let e = engines_from(&c).unwrap();
+        assert_eq!(e.robin.unwrap().width, quack::Width::U32);
+        for (w, want) in [
+            (2, quack::Width::U16),
+            (4, quack::Width::U32),
+            (8, quack::Width::U64),
+        ] {
+            c.identifier = Some(spec(w));
+            let r = engines_from(&c).unwrap().robin.unwrap();
+            assert_eq!((r.width, r.id), (want, IdSource::Offset(-(w as isize))));
+        }
+        // Packrat's eACKs take 4 bytes only.
+        c.packrat = Some(WirePackrat {
+            eack_interval_ms: 10,
+            eack_interval_packets: 16,
+            local_symbols: 160,
+            cache_capacity_bytes: 48_000,
+            reorder_delay_ms: 30,
+            multicast_group: Vec::new(),
+        });
+        assert!(engines_from(&c).is_err());
+        c.identifier = Some(spec(4));
+        assert!(engines_from(&c).unwrap().packrat.is_some());
+        c.identifier = Some(spec(3));
+        assert!(engines_from(&c).is_err());
     }
 }

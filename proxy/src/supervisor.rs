@@ -231,6 +231,13 @@ pub fn run(cfg: &Config, worker_args: Vec<OsString>) -> anyhow::Result<()> {
         if ready[0]
             && let Some(sig) = signals.pending()
         {
+            if sig == libc::SIGHUP {
+                // The worker runs the cores: it reloads the configuration.
+                if let Some(w) = &worker {
+                    let _ = send_signal(w.child.id(), libc::SIGHUP);
+                }
+                continue;
+            }
             tracing::info!(signal = sig, "stopping");
             break;
         }

@@ -570,14 +570,16 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<bool>> {
     Ok(p.iter().map(|x| x.revents & libc::POLLIN != 0).collect())
 }
 
-/// SIGINT/SIGTERM delivered through a file descriptor (signalfd): the signals are blocked for
-/// the calling thread and every thread it spawns afterwards, so no handler or global flag exists.
+/// SIGINT/SIGTERM (stop) and SIGHUP (reload the configuration) delivered through a file
+/// descriptor (signalfd): the signals are blocked for the calling thread and every thread it
+/// spawns afterwards, so no handler or global flag exists.
 pub struct StopSignals {
     fd: RawFd,
 }
 
 impl StopSignals {
-    /// Block SIGINT and SIGTERM and open a signalfd for them. Call before spawning threads.
+    /// Block SIGINT, SIGTERM and SIGHUP and open a signalfd for them. Call before spawning
+    /// threads.
     pub fn new() -> io::Result<Self> {
         // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it; pthread_sigmask
         // and signalfd get valid pointers to it.
@@ -586,6 +588,7 @@ impl StopSignals {
             libc::sigemptyset(&raw mut set);
             libc::sigaddset(&raw mut set, libc::SIGINT);
             libc::sigaddset(&raw mut set, libc::SIGTERM);
+            libc::sigaddset(&raw mut set, libc::SIGHUP);
             let r = libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
             if r != 0 {
                 return Err(io::Error::from_raw_os_error(r));
@@ -604,7 +607,7 @@ impl StopSignals {
         self.fd
     }
 
-    /// The pending stop signal, if any.
+    /// The pending signal (SIGINT, SIGTERM or SIGHUP), if any.
     pub fn pending(&self) -> Option<i32> {
         let mut buf = [0u8; 128];
         // SAFETY: reading into a buffer of the size passed; signalfd_siginfo is 128 bytes.

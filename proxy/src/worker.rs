@@ -141,6 +141,14 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// Apply a reloaded configuration's live keys (`config::LIVE_KEYS`) to this worker's core,
+    /// taking the worker's share of `cfg` (`Config::for_worker`); sessions and flows are kept.
+    pub fn reload(&mut self, cfg: &Config, n: usize) {
+        let own = cfg.for_worker(self.index, n);
+        self.core.sessions_mut().apply_limits(&own);
+        self.core.set_pemi(own.pemi_config());
+    }
+
     /// Opens worker `k` of `n`'s sockets for `cfg` (the whole configuration; the worker takes
     /// its share with [`Config::for_worker`]). Needs CAP_NET_RAW; call every worker's `open`
     /// before dropping capabilities. With `n > 1` the capture sockets join the fanout groups,

@@ -680,3 +680,94 @@ fn sdk_client_reconfigures_its_session_mid_flow() {
     assert_eq!(st.inconsistent_quacks, 0, "{st:?}");
     assert!(c.is_active());
 }
+
+/// Robin at each identifier width the protocol negotiates (2, 4, 8 bytes; Sidekick (NSDI '24)
+/// §3): an SDK client on real sockets asks the real proxy for `width`-byte identifiers, uploads
+/// datagrams whose last `width` bytes differ, and "sends" one that never leaves (a loss before
+/// the proxy). The proxy's quACKs, at that width, decode against the client's log: that datagram
+/// and only it is a near loss.
+#[test]
+fn sdk_client_robin_at_each_identifier_width() {
+    use sidekick::session::{SdkEvent, SidekickClient, SidekickConfig, Transmit};
+    if !lab() {
+        return;
+    }
+    let Some(_topo) = setup() else { return };
+    let server: SocketAddr = "10.222.241.2:4433".parse().unwrap();
+    for (k, width) in [2u32, 4, 8].into_iter().enumerate() {
+        let port = 41_500 + 10 * k as u16;
+        let base = UdpSocket::bind(("10.222.240.2", port)).unwrap();
+        let sk = UdpSocket::bind(("10.222.240.2", port + 1)).unwrap();
+        for s in [&base, &sk] {
+            s.set_read_timeout(Some(Duration::from_millis(2))).unwrap();
+        }
+        let cfg = SidekickConfig::robin(5, 8).with_identifier_width(width);
+        let mut c = SidekickClient::new(cfg);
+        c.set_base_peer(server);
+        c.start(Instant::now()).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut losses = Vec::new();
+        let mut pump = |c: &mut SidekickClient, dur: Duration, losses: &mut Vec<u64>| {
+            let end = Instant::now() + dur;
+            while Instant::now() < end {
+                let now = Instant::now();
+                while let Some(t) = c.poll_transmit() {
+                    match t {
+                        Transmit::Base(b) => {
+                            base.send_to(&b, server).unwrap();
+                        }
+                        Transmit::Sidekick(a, b) => {
+                            sk.send_to(&b, a).unwrap();
+                        }
+                    }
+                }
+                if let Ok((n, from)) = sk.recv_from(&mut buf) {
+                    c.on_sidekick_datagram(now, from, &buf[..n]);
+                }
+                // The discovery reply comes on the base path.
+                if let Ok((n, _)) = base.recv_from(&mut buf) {
+                    c.on_base_received(now, buf[..n].to_vec());
+                }
+                if c.poll_timeout().is_some_and(|t| t <= now) {
+                    c.handle_timeout(now);
+                }
+                while let Some(ev) = c.poll_event() {
+                    if let SdkEvent::NearLoss(l) = ev {
+                        losses.push(l.id);
+                    }
+                }
+            }
+        };
+        for _ in 0..60 {
+            pump(&mut c, Duration::from_millis(50), &mut losses);
+            if c.is_active() {
+                break;
+            }
+        }
+        assert!(c.is_active(), "width {width}: no session:\n{}", metrics());
+        assert_eq!(
+            c.session_config()
+                .and_then(|s| s.identifier.clone())
+                .map(|i| i.width),
+            Some(width)
+        );
+        // Identifiers: the last `width` bytes, distinct in every byte position used.
+        let id_of =
+            |i: u64| 0x0101_0101_0101_0101u64.wrapping_mul(i + 7) & (u64::MAX >> (64 - 8 * width));
+        let lost = 12;
+        for i in 0..30u64 {
+            let mut p = vec![0x40u8; 200];
+            p.extend_from_slice(&id_of(i).to_le_bytes()[..width as usize]);
+            c.on_base_sent(Instant::now(), &p);
+            if i != lost {
+                base.send_to(&p, server).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        pump(&mut c, Duration::from_millis(400), &mut losses);
+        let st = c.stats();
+        assert!(st.quacks > 0, "width {width}: {st:?}\n{}", metrics());
+        assert_eq!(st.inconsistent_quacks, 0, "width {width}: {st:?}");
+        assert_eq!(losses, vec![id_of(lost)], "width {width}: {st:?}");
+    }
+}

@@ -1,6 +1,7 @@
 //! A flow assisted by PEMI that later opts into a sidekick session (Robin) switches engines: the
-//! PEMI engine is dropped, its counters stay in the totals, Robin quACKs the flow, and every base
-//! packet keeps the Forward verdict.
+//! PEMI engine is suspended as the session's fallback (`pemi_fallback.rs` hands it back), its
+//! counters stay in the totals, Robin quACKs the flow, and every base packet keeps the Forward
+//! verdict.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
@@ -135,9 +136,10 @@ fn pemi_flow_switches_to_robin_without_disruption() {
         "{events:?}"
     );
     let v = &core.flows().get(&key).unwrap().value.assistance;
-    // PEMI left the flow: its state is the session's engines.
+    // PEMI left the flow: its state is the session's engines, PEMI's engine waits beside them.
     let engines = v.session_engines().expect("a session on the flow");
     assert!(engines.robin.is_some());
+    assert!(engines.fallback.is_some());
     // PEMI's counters stay in the totals (the discovery packet still passed through PEMI before
     // the session attached).
     let at_switch = core.snapshot().pemi;

@@ -455,10 +455,74 @@ fn quacks_stop_at_the_client_quota() {
     assert_eq!(snap.messages_refused as usize, 100 - sent);
 }
 
-#[test]
-fn identifier_widths_the_engines_lack_are_refused_at_negotiation() {
+/// Robin at each identifier width the protocol negotiates (2, 4, 8 bytes; Sidekick (NSDI '24)
+/// §3): the quACK's header names the width, its power sums are that wide, and subtracting it
+/// from the sender's own quACK of the same width names exactly the datagram the proxy missed.
+fn robin_at_width<T: quack::Identifier>(width: u32) {
     let now = Instant::now();
     let mut cfg = robin_config();
+    let spec = cfg.identifier.as_mut().unwrap();
+    spec.width = width;
+    spec.offset = -(width as i32);
+    let mut lab = Lab::new(cfg);
+    lab.establish(now);
+    let payloads: Vec<Vec<u8>> = (0..11u64)
+        .map(|i| {
+            let mut p = vec![0x41u8; 40];
+            p.extend_from_slice(
+                &(0x0123_4567_89ab_0000 + i * 0x1_0001).to_le_bytes()[..width as usize],
+            );
+            p
+        })
+        .collect();
+    let mut sender = quack::PowerSumQuack::<T>::new(8);
+    let mut ids = Vec::new();
+    for (i, p) in payloads.iter().enumerate() {
+        let id: T = quack::IdSource::Offset(-(width as isize))
+            .extract(p)
+            .unwrap();
+        sender.insert(id);
+        ids.push(id);
+        // Datagram 4 is lost before the proxy.
+        if i != 4 {
+            lab.base_from_client(now, p);
+        }
+    }
+    lab.pump(now);
+    let last = lab
+        .events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            ClientEvent::Quack { data, .. } => Some(data.clone()),
+            _ => None,
+        })
+        .expect("a quACK");
+    assert_eq!(quack::peek_width(&last).unwrap().bytes(), width as usize);
+    assert_eq!(last.len(), quack::wire::encoded_len::<T>(8));
+    let proxy = quack::PowerSumQuack::<T>::from_bytes(&last).unwrap();
+    assert_eq!(proxy.count(), 10);
+    sender -= &proxy;
+    let missing: Vec<usize> = sender
+        .decode_with_log(&ids)
+        .unwrap()
+        .missing_indices()
+        .collect();
+    assert_eq!(missing, vec![4]);
+}
+
+#[test]
+fn robin_quacks_at_every_identifier_width() {
+    robin_at_width::<u16>(2);
+    robin_at_width::<u32>(4);
+    robin_at_width::<u64>(8);
+}
+
+#[test]
+fn identifier_widths_the_engines_lack_are_refused_at_negotiation() {
+    // Packrat's eACKs take 4-byte identifiers: a session asking for Packrat at 8 bytes is refused.
+    let now = Instant::now();
+    let mut cfg = packrat_config();
     cfg.identifier.as_mut().unwrap().width = 8;
     let mut lab = Lab::new(cfg);
     lab.client.start(now).unwrap();

@@ -18,6 +18,7 @@ static SkClient *robin_client(void) {
     CHECK_EQ(cfg.quack_threshold, 10);
     CHECK_EQ(cfg.quack_on_gap_percent, 0);
     CHECK_EQ(cfg.identifier.offset, -4);
+    CHECK_EQ(cfg.identifier.width, 4);
     SkClient *c = NULL;
     CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_OK);
     return c;
@@ -135,6 +136,22 @@ static void invalid_session_configurations_are_refused(void) {
     sk_client_free(c);
     c = NULL;
     CHECK_EQ(cfg.quack_on_gap_percent, 150);
+    /* Identifier widths: 2 and 8 are sessions the protocol negotiates, 3 is not a width. */
+    cfg.identifier.width = 2;
+    cfg.identifier.offset = -2;
+    CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_OK);
+    sk_client_free(c);
+    c = NULL;
+    cfg.identifier.width = 8;
+    cfg.identifier.offset = -8;
+    CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_OK);
+    sk_client_free(c);
+    c = NULL;
+    cfg.identifier.width = 3;
+    CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_INVALID_ARGUMENT);
+    CHECK(c == NULL);
+    cfg.identifier.width = 4;
+    cfg.identifier.offset = -4;
     cfg.robin = 0; /* neither mode */
     CHECK_EQ(sk_client_new(&cfg, &c), SK_STATUS_INVALID_ARGUMENT);
     CHECK(c == NULL);

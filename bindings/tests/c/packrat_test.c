@@ -154,6 +154,11 @@ static void datagrams_without_packet_numbers_pass_straight_through(void) {
     c.identifier.mode = 7;
     CHECK_EQ(sk_packrat_new(&c, &bad), SK_STATUS_INVALID_ARGUMENT);
     CHECK(bad == NULL);
+    /* Packrat's eACKs take 4-byte identifiers only. */
+    sk_packrat_config_default(&c);
+    c.identifier.width = 8;
+    CHECK_EQ(sk_packrat_new(&c, &bad), SK_STATUS_INVALID_ARGUMENT);
+    CHECK(bad == NULL);
     sk_packrat_free(p);
 }
 

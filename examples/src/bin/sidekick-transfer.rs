@@ -158,6 +158,10 @@ struct SidekickArgs {
     /// Discovery requests before falling back to end to end (no proxy).
     #[arg(long, value_name = "N", default_value_t = 4)]
     sidekick_discovery_attempts: u32,
+    /// Identifier width in bytes: 2, 4 or 8 (Sidekick (NSDI '24) §3; the datagram's last N
+    /// bytes). The proxy's Packrat takes 4 only.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["2", "4", "8"]), |s: String| s.parse::<u32>().unwrap_or(4)))]
+    sidekick_id_bytes: u32,
 }
 
 impl SidekickArgs {
@@ -173,6 +177,7 @@ impl SidekickArgs {
             cache_bytes: self.sidekick_cache_bytes,
             reorder_ms: self.sidekick_reorder_ms,
             selective: self.sidekick_selective,
+            id_bytes: self.sidekick_id_bytes,
             eack_inflight: self.sidekick_eack_inflight,
             discovery_retry_ms: self.sidekick_discovery_retry_ms,
             discovery_attempts: self.sidekick_discovery_attempts,

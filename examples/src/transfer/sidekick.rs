@@ -58,6 +58,9 @@ pub struct SidekickParams {
     pub discovery_retry_ms: u32,
     /// Discovery requests sent before falling back (no proxy).
     pub discovery_attempts: u32,
+    /// Identifier width in bytes (2, 4 or 8; Sidekick (NSDI '24) §3): the last `id_bytes`
+    /// bytes of each datagram.
+    pub id_bytes: u32,
 }
 
 impl Default for SidekickParams {
@@ -76,6 +79,7 @@ impl Default for SidekickParams {
             eack_inflight: 16,
             discovery_retry_ms: 250,
             discovery_attempts: 4,
+            id_bytes: 4,
         }
     }
 }
@@ -148,6 +152,9 @@ impl SidekickParams {
         };
         c.protocol.discovery_retry = Duration::from_millis(u64::from(self.discovery_retry_ms));
         c.protocol.discovery_attempts = self.discovery_attempts.max(1);
+        if self.id_bytes != 4 {
+            c = c.with_identifier_width(self.id_bytes);
+        }
         c
     }
 }
@@ -194,6 +201,15 @@ pub struct SidekickCounters {
     pub eack_symbols: u64,
     /// Near-segment losses Robin detected (reordering rule + time rule).
     pub losses_detected: u64,
+    /// Robin: quACKs that did not decode (more than `t` missing, or power sums inconsistent
+    /// with the log).
+    pub quack_undecodable: u64,
+    /// Robin: bytes of the well-formed quACKs received.
+    pub quack_bytes: u64,
+    /// Robin: identifier collisions inside decoded quACKs (indeterminate groups).
+    pub quack_collisions: u64,
+    /// Identifier width of the session, bytes.
+    pub id_bytes: u32,
     /// quinn: near-segment losses applied to PACUBIC (`SharedSignals::quack_events_applied`).
     pub cc_events: u64,
     /// Early retransmissions the SDK sent (Robin: identical copies of datagrams a quACK shows
@@ -270,6 +286,13 @@ impl SidekickCounters {
             eacks_sent: st.eacks_sent,
             eack_symbols: packrat.eack_symbols,
             losses_detected: robin.lost_by_reordering + robin.lost_by_time,
+            quack_undecodable: robin.undecodable,
+            quack_bytes: robin.quack_bytes,
+            quack_collisions: robin.indeterminate,
+            id_bytes: c
+                .session_config()
+                .and_then(|s| s.identifier.as_ref())
+                .map_or(4, |i| i.width),
             cc_events,
             retransmissions: st.retransmissions,
             held: packrat.held,

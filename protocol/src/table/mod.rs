@@ -296,6 +296,13 @@ impl ProxySessionTable {
     pub fn policy(&self) -> &ProxyPolicy {
         &self.policy
     }
+
+    /// The policy, mutably: a running proxy changes its limits (a configuration reload).
+    /// Changes apply to later requests (negotiation limits, discovery rates, idle timeout);
+    /// nothing already granted is revisited.
+    pub fn policy_mut(&mut self) -> &mut ProxyPolicy {
+        &mut self.policy
+    }
     /// Counters (refusal counters include sessions already removed).
     pub fn stats(&self) -> TableStats {
         let mut s = self.stats;

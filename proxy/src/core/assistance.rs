@@ -6,10 +6,19 @@
 //!
 //! ```text
 //!   Unassisted ──client Initial, PEMI on──▶ Pemi
-//!   Unassisted | Pemi ──session established on the flow──▶ Session
-//!   Session ──session closed or idle──▶ Unassisted
+//!   Unassisted ──session established on the flow──▶ Session
+//!   Pemi ──session established on the flow──▶ Session (PEMI's engine suspended as its fallback)
+//!   Session with a fallback ──session ended or failed──▶ Pemi (the engine resumes)
+//!   Session without one ──session ended or failed──▶ Unassisted
 //!   any ──flow idle for the idle timeout──▶ (removed)
 //! ```
+//!
+//! PEMI is the fallback of a session (docs/proxy.md, "PEMI as the fallback"): a flow PEMI
+//! assisted before its client opened a session goes back to PEMI when the session ends (client
+//! Close) or fails (idle expiry, eviction), so a client whose sidekick goes away keeps
+//! transparent help instead of none. Only a flow PEMI already had can be handed back: PEMI's
+//! RTTs come from the connection's handshake (PEMI App. A), which a flow first seen mid-way
+//! never shows.
 
 use std::time::Instant;
 
@@ -29,6 +38,9 @@ pub struct SessionAssist<Id> {
     /// Packrat: cache and retransmissions to the receiving client (Packrat (CoNEXT '26) §5).
     /// `None` for a multicast member, whose cache is its group's.
     pub packrat: Option<PackratEngine>,
+    /// PEMI's engine of the flow, suspended ([`PemiEngine::suspend`]) while the session assists
+    /// it; it takes the flow back when the session ends or fails.
+    pub fallback: Option<Box<PemiEngine>>,
 }
 
 impl<Id> SessionAssist<Id> {
@@ -40,6 +52,10 @@ impl<Id> SessionAssist<Id> {
     fn memory(&self) -> usize {
         self.robin.as_ref().map_or(0, FlowEngine::memory_bytes)
             + self.packrat.as_ref().map_or(0, FlowEngine::memory_bytes)
+            + self
+                .fallback
+                .as_ref()
+                .map_or(0, |p| std::mem::size_of::<PemiEngine>() + p.memory_bytes())
     }
 }
 

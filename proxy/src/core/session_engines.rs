@@ -4,19 +4,36 @@
 
 use std::time::Instant;
 
-use super::{Assistance, FlowValue, ProxyCore, SessionAssist, SessionLayer, TimerKind, schedule};
+use super::{
+    Assistance, FlowValue, ProxyCore, SessionAssist, SessionLayer, TimerKind, pemi_reservation,
+    schedule,
+};
 use crate::flow::{FlowKey, FlowState};
 use crate::packrat::{PackratConfig, PackratEngine};
+use crate::pemi::PemiEngine;
 use crate::robin::RobinEngine;
-use crate::session::{EngineConfig, SessionEvent};
+use crate::session::{CloseReason, EngineConfig, SessionEvent};
+
+/// PEMI's engine out of a flow's assistance: the engine of a PEMI flow, or a session's fallback.
+fn take_pemi<Id>(a: &mut Assistance<Id>) -> Option<Box<PemiEngine>> {
+    match a {
+        Assistance::Pemi(_) => match std::mem::take(a) {
+            Assistance::Pemi(p) => Some(p),
+            _ => None,
+        },
+        Assistance::Session(s) => s.fallback.take(),
+        Assistance::Unassisted => None,
+    }
+}
 
 /// The smallest Packrat cache the budget shrinks a session's cache to before refusing Packrat.
 pub const MIN_BUDGET_CACHE: usize = 16 * 1024;
 
 impl<S: SessionLayer> ProxyCore<S> {
     /// Session `id` is established or reconfigured on `flow`: its engines replace whatever
-    /// assisted the flow before (another session's, or PEMI's, whose counters retire), within the
-    /// memory budget.
+    /// assisted the flow before (another session's, whose counters retire), within the memory
+    /// budget. PEMI's engine of the flow, if any, is suspended and kept as the session's
+    /// fallback (while the budget holds its reservation; otherwise it retires).
     fn attach(
         &mut self,
         now: Instant,
@@ -32,7 +49,8 @@ impl<S: SessionLayer> ProxyCore<S> {
             .and_then(|e| e.value.assistance.session())
             && old != id
         {
-            self.detach(old);
+            // Another session takes the flow over: the old one's fallback passes to it.
+            self.detach(old, None);
         }
         // The flow's engines are replaced: their reservation is given back first (and taken
         // back if the attach does not happen).
@@ -41,9 +59,9 @@ impl<S: SessionLayer> ProxyCore<S> {
             .get(&flow)
             .map_or(0, |e| e.value.reserved as usize);
         self.budget.release(old_reserved);
-        let robin_need = engines
-            .robin
-            .map_or(0, |c| std::mem::size_of::<RobinEngine>() + c.threshold * 4);
+        let robin_need = engines.robin.map_or(0, |c| {
+            std::mem::size_of::<RobinEngine>() + c.threshold * c.width.bytes()
+        });
         if !self.budget.try_reserve(robin_need) {
             self.budget.restore(old_reserved);
             self.counters.sessions_refused += 1;
@@ -60,6 +78,21 @@ impl<S: SessionLayer> ProxyCore<S> {
             }
             None => (None, 0),
         };
+        // PEMI §4: the flow's PEMI engine waits beside the session, to take the flow back.
+        let had_pemi = self
+            .table
+            .get(&flow)
+            .is_some_and(|e| match &e.value.assistance {
+                Assistance::Pemi(_) => true,
+                Assistance::Session(s) => s.fallback.is_some(),
+                Assistance::Unassisted => false,
+            });
+        let pemi_need = match self.pemi {
+            Some(c) if had_pemi && self.budget.try_reserve(pemi_reservation(&c)) => {
+                pemi_reservation(&c)
+            }
+            _ => 0,
+        };
         let robin = engines.robin.map(|c| RobinEngine::new(c, now));
         let packrat = packrat_cfg.map(|c| {
             let mut p = PackratEngine::new(c);
@@ -70,8 +103,13 @@ impl<S: SessionLayer> ProxyCore<S> {
         if let Some(mac) = client_mac {
             self.learn_member_mac(id, mac);
         }
-        let reserved = (robin_need + packrat_need) as u32;
-        let assistance = Assistance::Session(Box::new(SessionAssist { id, robin, packrat }));
+        let reserved = (robin_need + packrat_need + pemi_need) as u32;
+        let assistance = Assistance::Session(Box::new(SessionAssist {
+            id,
+            robin,
+            packrat,
+            fallback: None,
+        }));
         let attached = if let Some(e) = self.table.get(&flow) {
             if !e.value.assisted() && self.table.assisted_len() >= self.cfg.flows.max_assisted {
                 self.table.counters.refused_assisted_cap += 1;
@@ -83,10 +121,22 @@ impl<S: SessionLayer> ProxyCore<S> {
                     e.value.reserved = reserved;
                     std::mem::replace(&mut e.value.assistance, assistance)
                 });
-                // A flow opting into Robin/Packrat leaves PEMI; a reconfigured session's old
-                // engines go: their counters are kept.
-                if let Some(old) = old {
+                // A flow opting into Robin/Packrat suspends PEMI; a reconfigured session's old
+                // engines go (their counters are kept) and its fallback stays.
+                if let Some(mut old) = old {
+                    let fallback = take_pemi(&mut old);
                     self.retired.add(&old);
+                    if let Some(mut p) = fallback {
+                        if pemi_need > 0
+                            && let Some(e) = self.table.get_mut(&flow)
+                            && let Assistance::Session(s) = &mut e.value.assistance
+                        {
+                            p.suspend();
+                            s.fallback = Some(p);
+                        } else {
+                            self.retired.pemi.add(&p.stats);
+                        }
+                    }
                 }
                 true
             }
@@ -148,9 +198,11 @@ impl<S: SessionLayer> ProxyCore<S> {
         }
     }
 
-    /// Session `id` ended: its counters retire, its reservation is given back and its flow goes
-    /// back to unassisted.
-    pub(super) fn detach(&mut self, id: S::Id) {
+    /// Session `id` ended or failed: its counters retire and its reservation is given back. Its
+    /// flow goes to PEMI when the session kept PEMI's engine as its fallback (and PEMI is still
+    /// on), else back to unassisted.
+    /// `reason` is `None` when another session takes the flow over (not counted as a fallback).
+    pub(super) fn detach(&mut self, id: S::Id, reason: Option<CloseReason>) {
         self.leave_group(id);
         let Some(flow) = self.by_session.remove(&id) else {
             return;
@@ -164,9 +216,35 @@ impl<S: SessionLayer> ProxyCore<S> {
                 (Assistance::Unassisted, 0)
             }
         });
-        if let Some((old, reserved)) = old {
-            self.budget.release(reserved as usize);
-            self.retired.add(&old);
+        let Some((mut old, reserved)) = old else {
+            return;
+        };
+        let fallback = take_pemi(&mut old);
+        self.retired.add(&old);
+        let keep = match (&fallback, self.pemi) {
+            (Some(_), Some(c)) => pemi_reservation(&c).min(reserved as usize),
+            _ => 0,
+        };
+        self.budget.release(reserved as usize - keep);
+        let Some(p) = fallback else {
+            return;
+        };
+        if self.pemi.is_none() {
+            self.retired.pemi.add(&p.stats);
+            return;
+        }
+        if let Some(e) = self.table.get_mut(&flow) {
+            e.value.assistance = Assistance::Pemi(p);
+            e.value.reserved = keep as u32;
+            schedule(&mut self.deadlines, flow, &mut e.value);
+            match reason {
+                Some(CloseReason::Ended) => self.counters.pemi_fallbacks_ended += 1,
+                Some(CloseReason::Failed) => self.counters.pemi_fallbacks_failed += 1,
+                None => {}
+            }
+        } else {
+            self.budget.release(keep);
+            self.retired.pemi.add(&p.stats);
         }
     }
 
@@ -224,8 +302,8 @@ impl<S: SessionLayer> ProxyCore<S> {
                 }
                 self.dispatch(now, id, flow);
             }
-            SessionEvent::Closed { id } => {
-                self.detach(id);
+            SessionEvent::Closed { id, reason } => {
+                self.detach(id, Some(reason));
                 self.counters.sessions_ended += 1;
             }
         }

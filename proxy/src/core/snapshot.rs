@@ -12,6 +12,7 @@ impl<S: SessionLayer> ProxyCore<S> {
         let mut packrat = self.retired.packrat;
         let mut cache_bytes = 0u64;
         let mut memory = (self.deadlines.memory() + self.injects.memory()) as u64;
+        let mut pemi = self.retired.pemi;
         for flow in self.by_session.values() {
             if let Some(e) = self.table.get(flow)
                 && let Some(s) = e.value.assistance.session_engines()
@@ -23,12 +24,14 @@ impl<S: SessionLayer> ProxyCore<S> {
                     packrat.add(&p.counters);
                     cache_bytes += p.cache_bytes() as u64;
                 }
+                if let Some(f) = &s.fallback {
+                    pemi.add(&f.stats);
+                }
                 memory += e.value.assistance.memory() as u64;
             }
         }
         // PEMI runs on unassisted flows: sum every live engine (a walk of the table; snapshots
         // are periodic, not per packet).
-        let mut pemi = self.retired.pemi;
         if self.pemi.is_some() {
             for (_, e) in self.table.iter() {
                 if let Some(p) = e.value.assistance.pemi() {

@@ -163,6 +163,31 @@ impl PemiEngine {
         self.on_calibration_sample(now, side, rtt);
     }
 
+    /// Park the engine while a sidekick session assists its flow (the core keeps it as the
+    /// session's fallback): the transient state — flowlets and their buffered frames, the gap
+    /// signal's packets, the enforcement level, the volume count, outstanding probes — is
+    /// dropped, since the flow's packets no longer pass through the engine and a later match
+    /// against it would infer losses that never happened. What describes the path is kept:
+    /// the handshake's and later RTT estimates and their floors, the protected direction, the
+    /// Copa window, the eliciting-threshold statistics and the counters.
+    pub fn suspend(&mut self) {
+        self.flowlets.clear();
+        self.gap = GapTracker::new(GapConfig::default(), self.cfg.hold_on_gap);
+        self.enforcer = Enforcer::new(self.cfg.enforce_delay, self.cfg.max_reply_delay);
+        self.volume = [0; 2];
+        self.volume_since = None;
+        self.probes.clear();
+        self.probe_last = None;
+    }
+
+    /// A datagram of the flow while the engine is suspended: only the handshake is followed
+    /// (a session may start before the handshake ends; PEMI needs its initial RTTs, App. A).
+    pub fn observe(&mut self, now: Instant, dir: Direction, payload: &[u8]) {
+        if !self.hs.done() {
+            self.on_handshake(now, dir, payload);
+        }
+    }
+
     /// The protected (dominant) direction, once decided (§4.1).
     pub fn dominant(&self) -> Option<Direction> {
         self.dominant
