@@ -20,72 +20,13 @@
 //!
 //! Run: `cargo bench -p quack --bench decode_fresh` (about 20 s).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-// The thread CPU clock needs `libc::clock_gettime`, an FFI call (see `thread_cpu_time`).
-#![allow(unsafe_code)]
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BatchSize, criterion_group, criterion_main};
 use quack::{Decoded, Decoder, PowerSumQuack};
-
-/// The calling thread's CPU time.
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID is supported on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// Criterion measurement: thread CPU time (or wall time with `QUACK_BENCH_WALL=1`), in the same
-/// units and formatting as criterion's wall-clock measurement.
-struct CpuTime {
-    wall: bool,
-}
-
-impl CpuTime {
-    fn new() -> Self {
-        CpuTime {
-            wall: std::env::var_os("QUACK_BENCH_WALL").is_some(),
-        }
-    }
-    fn now(&self) -> Duration {
-        if self.wall {
-            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-            START.get_or_init(std::time::Instant::now).elapsed()
-        } else {
-            thread_cpu_time()
-        }
-    }
-}
-
-impl Measurement for CpuTime {
-    type Intermediate = Duration;
-    type Value = Duration;
-    fn start(&self) -> Duration {
-        self.now()
-    }
-    fn end(&self, i: Duration) -> Duration {
-        self.now().saturating_sub(i)
-    }
-    fn add(&self, v1: &Duration, v2: &Duration) -> Duration {
-        *v1 + *v2
-    }
-    fn zero(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn to_f64(&self, value: &Duration) -> f64 {
-        value.as_nanos() as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        WallTime.formatter()
-    }
-}
+use sidekick_bench_support::CpuTime;
 
 type Criterion = criterion::Criterion<CpuTime>;
 
@@ -178,7 +119,7 @@ fn bench(c: &mut Criterion) {
 
 fn config() -> Criterion {
     criterion::Criterion::default()
-        .with_measurement(CpuTime::new())
+        .with_measurement(CpuTime::from_env("QUACK_BENCH_WALL"))
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .sample_size(50)
