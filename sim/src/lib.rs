@@ -16,6 +16,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod multi;
 pub mod net;
 pub mod proxy_node;
 pub mod quic;
@@ -23,5 +24,6 @@ pub mod run;
 pub mod scenario;
 pub mod sched;
 pub mod sdk;
+pub mod studies;
 pub mod transfer;
 pub mod trial;
