@@ -58,8 +58,8 @@ const LAN_DELAY: Duration = Duration::from_millis(1);
 const NEAR_LOSS: f64 = 0.01;
 /// Payload of a data packet (QUIC-like, as the lab's quinn datagrams).
 const DATA_LEN: usize = 1200;
-/// How long the core's deadline may go unread after a frame (the daemon's capture ring retires
-/// a block of frames every millisecond and reads the deadline once per block).
+/// How long the core's deadline may go unread after a frame (the daemon's worker reads it once
+/// per turn of its loop, a batch of up to 16 frames per capture socket).
 pub const POLL_BATCH: Duration = Duration::from_millis(1);
 /// Payload of a reverse (ACK-like) packet.
 const ACK_LEN: usize = 40;
@@ -333,8 +333,8 @@ impl Sim {
     }
 
     /// Re-reads the core's next deadline (O(sessions) in the session table, so at most once per
-    /// [`POLL_BATCH`] of virtual time between timer runs, as the daemon reads it once per
-    /// capture batch).
+    /// [`POLL_BATCH`] of virtual time between timer runs, as the daemon reads it once per batch
+    /// of frames).
     fn repoll(&mut self) {
         self.polled_at = Some(self.t);
         let c0 = alloc::thread_cpu_time();
