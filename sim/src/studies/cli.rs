@@ -42,8 +42,8 @@ pub enum Study {
     /// An assisted flow against plain CUBIC flows on a shared bottleneck, over a grid of
     /// bottleneck rate × RTT × near-link loss: throughput shares and Jain's index.
     Fairness {
-        /// Which pair: `pacubic` (Robin + PACUBIC vs CUBIC), `pemi` (PEMI's flow vs CUBIC) or
-        /// `cubic` (two plain CUBIC flows, the reference).
+        /// Which pair: `pacubic` (Robin + PACUBIC vs CUBIC, uploads), `pemi` (PEMI's flow vs
+        /// CUBIC, downloads), `cubic` / `cubic-down` (plain CUBIC flows only: the references).
         #[arg(long, default_value = "pacubic")]
         pair: fairness::Pair,
         /// Bottleneck rates (`;`-separated, the lab's rate syntax).

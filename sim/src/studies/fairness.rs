@@ -10,7 +10,8 @@
 //! - `pemi`: client 0's port is bridged by the proxy in PEMI transparent mode (the lab's
 //!   pemi-file proxy command line), its client plain quinn; downloads, as in PEMI's file
 //!   experiments; the plain flows' ports bypass the proxy;
-//! - `cubic`: no proxy, every flow plain CUBIC (the reference: equal shares expected).
+//! - `cubic`: no proxy, every flow plain CUBIC uploads (the reference: equal shares expected);
+//! - `cubic-down`: the same as downloads (the reference of `pemi`).
 //!
 //! Each trial runs long-running transfers for `seconds` (client k starts at k × 100 ms) and takes
 //! throughputs over the second half; a point's figures are medians over trials.
@@ -31,14 +32,16 @@ use crate::proxy_node::{ProxyArgError, parse_args};
 
 /// Which assisted flow competes with plain CUBIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Pair {
     /// Robin + PACUBIC (uploads).
     Pacubic,
     /// PEMI transparent mode (downloads).
     Pemi,
-    /// Plain CUBIC only (reference).
+    /// Plain CUBIC uploads only (reference).
     Cubic,
+    /// Plain CUBIC downloads only (reference of [`Pair::Pemi`]).
+    CubicDown,
 }
 
 impl Pair {
@@ -48,6 +51,7 @@ impl Pair {
             Pair::Pacubic => "pacubic",
             Pair::Pemi => "pemi",
             Pair::Cubic => "cubic",
+            Pair::CubicDown => "cubic-down",
         }
     }
 }
@@ -202,6 +206,7 @@ pub fn setup(
             Direction::Download,
         ),
         Pair::Cubic => (None, Direction::Upload),
+        Pair::CubicDown => (None, Direction::Download),
     };
     let clients = (0..=plain)
         .map(|k| ClientSpec {
@@ -297,7 +302,7 @@ pub fn run_point(
 
 /// Runs the grid; `progress` prints a line per point.
 pub fn run_grid(spec: &FairnessSpec, progress: bool) -> Result<FairnessResult, FairnessError> {
-    if spec.plain == 0 && spec.pair != Pair::Cubic {
+    if spec.plain == 0 && !matches!(spec.pair, Pair::Cubic | Pair::CubicDown) {
         return Err(FairnessError::Invalid(
             "need at least one plain flow".into(),
         ));
