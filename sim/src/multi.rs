@@ -1,5 +1,7 @@
 //! Several clients behind one ap, sharing the wan link (the bottleneck of the papers' fairness
-//! set-ups), each on its own client link (its own lan port, with its own loss and queue).
+//! set-ups), each on its own client link (its own lan port, with its own loss and queue), or all
+//! on one shared client link (`shared_lan`: one medium, one queue and loss process each way, the
+//! first client's link settings and proxy marking).
 //!
 //! ```text
 //!  client k (quinn-proto [+ SDK]) ── lan k ──┐
@@ -72,6 +74,8 @@ pub struct MultiSetup {
     pub sample_every: Duration,
     /// The proxy on the ap, if any.
     pub proxy: Option<ProxyConfig>,
+    /// All clients share the first client's link (and its `via_proxy`).
+    pub shared_lan: bool,
     /// Seeds the links' loss draws.
     pub link_seed: u64,
     /// Seeds the stacks.
@@ -193,11 +197,28 @@ struct World {
     delayed: VecDeque<(Duration, Option<usize>, Vec<u8>)>,
     proxy_out: Vec<ProxyOut>,
     just_ran: Option<usize>,
+    shared_lan: bool,
 }
 
 impl World {
     fn shared(&self) -> usize {
         self.clients.len() * PER
+    }
+
+    /// The client link client `i` is on.
+    fn li(&self, i: usize) -> usize {
+        if self.shared_lan { 0 } else { i }
+    }
+
+    /// The client a frame from the ap is for (on a shared link: by its IPv4 destination).
+    fn addressee(&self, link: usize, f: &[u8]) -> Option<usize> {
+        if self.shared_lan {
+            frame_dst(f)
+                .and_then(client_of)
+                .filter(|i| *i < self.clients.len())
+        } else {
+            Some(link)
+        }
     }
 
     fn new(s: &MultiSetup) -> Result<Self, QuicError> {
@@ -273,6 +294,7 @@ impl World {
             delayed: VecDeque::new(),
             proxy_out: Vec::new(),
             just_ran: None,
+            shared_lan: s.shared_lan,
         };
         for (k, c) in s.clients.iter().enumerate() {
             w.sched.set(k * PER + 5, Some(c.start));
@@ -338,7 +360,9 @@ impl World {
                 }
                 1 => {
                     while let Some(f) = self.clients[i].down.pop_due(self.t) {
-                        self.client_from_lan(i, &f);
+                        if let Some(to) = self.addressee(i, &f) {
+                            self.client_from_lan(to, &f);
+                        }
                     }
                 }
                 2 => {
@@ -515,7 +539,8 @@ impl World {
     fn client_send(&mut self, i: usize, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
         let f = udp_frame(client_mac(i), mac::AP_LAN, src, dst, payload);
         if f.len() <= MAX_FRAME {
-            self.clients[i].up.offer(self.t, f);
+            let l = self.li(i);
+            self.clients[l].up.offer(self.t, f);
         }
     }
 
@@ -532,14 +557,15 @@ impl World {
     }
 
     fn proxied(&self, i: usize) -> bool {
-        self.proxy.is_some() && self.clients[i].spec.via_proxy
+        self.proxy.is_some() && self.clients[self.li(i)].spec.via_proxy
     }
 
     /// A frame leaves the ap: towards client `to`, or the wan.
     fn ap_out(&mut self, to: Option<usize>, mut f: Vec<u8>) {
         if let Some(i) = to {
             rewrite_macs(&mut f, mac::AP_LAN, client_mac(i));
-            self.clients[i].down.offer(self.t, f);
+            let l = self.li(i);
+            self.clients[l].down.offer(self.t, f);
         } else {
             rewrite_macs(&mut f, mac::AP_WAN, mac::SERVER);
             self.wan_up.offer(self.t, f);
@@ -616,13 +642,15 @@ impl World {
                         if let Some(p) = self.proxy.as_mut() {
                             let _ = p.on_frame(now, false, &f, &mut self.proxy_out);
                         }
-                        self.clients[i].down.offer(self.t, f);
+                        let l = self.li(i);
+                        self.clients[l].down.offer(self.t, f);
                     }
                     ProxyOut::Inject { to_client, frame } => {
                         let to = frame_dst(&frame).and_then(client_of);
                         if to_client {
                             if let Some(i) = to.filter(|i| *i < self.clients.len()) {
-                                self.clients[i].down.offer(self.t, frame);
+                                let l = self.li(i);
+                                self.clients[l].down.offer(self.t, frame);
                             }
                         } else {
                             self.wan_up.offer(self.t, frame);
@@ -637,7 +665,8 @@ impl World {
         let now = self.clock.at(self.t);
         let Some((src, dst, payload)) = udp_of(f) else {
             if let Some(r) = icmp_echo_reply(f, client_ip(i)) {
-                self.clients[i].up.offer(self.t, r);
+                let l = self.li(i);
+                self.clients[l].up.offer(self.t, r);
             }
             return;
         };

@@ -79,6 +79,7 @@ fn fairness(
         losses: vec![],
         plain: 1,
         queue: None,
+        shared_lan: false,
         seconds: 60.0,
         trials,
         seed: 1,
@@ -146,4 +147,23 @@ fn sweep_gains_follow_near_loss() {
         assert!(std::fs::metadata(f).unwrap().len() > 1000, "{f:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The multi-client hook with one shared near link: both clients' flows cross it (frames are
+/// delivered by address), both make progress, and together they stay within the bottleneck.
+#[test]
+fn shared_near_link_carries_every_client() {
+    use sidekick_sim::multi::run_multi;
+    use sidekick_sim::studies::fairness::setup;
+    let mut s = setup(Pair::Cubic, 2, ("10Mbit", "5ms", "1%"), None, true, 20.0).unwrap();
+    s.link_seed = 5;
+    s.stack_seed = 6;
+    let out = run_multi(&s).unwrap();
+    assert!(out.errors.iter().all(Option::is_none), "{:?}", out.errors);
+    let from = std::time::Duration::from_secs(10);
+    let x: Vec<f64> = (0..3)
+        .map(|k| out.throughput_mbps(k, from).unwrap())
+        .collect();
+    assert!(x.iter().all(|v| *v > 1.0), "{x:?}");
+    assert!(x.iter().sum::<f64>() <= 10.0, "{x:?}");
 }

@@ -7,12 +7,23 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 static USED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Bytes allocated minus bytes freed by this thread (no destructor, so usable from the
+    /// allocator at any time).
+    static THREAD_NET: Cell<i64> = const { Cell::new(0) };
+}
+
+fn thread_add(n: i64) {
+    let _ = THREAD_NET.try_with(|c| c.set(c.get() + n));
+}
 
 /// The system allocator, counting live bytes.
 ///
@@ -26,6 +37,12 @@ pub struct Counting;
 fn add(n: usize) {
     let live = LIVE.fetch_add(n, Ordering::Relaxed) + n;
     PEAK.fetch_max(live, Ordering::Relaxed);
+    thread_add(n as i64);
+}
+
+fn sub(n: usize) {
+    LIVE.fetch_sub(n, Ordering::Relaxed);
+    thread_add(-(n as i64));
 }
 
 // SAFETY: every call is forwarded unchanged to the system allocator; the counters are atomics
@@ -54,14 +71,14 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` came from this allocator (hence from `System`) with `layout`.
         unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        sub(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract for `realloc` is passed on unchanged.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            sub(layout.size());
             add(new_size);
         }
         p
@@ -71,6 +88,12 @@ unsafe impl GlobalAlloc for Counting {
 /// Heap bytes live now (0 when [`Counting`] is not the global allocator).
 pub fn live_bytes() -> usize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// Bytes this thread allocated minus those it freed, since it started (0 when [`Counting`] is
+/// not the global allocator): unlike [`live_bytes`], not disturbed by other threads.
+pub fn thread_net_bytes() -> i64 {
+    THREAD_NET.try_with(Cell::get).unwrap_or(0)
 }
 
 /// The most heap bytes live at once since the last [`reset_peak`].

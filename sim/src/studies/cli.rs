@@ -61,6 +61,10 @@ pub enum Study {
         /// Bottleneck queue in packets (default: one bandwidth-delay product, at least 10).
         #[arg(long)]
         queue: Option<usize>,
+        /// All clients on one shared near link instead of one each (the proxy then sees every
+        /// flow).
+        #[arg(long)]
+        shared_lan: bool,
         /// Simulated seconds per trial (shares are taken over the second half).
         #[arg(long, default_value_t = 30.0)]
         seconds: f64,
@@ -176,6 +180,7 @@ pub fn run(study: Study) -> anyhow::Result<()> {
             loss,
             plain,
             queue,
+            shared_lan,
             seconds,
             trials,
             seed,
@@ -196,6 +201,7 @@ pub fn run(study: Study) -> anyhow::Result<()> {
                 losses: split(&loss),
                 plain,
                 queue,
+                shared_lan,
                 seconds,
                 trials,
                 seed,

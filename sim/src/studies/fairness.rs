@@ -93,6 +93,9 @@ pub struct FairnessSpec {
     /// bottleneck rate and the base RTT, at least 10 packets; the scenarios' 1000 packets is
     /// 1.2 s at 10 Mbit/s, over which CUBIC flows converge for minutes).
     pub queue: Option<usize>,
+    /// All clients on one shared near link (one medium: one queue and loss process each way)
+    /// instead of one each; the proxy then sees every flow (PEMI bridges them all).
+    pub shared_lan: bool,
     /// Simulated seconds per trial.
     pub seconds: f64,
     /// Trials per point.
@@ -133,6 +136,8 @@ pub struct FairnessResult {
     pub plain: usize,
     /// Bottleneck queue (packets; `None`: one BDP per point).
     pub queue: Option<usize>,
+    /// One shared near link.
+    pub shared_lan: bool,
     /// Seconds per trial.
     pub seconds: f64,
     /// Trials per point.
@@ -170,6 +175,7 @@ pub fn setup(
     plain: usize,
     (rate, delay, loss): (&str, &str, &str),
     queue: Option<usize>,
+    shared_lan: bool,
     seconds: f64,
 ) -> Result<MultiSetup, FairnessError> {
     let mut wan = link(delay, rate, "0%", 1000)?;
@@ -224,6 +230,7 @@ pub fn setup(
         duration: Duration::from_secs_f64(seconds),
         sample_every: Duration::from_millis(100),
         proxy,
+        shared_lan,
         link_seed: 0,
         stack_seed: 0,
     })
@@ -250,6 +257,7 @@ pub fn run_point(
         spec.plain,
         (rate, delay, loss),
         spec.queue,
+        spec.shared_lan,
         spec.seconds,
     )?;
     let rate_mbps = base.wan.rate_bps as f64 / 1e6;
@@ -343,6 +351,7 @@ pub fn run_grid(spec: &FairnessSpec, progress: bool) -> Result<FairnessResult, F
         pair: spec.pair,
         plain: spec.plain,
         queue: spec.queue,
+        shared_lan: spec.shared_lan,
         seconds: spec.seconds,
         trials: spec.trials,
         seed: spec.seed,

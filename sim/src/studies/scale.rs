@@ -15,7 +15,7 @@
 //!   discovery rate limit of 200/s, burst 50); measurement starts two seconds after the last
 //!   start.
 //! - **Measured** over the `seconds` after that: the core's heap (a counting allocator in the
-//!   binary; allocations during the core's calls, minus the bytes it hands out), its own
+//!   binary; this thread's allocations during the core's calls, minus the bytes it hands out), its own
 //!   accounting (`engine_memory_bytes`, `memory_reserved_bytes`), the CPU time of its timer
 //!   handling (thread CPU clock) and timers fired per simulated second, and per session the
 //!   quACKs received, the longest gap between two of them, the near losses revealed, and whether
@@ -316,9 +316,9 @@ impl Sim {
     /// Runs a core call, accounting the heap it keeps (allocations during the call minus the
     /// bytes it hands out in `out`).
     fn core<R>(&mut self, f: impl FnOnce(&mut ProxyNode, &mut Vec<ProxyOut>) -> R) -> R {
-        let before = alloc::live_bytes() as i64;
+        let before = alloc::thread_net_bytes();
         let r = f(&mut self.node, &mut self.out);
-        let after = alloc::live_bytes() as i64;
+        let after = alloc::thread_net_bytes();
         let handed: usize = self
             .out
             .iter()
@@ -561,9 +561,9 @@ pub fn run_scale(spec: &ScaleSpec) -> Result<ScaleResult, ScaleError> {
     let args: Vec<String> = PROXY_ARGS.iter().map(|s| (*s).to_string()).collect();
     let cfg = parse_args(&args)?;
     let mut rng = StdRng::seed_from_u64(spec.seed);
-    let heap0 = alloc::live_bytes() as i64;
+    let heap0 = alloc::thread_net_bytes();
     let node = ProxyNode::new(&cfg, (rng.random(), rng.random()));
-    let core_heap = alloc::live_bytes() as i64 - heap0;
+    let core_heap = alloc::thread_net_bytes() - heap0;
     let clock = Clock::new(Instant::now());
     let mut sim = Sim {
         spec: *spec,
