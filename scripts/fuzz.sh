@@ -21,7 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # SIDEKICK_FUZZ_CRATES narrows the crates (e.g. a CI without a cache of target/fuzz may leave
 # out examples, whose fuzz build instruments quiche, quinn, h3 and tokio).
-read -ra FUZZ_CRATES <<<"${SIDEKICK_FUZZ_CRATES:-quack eack protocol proxy client-sdk bindings examples interop}"
+read -ra FUZZ_CRATES <<<"${SIDEKICK_FUZZ_CRATES:-wire quack eack protocol proxy client-sdk bindings examples interop}"
 FUZZ_ROOT=$PWD
 fuzz_dir=${SIDEKICK_FUZZ_DIR:-${CARGO_TARGET_DIR:-target}/fuzz}
 case "$fuzz_dir" in /*) ;; *) fuzz_dir="$FUZZ_ROOT/$fuzz_dir" ;; esac

@@ -12,5 +12,6 @@ pub mod local_addrs;
 pub mod packrat;
 pub mod pacubic;
 pub mod robin;
-pub mod rtt;
+/// The RTT estimator (shared with the proxy and the lab: `sidekick-wire`).
+pub use sidekick_wire::rtt;
 pub mod session;

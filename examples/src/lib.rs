@@ -10,12 +10,13 @@
 //!   and jitter, quinn and quiche, binary `sidekick-rtc`.
 //! - [`webrtc`]: a WebRTC call on str0m (ICE, DTLS, SRTP, RTP/RTCP, NACK/RTX) with Robin on the
 //!   sender and Packrat on the receiver, binary `sidekick-webrtc`.
-//! - [`wire`], [`nack`], [`stats`], [`media_io`]: shared wire format, NACK bookkeeping,
-//!   statistics and tokio adapters.
+//! - [`wire`], [`nack`], [`stats`], [`media_session`], [`media_io`]: shared wire format, NACK
+//!   bookkeeping, statistics, the media sessions sans IO and their tokio adapters.
 
 pub mod fec;
 pub mod media;
 pub mod media_io;
+pub mod media_session;
 pub mod media_sidekick;
 pub mod nack;
 pub mod rtc;

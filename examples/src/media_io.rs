@@ -1,9 +1,8 @@
 //! tokio UDP adapters around the sans-IO media cores ([`crate::media`], [`crate::fec`]).
 //!
-//! Session protocol (both applications): the media *sender* streams DATA for the requested
-//! duration, then repeats FIN (every 100 ms) until the receiver's SUMMARY arrives, answering NACKs
-//! meanwhile. The *receiver* NACKs, and once FIN arrived and every packet is in (or a linger time
-//! has passed) sends its SUMMARY (JSON metrics), repeating it for every further FIN.
+//! The sessions themselves (when to send, when to repeat FIN, when to give up) are the sans-IO
+//! state machines of [`crate::media_session`], which the simulator drives in virtual time; these
+//! adapters give them sockets and the wall clock.
 //!
 //! - `sidekick-media` (Robin #1): the client is the sender, the server the receiver.
 //! - `sidekick-media-fec` (Packrat): the client sends HELLO, the server is the sender.
@@ -14,11 +13,13 @@ use std::time::{Duration, Instant, SystemTime};
 use ring::rand::SecureRandom as _;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::time::{MissedTickBehavior, sleep_until};
+use tokio::time::sleep_until;
 
 use crate::fec::{FecConfig, FecMetrics, FecReceiver};
 use crate::media::{MediaConfig, MediaReceiver, MediaSender, ReceiverMetrics, SendObserver};
-use crate::wire::{Codec, Message, encode_fin, encode_hello, encode_summary};
+pub use crate::media_session::ReceiverTiming;
+use crate::media_session::{FecClientSession, MediaReceiverSession, SenderSession, Sent};
+use crate::wire::{Codec, Message};
 
 /// Microseconds since the Unix epoch (`CLOCK_REALTIME`), shared by namespaces on one host.
 pub fn unix_us() -> u64 {
@@ -36,8 +37,6 @@ pub fn random_nonce_start() -> u64 {
     }
     u64::from_be_bytes(b)
 }
-
-const FIN_EVERY: Duration = Duration::from_millis(100);
 
 async fn send(socket: &UdpSocket, buf: &[u8], to: SocketAddr) {
     if let Err(e) = socket.send_to(buf, to).await {
@@ -67,35 +66,20 @@ pub async fn run_sender(
     summary_wait: Duration,
 ) -> SenderOutcome {
     let start = Instant::now();
-    let start_unix_us = unix_us();
-    let stream_end = tokio::time::Instant::from_std(start + duration);
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
-    let mut fin_tick = tokio::time::interval_at(stream_end, FIN_EVERY);
-    let give_up = stream_end + summary_wait;
+    let mut session = SenderSession::new(unix_us(), interval, duration, summary_wait);
     let mut buf = vec![0u8; 65_536];
+    let mut out = Vec::new();
     loop {
-        let streaming = tokio::time::Instant::now() < stream_end;
+        let elapsed = start.elapsed();
+        session.on_timeout(elapsed, sender, &mut out);
+        send_all(socket, peer, &mut out, observer).await;
+        let Some(next) = session.next_deadline(elapsed) else {
+            return SenderOutcome {
+                summary: session.summary().map(str::to_owned),
+            };
+        };
         tokio::select! {
-            _ = tick.tick(), if streaming => {
-                let seq = sender.total();
-                // Production time of the packet's newest data: its scheduled time, so a sender
-                // delayed by the OS still reports how old the data really is.
-                let gen_us = start_unix_us.saturating_add(
-                    u64::from(seq).saturating_mul(u64::try_from(interval.as_micros()).unwrap_or(u64::MAX)),
-                );
-                let d = sender.next_packet(gen_us);
-                send(socket, &d, peer).await;
-                observer.on_send(seq, &d, false);
-            }
-            _ = fin_tick.tick(), if !streaming => {
-                let fin = encode_fin(sender.total());
-                send(socket, &fin, peer).await;
-                observer.on_control_sent(&fin);
-            }
-            () = sleep_until(give_up), if !streaming => {
-                return SenderOutcome { summary: None };
-            }
+            () = sleep_until(tokio::time::Instant::from_std(start + next)) => {}
             r = socket.recv_from(&mut buf) => {
                 let (n, from) = match r {
                     Ok(v) => v,
@@ -107,13 +91,8 @@ pub async fn run_sender(
                 if from != peer || observer.on_receive(&buf[..n]) {
                     continue;
                 }
-                if let Some(s) = sender.summary_of(&buf[..n]) {
-                    return SenderOutcome { summary: Some(s) };
-                }
-                for (seq, d) in sender.on_datagram(&buf[..n]) {
-                    send(socket, &d, peer).await;
-                    observer.on_send(seq, &d, true);
-                }
+                session.on_datagram(&buf[..n], sender, &mut out);
+                send_all(socket, peer, &mut out, observer).await;
             }
             Some(seq) = async {
                 match retransmit.as_mut() {
@@ -130,20 +109,27 @@ pub async fn run_sender(
     }
 }
 
-/// Timing knobs of a receiver.
-#[derive(Debug, Clone, Copy)]
-pub struct ReceiverTiming {
-    /// After FIN, how long to keep NACKing for missing packets before giving up.
-    pub linger: Duration,
-    /// End a session after this long without any datagram.
-    pub idle: Duration,
-}
-
-impl Default for ReceiverTiming {
-    fn default() -> Self {
-        Self {
-            linger: Duration::from_secs(2),
-            idle: Duration::from_secs(5),
+/// Sends the session's datagrams, reporting each to `observer`.
+async fn send_all(
+    socket: &UdpSocket,
+    peer: SocketAddr,
+    out: &mut Vec<Sent>,
+    observer: &mut dyn SendObserver,
+) {
+    for d in out.drain(..) {
+        match d {
+            Sent::Media {
+                seq,
+                datagram,
+                retransmission,
+            } => {
+                send(socket, &datagram, peer).await;
+                observer.on_send(seq, &datagram, retransmission);
+            }
+            Sent::Control(datagram) => {
+                send(socket, &datagram, peer).await;
+                observer.on_control_sent(&datagram);
+            }
         }
     }
 }
@@ -189,9 +175,7 @@ pub async fn serve_media(
                 _ => {}
             }
         };
-        let session = run_media_session(socket, cfg, timing, peer, &first).await;
-        let json = serde_json::to_string(&session.receiver.metrics()).unwrap_or_default();
-        let summary = encode_summary(&json);
+        let (summary, session) = run_media_session(socket, cfg, timing, peer, &first).await;
         send(socket, &summary, peer).await;
         on_session(&session);
         done = Some((peer, summary));
@@ -218,50 +202,37 @@ async fn run_media_session(
     timing: ReceiverTiming,
     peer: SocketAddr,
     first: &[u8],
-) -> MediaSession {
+) -> (Vec<u8>, MediaSession) {
     let start = Instant::now();
-    let mut rx = MediaReceiver::new(cfg);
+    let mut session = MediaReceiverSession::new(cfg, timing, Duration::ZERO);
     let mut buf = vec![0u8; 65_536];
-    for d in rx.on_datagram(first, start.elapsed(), unix_us()) {
+    for d in session.on_datagram(first, start.elapsed(), unix_us()) {
         send(socket, &d, peer).await;
     }
-    let mut last_rx = Instant::now();
-    let mut fin_at: Option<Instant> = None;
-    loop {
-        if rx.is_complete() {
-            break;
-        }
-        let mut deadline = last_rx + timing.idle;
-        if let Some(f) = fin_at {
-            deadline = deadline.min(f + timing.linger);
-        }
-        if let Some(t) = rx.next_timeout() {
-            deadline = deadline.min(start + t);
-        }
-        let now = Instant::now();
-        if fin_at.is_some_and(|f| now >= f + timing.linger) || now >= last_rx + timing.idle {
-            break;
-        }
+    while !session.is_finished(start.elapsed()) {
+        let deadline = start + session.next_deadline();
         match tokio::time::timeout_at(deadline.into(), socket.recv_from(&mut buf)).await {
             Ok(Ok((n, from))) if from == peer => {
-                last_rx = Instant::now();
-                for d in rx.on_datagram(&buf[..n], start.elapsed(), unix_us()) {
+                for d in session.on_datagram(&buf[..n], start.elapsed(), unix_us()) {
                     send(socket, &d, peer).await;
-                }
-                if fin_at.is_none() && rx.fin_received() {
-                    fin_at = Some(Instant::now());
                 }
             }
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::debug!("recv failed: {e}"),
             Err(_) => {
-                for d in rx.on_timeout(start.elapsed()) {
+                for d in session.on_timeout(start.elapsed()) {
                     send(socket, &d, peer).await;
                 }
             }
         }
     }
-    MediaSession { peer, receiver: rx }
+    (
+        session.summary(),
+        MediaSession {
+            peer,
+            receiver: session.into_receiver(),
+        },
+    )
 }
 
 /// Parse a receiver SUMMARY of `sidekick-media`.
@@ -356,67 +327,45 @@ pub async fn run_fec_client_with(
     hooks: &mut dyn FecHooks,
 ) -> std::io::Result<FecOutcome> {
     let start = Instant::now();
-    let mut rx = FecReceiver::new(cfg);
+    let mut session = FecClientSession::new(cfg, duration, timing);
     let mut buf = vec![0u8; 65_536];
-    let hello = encode_hello(u32::try_from(duration.as_millis()).unwrap_or(u32::MAX));
-    let mut last_rx = Instant::now();
-    let mut last_hello: Option<Instant> = None;
-    let mut fin_at: Option<Instant> = None;
     loop {
-        let now = Instant::now();
-        if rx.is_complete()
-            || fin_at.is_some_and(|f| now >= f + timing.linger)
-            || now >= last_rx + timing.idle
-        {
+        let now = start.elapsed();
+        if session.is_finished(now) {
             break;
         }
-        if !rx.started() && last_hello.is_none_or(|h| now >= h + Duration::from_millis(200)) {
+        if let Some(hello) = session.poll_hello(now) {
             send(socket, &hello, server).await;
             hooks.on_sent(&hello);
-            last_hello = Some(now);
         }
-        let mut deadline = last_rx + timing.idle;
-        if !rx.started() {
-            deadline = deadline.min(now + Duration::from_millis(200));
-        }
-        if let Some(f) = fin_at {
-            deadline = deadline.min(f + timing.linger);
-        }
-        if let Some(t) = rx.next_timeout() {
-            deadline = deadline.min(start + t);
-        }
+        let deadline = start + session.next_deadline(now);
         match tokio::time::timeout_at(deadline.into(), socket.recv_from(&mut buf)).await {
             Ok(Ok((n, from))) if from == server => {
                 if hooks.on_received(&buf[..n]) {
                     continue;
                 }
-                last_rx = Instant::now();
-                for d in rx.on_datagram(&buf[..n], start.elapsed(), unix_us()) {
+                for d in session.on_datagram(&buf[..n], start.elapsed(), unix_us()) {
                     send(socket, &d, server).await;
                     hooks.on_sent(&d);
-                }
-                if fin_at.is_none() && rx.fin_received() {
-                    fin_at = Some(Instant::now());
                 }
             }
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::debug!("recv failed: {e}"),
             Err(_) => {
-                for d in rx.on_timeout(start.elapsed()) {
+                for d in session.on_timeout(start.elapsed()) {
                     send(socket, &d, server).await;
                     hooks.on_sent(&d);
                 }
             }
         }
     }
-    if !rx.started() {
+    if !session.started() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("no media from {server}"),
         ));
     }
-    let metrics = rx.metrics();
-    let summary = encode_summary(&serde_json::to_string(&metrics).unwrap_or_default());
+    let (rx, metrics, summary) = session.finish();
     send(socket, &summary, server).await;
     // Answer FINs that were in flight (the server repeats FIN until it has our summary).
     let until = tokio::time::Instant::now() + Duration::from_millis(300);

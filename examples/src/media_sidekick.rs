@@ -55,15 +55,136 @@ pub fn media_config(
     c
 }
 
+/// The media applications' sidekick, sans IO: the SDK session with the calls the media sender
+/// (Robin) or player (Packrat) makes around its datagrams, at explicit instants. The tokio driver
+/// ([`MediaSidekick`]) and the simulator (`sidekick-sim`) both run it.
+#[derive(Debug)]
+pub struct MediaSidekickCore {
+    client: SidekickClient,
+    sample: EngineSample,
+    last_sample: Option<Instant>,
+    mode: Mode,
+}
+
+impl MediaSidekickCore {
+    /// The session of a media sender (`Mode::Robin`) or player (`Mode::Packrat`) whose peer is
+    /// `peer`; `local` are the host's own addresses (a sidekick may not point back into the host,
+    /// unless the peer is on it too).
+    pub fn new(
+        mut client: SidekickClient,
+        peer: SocketAddr,
+        local: impl IntoIterator<Item = std::net::IpAddr>,
+        mode: Mode,
+    ) -> Self {
+        client.set_base_peer(peer);
+        client.add_local_addrs(local);
+        Self {
+            client,
+            sample: EngineSample::default(),
+            last_sample: None,
+            mode,
+        }
+    }
+
+    /// Robin: the sender put a media datagram on the wire (original or resend). The first one
+    /// starts discovery.
+    pub fn on_media_sent(&mut self, now: Instant, datagram: &[u8]) {
+        if self.client.is_idle() {
+            if let Err(e) = self.client.start(now) {
+                tracing::debug!(%e, "sidekick discovery did not start");
+            }
+        }
+        // NACK-triggered resends are new datagrams (fresh nonce, new tag): logged like any other.
+        self.client.on_base_sent(now, datagram);
+    }
+
+    /// Robin: the sender put a control datagram (FIN) on the wire. The proxy counts every
+    /// datagram of the flow: a FIN it forwarded but Robin never saw would read as "received but
+    /// never sent" and end the session.
+    pub fn on_control_sent(&mut self, now: Instant, datagram: &[u8]) {
+        self.client.on_base_sent(now, datagram);
+    }
+
+    /// Robin: a datagram arrived from the peer's address; true if it was the sidekick's
+    /// (a discovery reply, which the proxy sends "from" the peer) and the sender must not see it.
+    pub fn on_sender_received(&mut self, now: Instant, datagram: &[u8]) -> bool {
+        if !is_discovery_reply(datagram) {
+            return false;
+        }
+        self.client.on_base_received(now, datagram.to_vec());
+        // Nothing else is ever passed in, so nothing waits for delivery.
+        while self.client.poll_deliver().is_some() {}
+        true
+    }
+
+    /// Packrat: the player sent a datagram to the server; the first one starts discovery.
+    pub fn on_player_sent(&mut self, now: Instant) {
+        if self.client.is_idle() {
+            if let Err(e) = self.client.start(now) {
+                tracing::debug!(%e, "sidekick discovery did not start");
+            }
+        }
+    }
+
+    /// Packrat: a datagram arrived from the server's address (before the player sees it); true
+    /// if it was a discovery reply, which the player must not see.
+    pub fn on_player_received(&mut self, now: Instant, datagram: &[u8]) -> bool {
+        let discovery = is_discovery_reply(datagram);
+        self.client.on_base_received(now, datagram.to_vec());
+        // The player reads the datagram itself; the SDK's copy is only for the eACK.
+        while self.client.poll_deliver().is_some() {}
+        discovery
+    }
+
+    /// A datagram arrived on the sidekick socket.
+    pub fn on_sidekick_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.client.on_sidekick_datagram(now, from, datagram);
+    }
+
+    /// The session's next timer.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.client.poll_timeout()
+    }
+
+    /// Runs the session's timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.client.handle_timeout(now);
+    }
+
+    /// What the session must send now (on the base or the sidekick socket); its events are
+    /// dropped (no congestion controller to feed); the engines' counters are sampled every
+    /// 20 ms for the report (the SDK drops its engines on fallback).
+    pub fn poll_transmits(&mut self, now: Instant) -> Vec<Transmit> {
+        let mut out = Vec::new();
+        while let Some(t) = self.client.poll_transmit() {
+            out.push(t);
+        }
+        while self.client.poll_event().is_some() {}
+        match self.last_sample {
+            None => self.last_sample = Some(now),
+            Some(l) if now.saturating_duration_since(l) >= Duration::from_millis(20) => {
+                self.last_sample = Some(now);
+                self.sample.update(&self.client);
+            }
+            Some(_) => {}
+        }
+        out
+    }
+
+    /// The session's counters for the report.
+    pub fn counters(&self) -> SidekickCounters {
+        SidekickCounters::collect(self.mode, &self.client, &self.sample, 0)
+    }
+}
+
 struct Shared {
-    client: Mutex<SidekickClient>,
-    sample: Mutex<EngineSample>,
+    core: Mutex<MediaSidekickCore>,
     wake: Notify,
 }
 
 impl Shared {
-    fn client(&self) -> MutexGuard<'_, SidekickClient> {
-        self.client.lock().unwrap_or_else(PoisonError::into_inner)
+    fn core(&self) -> MutexGuard<'_, MediaSidekickCore> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -72,7 +193,6 @@ impl Shared {
 pub struct MediaSidekick {
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
-    mode: Mode,
 }
 
 /// The [`SendObserver`] half: logs sent datagrams, consumes discovery replies.
@@ -119,27 +239,19 @@ impl MediaSidekick {
         sidekick: UdpSocket,
         mode: Mode,
     ) -> Self {
-        let mut client = client;
-        // The sidekick may not point back into this host (unless the receiver is on it too).
-        client.set_base_peer(peer);
-        client.add_local_addrs(sidekick::local_addrs::host_addresses());
+        let core =
+            MediaSidekickCore::new(client, peer, sidekick::local_addrs::host_addresses(), mode);
         let shared = Arc::new(Shared {
-            client: Mutex::new(client),
-            sample: Mutex::new(EngineSample::default()),
+            core: Mutex::new(core),
             wake: Notify::new(),
         });
         let task = tokio::spawn(drive(shared.clone(), base, peer, sidekick));
-        Self { shared, task, mode }
+        Self { shared, task }
     }
 
     /// The session's counters for the report.
     pub fn counters(&self) -> SidekickCounters {
-        let sample = *self
-            .shared
-            .sample
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        SidekickCounters::collect(self.mode, &self.shared.client(), &sample, 0)
+        self.shared.core().counters()
     }
 
     /// Stops the driver task.
@@ -149,44 +261,28 @@ impl MediaSidekick {
 }
 
 impl SendObserver for SidekickObserver {
-    fn on_send(&mut self, _seq: u32, datagram: &[u8], retransmission: bool) {
-        let now = Instant::now();
-        let mut c = self.shared.client();
-        if c.is_idle() {
-            if let Err(e) = c.start(now) {
-                tracing::debug!(%e, "sidekick discovery did not start");
-            }
-        }
-        // NACK-triggered resends are new datagrams (fresh nonce, new tag): logged like any other.
-        let _ = retransmission;
-        c.on_base_sent(now, datagram);
-        drop(c);
+    fn on_send(&mut self, _seq: u32, datagram: &[u8], _retransmission: bool) {
+        self.shared.core().on_media_sent(Instant::now(), datagram);
         self.shared.wake.notify_one();
     }
 
     fn on_control_sent(&mut self, datagram: &[u8]) {
-        // The proxy counts every datagram of the flow: a FIN it forwarded but Robin never saw
-        // would read as "received but never sent" and end the session.
-        let mut c = self.shared.client();
-        c.on_base_sent(Instant::now(), datagram);
-        drop(c);
+        self.shared.core().on_control_sent(Instant::now(), datagram);
         self.shared.wake.notify_one();
     }
 
     fn on_receive(&mut self, datagram: &[u8]) -> bool {
-        if !is_discovery_reply(datagram) {
+        if !self
+            .shared
+            .core()
+            .on_sender_received(Instant::now(), datagram)
+        {
             return false;
         }
-        let mut c = self.shared.client();
-        c.on_base_received(Instant::now(), datagram.to_vec());
-        // Nothing else is ever passed in, so nothing waits for delivery.
-        while c.poll_deliver().is_some() {}
-        drop(c);
         self.shared.wake.notify_one();
         true
     }
 }
-
 /// Packrat media config (Packrat (CoNEXT '26) Table 4, media: 40 symbols, 20 kB cache): eACKs every
 /// `every_packets` packets or `interval_ms`. Media datagrams carry no QUIC packet number, so
 /// the reorder window never holds anything (the player has no ACKs to withhold) and the client
@@ -232,23 +328,20 @@ pub struct PackratHooks {
 
 impl FecHooks for PackratHooks {
     fn on_sent(&mut self, _datagram: &[u8]) {
-        let mut c = self.shared.client();
-        if c.is_idle() {
-            if let Err(e) = c.start(Instant::now()) {
-                tracing::debug!(%e, "sidekick discovery did not start");
-            }
-            drop(c);
+        let mut c = self.shared.core();
+        let idle = c.client.is_idle();
+        c.on_player_sent(Instant::now());
+        drop(c);
+        if idle {
             self.shared.wake.notify_one();
         }
     }
 
     fn on_received(&mut self, datagram: &[u8]) -> bool {
-        let mut c = self.shared.client();
-        let discovery = is_discovery_reply(datagram);
-        c.on_base_received(Instant::now(), datagram.to_vec());
-        // The player reads the datagram itself; the SDK's copy is only for the eACK.
-        while c.poll_deliver().is_some() {}
-        drop(c);
+        let discovery = self
+            .shared
+            .core()
+            .on_player_received(Instant::now(), datagram);
         self.shared.wake.notify_one();
         discovery
     }
@@ -256,25 +349,11 @@ impl FecHooks for PackratHooks {
 
 async fn drive(shared: Arc<Shared>, base: Arc<UdpSocket>, peer: SocketAddr, sk: UdpSocket) {
     let mut buf = vec![0u8; 65_536];
-    let mut last_sample = Instant::now();
     loop {
-        // Send what the client queued; drop events (no congestion controller to feed).
-        let mut out = Vec::new();
-        let deadline = {
-            let mut c = shared.client();
-            while let Some(t) = c.poll_transmit() {
-                out.push(t);
-            }
-            while c.poll_event().is_some() {}
-            if last_sample.elapsed() >= Duration::from_millis(20) {
-                last_sample = Instant::now();
-                shared
-                    .sample
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .update(&c);
-            }
-            c.poll_timeout()
+        // Send what the client queued.
+        let (out, deadline) = {
+            let mut c = shared.core();
+            (c.poll_transmits(Instant::now()), c.poll_timeout())
         };
         for t in out {
             // Best effort: the end-to-end NACKs recover what is not sent.
@@ -292,11 +371,11 @@ async fn drive(shared: Arc<Shared>, base: Arc<UdpSocket>, peer: SocketAddr, sk: 
         tokio::select! {
             r = sk.recv_from(&mut buf) => {
                 if let Ok((n, from)) = r {
-                    shared.client().on_sidekick_datagram(Instant::now(), from, &buf[..n]);
+                    shared.core().on_sidekick_datagram(Instant::now(), from, &buf[..n]);
                 }
             }
             () = tokio::time::sleep(sleep_for) => {
-                shared.client().handle_timeout(Instant::now());
+                shared.core().handle_timeout(Instant::now());
             }
             () = shared.wake.notified() => {}
         }

@@ -19,52 +19,49 @@ pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
     Some(v[rank.min(v.len()) - 1])
 }
 
-/// Smoothed RTT estimator (RFC 6298 gains), seeded with an initial value until the first sample.
+/// Smoothed RTT (the shared estimator, `sidekick_wire::rtt`) that reports an initial value until
+/// the first sample.
 #[derive(Debug, Clone, Copy)]
 pub struct RttEstimator {
-    srtt: Duration,
-    rttvar: Duration,
-    samples: u64,
+    initial: Duration,
+    est: sidekick_wire::rtt::RttEstimator,
 }
 
 impl RttEstimator {
     /// Estimator reporting `initial` until the first sample.
     pub fn new(initial: Duration) -> Self {
         Self {
-            srtt: initial,
-            rttvar: initial / 2,
-            samples: 0,
+            initial,
+            est: sidekick_wire::rtt::RttEstimator::new(),
         }
     }
 
     /// Add a sample.
     pub fn on_sample(&mut self, rtt: Duration) {
-        if self.samples == 0 {
-            self.srtt = rtt;
-            self.rttvar = rtt / 2;
-        } else {
-            let diff = self.srtt.abs_diff(rtt);
-            self.rttvar = (self.rttvar * 3 + diff) / 4;
-            self.srtt = (self.srtt * 7 + rtt) / 8;
-        }
-        self.samples += 1;
+        self.est.on_sample(rtt);
     }
 
     /// Smoothed RTT.
     pub fn srtt(&self) -> Duration {
-        self.srtt
+        self.est.smoothed().unwrap_or(self.initial)
     }
 
     /// Number of samples taken.
     pub fn samples(&self) -> u64 {
-        self.samples
+        self.est.samples()
     }
 
     /// Interval between two NACKs of the same packet: at least one RTT (Sidekick (NSDI '24) §5.1: "up to one
     /// per RTT"), padded by the RTT variation so a retransmission that is merely late is not
     /// NACKed again.
     pub fn renack_interval(&self) -> Duration {
-        self.srtt + (self.rttvar * 2).max(Duration::from_millis(1))
+        // Before the first sample the variation is taken as half the initial value (RFC 6298 §2.1).
+        let var = if self.est.samples() == 0 {
+            self.initial / 2
+        } else {
+            self.est.variation()
+        };
+        self.srtt() + (var * 2).max(Duration::from_millis(1))
     }
 }
 

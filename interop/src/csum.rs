@@ -20,28 +20,7 @@ pub enum CsumError {
     Fragment,
 }
 
-fn sum16(data: &[u8], mut acc: u32) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        acc += u32::from(*last) << 8;
-    }
-    acc
-}
-
-fn fold(mut acc: u32) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
-/// The Internet checksum (RFC 1071) of `data` with `initial` pre-summed words.
-pub fn internet_checksum(data: &[u8], initial: u32) -> u16 {
-    fold(sum16(data, initial))
-}
+use sidekick_wire::checksum::Checksum;
 
 /// Recomputes the UDP or TCP checksum of an Ethernet frame in place.
 ///
@@ -56,7 +35,7 @@ pub fn fill_l4_checksum(frame: &mut [u8]) -> Result<(), CsumError> {
         *frame.get(12).ok_or(CsumError::Truncated)?,
         *frame.get(13).ok_or(CsumError::Truncated)?,
     ]);
-    let (proto, l4_start, l4_end, pseudo) = match ethertype {
+    let (proto, l4_start, l4_end, mut sum) = match ethertype {
         0x0800 => {
             let ip = frame.get(14..34).ok_or(CsumError::Truncated)?;
             if ip[0] >> 4 != 4 {
@@ -73,9 +52,10 @@ pub fn fill_l4_checksum(frame: &mut [u8]) -> Result<(), CsumError> {
             }
             let proto = ip[9];
             let l4_len = total - ihl;
-            let mut acc = sum16(&ip[12..20], 0);
-            acc += u32::from(proto) + l4_len as u32;
-            (proto, 14 + ihl, 14 + total, acc)
+            let mut pseudo = Checksum::new();
+            pseudo.add_bytes(&ip[12..20]);
+            pseudo.add(u32::from(proto) + l4_len as u32);
+            (proto, 14 + ihl, 14 + total, pseudo)
         }
         0x86dd => {
             let ip = frame.get(14..54).ok_or(CsumError::Truncated)?;
@@ -84,9 +64,10 @@ pub fn fill_l4_checksum(frame: &mut [u8]) -> Result<(), CsumError> {
             if 54 + payload > frame.len() {
                 return Err(CsumError::Truncated);
             }
-            let mut acc = sum16(&ip[8..40], 0);
-            acc += u32::from(proto) + payload as u32;
-            (proto, 54, 54 + payload, acc)
+            let mut pseudo = Checksum::new();
+            pseudo.add_bytes(&ip[8..40]);
+            pseudo.add(u32::from(proto) + payload as u32);
+            (proto, 54, 54 + payload, pseudo)
         }
         _ => return Err(CsumError::Unsupported),
     };
@@ -100,7 +81,8 @@ pub fn fill_l4_checksum(frame: &mut [u8]) -> Result<(), CsumError> {
     }
     frame[l4_start + off] = 0;
     frame[l4_start + off + 1] = 0;
-    let mut c = internet_checksum(&frame[l4_start..l4_end], pseudo);
+    sum.add_bytes(&frame[l4_start..l4_end]);
+    let mut c = sum.finish();
     if proto == 17 && c == 0 {
         c = 0xffff; // RFC 768: a computed zero is sent as all ones.
     }
@@ -128,7 +110,7 @@ mod tests {
             0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2,
         ];
         ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        let ipc = internet_checksum(&ip, 0);
+        let ipc = sidekick_wire::checksum::internet_checksum(&ip);
         ip[10..12].copy_from_slice(&ipc.to_be_bytes());
         f.extend_from_slice(&ip);
         let ulen = (8 + payload.len()) as u16;
@@ -143,8 +125,11 @@ mod tests {
         // Sum over pseudo-header + UDP segment including the checksum must fold to 0.
         let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
         let l4 = &f[34..14 + total];
-        let acc = sum16(&f[26..34], 0) + 17 + l4.len() as u32;
-        internet_checksum(l4, acc) == 0
+        let mut sum = Checksum::new();
+        sum.add_bytes(&f[26..34]);
+        sum.add(17 + l4.len() as u32);
+        sum.add_bytes(l4);
+        sum.finish() == 0
     }
 
     #[test]

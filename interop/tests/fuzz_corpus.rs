@@ -5,7 +5,7 @@
 //! rewrites them.
 #![allow(clippy::unwrap_used)]
 
-use sidekick_lab::csum::internet_checksum;
+use sidekick_wire::checksum::internet_checksum;
 
 /// The committed seeds of `target` (`fuzz/corpus/TARGET/`).
 fn corpus(target: &str) -> std::path::PathBuf {
@@ -52,7 +52,7 @@ fn ipv4(proto: u8, l4: &[u8]) -> Vec<u8> {
         0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, proto, 0, 0, 10, 0, 1, 1, 10, 0, 2, 2,
     ];
     ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let c = internet_checksum(&ip, 0);
+    let c = internet_checksum(&ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     ip.extend_from_slice(l4);
     ip

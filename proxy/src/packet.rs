@@ -1,5 +1,6 @@
 //! Bounds-checked parsing of captured frames: Ethernet (with up to two VLAN tags), IPv4, IPv6 (with
-//! the common extension headers), UDP, and the QUIC long header (RFC 9000 §17.2, RFC 9369 §3.2).
+//! the common extension headers) and UDP. QUIC headers and checksums are `sidekick-wire`'s, shared
+//! with the SDK and the lab.
 //!
 //! Everything here reads wire input: every access is bounds-checked and every failure is a typed
 //! [`ParseError`]; nothing panics. The parser never modifies the frame (fail-open: the proxy does
@@ -7,6 +8,9 @@
 //! injects.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use sidekick_wire::checksum::{Checksum, internet_checksum};
+use sidekick_wire::quic::LongHeader;
 
 /// Link-layer framing of captured buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,114 +244,15 @@ fn parse_udp(
     })
 }
 
-/// QUIC long-header packet type (RFC 9000 §17.2; v2 numbering mapped per RFC 9369 §3.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LongType {
-    /// Initial.
-    Initial,
-    /// 0-RTT.
-    ZeroRtt,
-    /// Handshake.
-    Handshake,
-    /// Retry.
-    Retry,
-    /// Version negotiation (version 0).
-    VersionNegotiation,
-}
-
-/// The invariant fields of a QUIC long header (RFC 8999 §5.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LongHeader<'a> {
-    /// QUIC version.
-    pub version: u32,
-    /// Packet type (for versions 1 and 2; others map by v1 numbering).
-    pub ty: LongType,
-    /// Destination connection id.
-    pub dcid: &'a [u8],
-    /// Source connection id.
-    pub scid: &'a [u8],
-}
-
-/// QUIC version 2 (RFC 9369).
-pub const QUIC_V2: u32 = 0x6b33_43cf;
-
-/// Parse the first QUIC packet of a UDP payload if it has a long header; `Ok(None)` for a short
-/// header. Connection ids are bounded by the one-byte length (RFC 8999 allows up to 255).
-pub fn parse_quic_long(payload: &[u8]) -> Result<Option<LongHeader<'_>>, ParseError> {
-    let first = *payload.first().ok_or(ParseError::Truncated("quic"))?;
-    if first & 0x80 == 0 {
-        return Ok(None);
-    }
-    let v = payload
-        .get(1..5)
-        .ok_or(ParseError::Truncated("quic version"))?;
-    let version = u32::from_be_bytes([v[0], v[1], v[2], v[3]]);
-    let dlen = usize::from(*payload.get(5).ok_or(ParseError::Truncated("quic dcid"))?);
-    let dcid = payload
-        .get(6..6 + dlen)
-        .ok_or(ParseError::Truncated("quic dcid"))?;
-    let slen = usize::from(
-        *payload
-            .get(6 + dlen)
-            .ok_or(ParseError::Truncated("quic scid"))?,
-    );
-    let scid = payload
-        .get(7 + dlen..7 + dlen + slen)
-        .ok_or(ParseError::Truncated("quic scid"))?;
-    let bits = (first >> 4) & 0x03;
-    let ty = if version == 0 {
-        LongType::VersionNegotiation
-    } else if version == QUIC_V2 {
-        [
-            LongType::Retry,
-            LongType::Initial,
-            LongType::ZeroRtt,
-            LongType::Handshake,
-        ][usize::from(bits)]
-    } else {
-        [
-            LongType::Initial,
-            LongType::ZeroRtt,
-            LongType::Handshake,
-            LongType::Retry,
-        ][usize::from(bits)]
-    };
-    Ok(Some(LongHeader {
-        version,
-        ty,
-        dcid,
-        scid,
-    }))
-}
-
-fn sum16(data: &[u8], mut acc: u32) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc = acc.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
-    }
-    if let [last] = chunks.remainder() {
-        acc = acc.wrapping_add(u32::from(*last) << 8);
-    }
-    acc
-}
-
-fn fold(mut acc: u32) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
-
 /// Compute the UDP checksum (RFC 768 / RFC 8200 §8.1) of `pkt` inside `frame`, with the checksum
 /// field treated as zero. Returns the value to store (0 is sent as 0xffff).
 pub fn udp_checksum(frame: &[u8], pkt: &UdpPacket) -> u16 {
     let udp_len = pkt.payload_len + 8;
-    let mut acc: u32 = 0;
+    let mut acc = Checksum::new();
     match (pkt.src.ip(), pkt.dst.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            acc = sum16(&s.octets(), acc);
-            acc = sum16(&d.octets(), acc);
-            acc = acc.wrapping_add(17).wrapping_add(udp_len as u32);
+            acc.add_bytes(&s.octets());
+            acc.add_bytes(&d.octets());
         }
         (s, d) => {
             let s6 = match s {
@@ -358,17 +263,18 @@ pub fn udp_checksum(frame: &[u8], pkt: &UdpPacket) -> u16 {
                 IpAddr::V6(a) => a,
                 IpAddr::V4(a) => a.to_ipv6_mapped(),
             };
-            acc = sum16(&s6.octets(), acc);
-            acc = sum16(&d6.octets(), acc);
-            acc = acc.wrapping_add(udp_len as u32).wrapping_add(17);
+            acc.add_bytes(&s6.octets());
+            acc.add_bytes(&d6.octets());
         }
     }
+    acc.add(17);
+    acc.add(udp_len as u32);
     let l4 = pkt.l4_offset;
     if let Some(h) = frame.get(l4..l4 + 6) {
-        acc = sum16(h, acc);
+        acc.add_bytes(h);
     }
-    acc = sum16(pkt.payload(frame), acc);
-    let c = !fold(acc);
+    acc.add_bytes(pkt.payload(frame));
+    let c = acc.finish();
     if c == 0 { 0xffff } else { c }
 }
 
@@ -392,7 +298,7 @@ pub fn udp_checksum_ok(frame: &[u8], pkt: &UdpPacket) -> bool {
 
 /// The ones'-complement checksum of an IPv4 header (or of an ICMP message).
 pub(crate) fn ipv4_header_checksum(h: &[u8]) -> u16 {
-    !fold(sum16(h, 0))
+    internet_checksum(h)
 }
 
 /// Build a bare IP/UDP packet (IPv4 or IPv6 by the addresses' family; mixed families map the IPv4
@@ -547,7 +453,7 @@ pub fn fuzz_parse(data: &[u8]) {
         if let Ok(p) = parse_frame(data, link) {
             let payload = p.payload(data);
             assert!(p.payload_offset + p.payload_len <= data.len());
-            let _ = parse_quic_long(payload);
+            let _ = LongHeader::parse(payload);
             let _ = udp_checksum_ok(data, &p);
             for (a, b) in gso_segments(&p, Some(1200)) {
                 assert!(a <= b && b <= data.len());
@@ -555,7 +461,7 @@ pub fn fuzz_parse(data: &[u8]) {
             let _ = build_reply_frame(data, link, &p, payload);
         }
     }
-    let _ = parse_quic_long(data);
+    let _ = LongHeader::parse(data);
 }
 
 #[cfg(test)]
@@ -649,20 +555,6 @@ mod tests {
             parse_frame(&ip, LinkType::RawIp),
             Err(ParseError::NotUdp(6))
         );
-    }
-
-    #[test]
-    fn quic_long_header() {
-        let mut p = vec![0xc0 | (2 << 4), 0, 0, 0, 1, 4, 1, 2, 3, 4, 2, 9, 9, 0];
-        let h = parse_quic_long(&p).unwrap().unwrap();
-        assert_eq!(h.version, 1);
-        assert_eq!(h.ty, LongType::Handshake);
-        assert_eq!(h.dcid, &[1, 2, 3, 4]);
-        assert_eq!(h.scid, &[9, 9]);
-        p[1..5].copy_from_slice(&QUIC_V2.to_be_bytes());
-        assert_eq!(parse_quic_long(&p).unwrap().unwrap().ty, LongType::ZeroRtt);
-        assert_eq!(parse_quic_long(&[0x40, 1, 2]).unwrap(), None);
-        assert!(parse_quic_long(&[0xc0, 0, 0, 0, 1, 20, 1]).is_err());
     }
 
     #[test]

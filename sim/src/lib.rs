@@ -3,7 +3,8 @@
 //! The real pieces, with no sockets, threads or wall clock: quinn-proto endpoints with the SDK's
 //! engines and PACUBIC ([`sdk`], [`quic`]), the proxy core the `sidekick-proxy` binary runs
 //! ([`proxy_node`]), the lab's link model ([`net`], `sidekick_lab::link`), driven by one event
-//! queue in virtual time ([`sched`], [`trial`]). The lab's scenario files run unchanged
+//! queue in virtual time ([`sched`], [`trial`]); the media applications of the examples run on
+//! the same links and proxy ([`media`]). The lab's scenario files run unchanged
 //! ([`scenario`], [`run`]) and produce the lab's JSON keys. One seed makes a run reproducible:
 //! the same seed gives the same JSON, byte for byte (what cannot be seeded is listed in [`quic`]).
 //!
@@ -16,10 +17,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod media;
 pub mod multi;
 pub mod net;
 pub mod proxy_node;
 pub mod quic;
+pub mod rtc;
 pub mod run;
 pub mod scenario;
 pub mod sched;

@@ -4,6 +4,7 @@
 //! Ethernet frames built with the proxy's packet builders, so the proxy core parses exactly what
 //! it would capture on the ap.
 
+use sidekick_wire::checksum::internet_checksum;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
@@ -85,18 +86,6 @@ pub fn rewrite_macs(frame: &mut [u8], src_mac: [u8; 6], dst_mac: [u8; 6]) {
 pub fn udp_of(frame: &[u8]) -> Option<(SocketAddr, SocketAddr, &[u8])> {
     let u = parse_frame(frame, LinkType::Ethernet).ok()?;
     Some((u.src, u.dst, u.payload(frame)))
-}
-
-/// The Internet checksum (RFC 1071) of `b`.
-fn internet_checksum(b: &[u8]) -> u16 {
-    let mut sum: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// The kernel's answer to an ICMP echo request frame addressed to `own` (PEMI's calibration

@@ -84,6 +84,9 @@ const APP_KEYS: &[&str] = &[
     "client_args",
 ];
 
+/// The media applications the simulator runs ([`crate::media`]).
+const MEDIA_KINDS: &[&str] = &["media", "media-fec"];
+
 const VARIANT_KEYS: &[&str] = &["name", "proxy", "set", "client_args", "kill_proxy_at"];
 
 /// Checks every key of the (overridden) scenario table against what the simulator models.
@@ -113,11 +116,25 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
         }
     }
     let app = &scn.app;
-    if app.kind != "transfer" {
+    if !MEDIA_KINDS.contains(&app.kind.as_str()) && app.kind != "transfer" && app.kind != "rtc" {
         return Err(not_modelled(
             "app.kind",
-            &format!("`{}` (the simulator runs `transfer`)", app.kind),
+            &format!(
+                "`{}` (the simulator runs `transfer`, `media`, `media-fec` and `rtc`)",
+                app.kind
+            ),
         ));
+    }
+    if MEDIA_KINDS.contains(&app.kind.as_str()) {
+        if app.bytes != 0 {
+            return Err(not_modelled("app.bytes", "media streams last `duration_s`"));
+        }
+        if scn.ap_bridge {
+            return Err(not_modelled(
+                "topology.ap",
+                "media runs with a routing ap (the proxy sniffing lan0)",
+            ));
+        }
     }
     if app.http3 {
         return Err(not_modelled(
@@ -125,8 +142,18 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
             "HTTP/3 is not modelled (raw stream only)",
         ));
     }
-    if app.client_stack.is_some() {
-        return Err(not_modelled("app.client_stack", "rtc only"));
+    if app
+        .client_stack
+        .as_deref()
+        .is_some_and(|c| app.kind != "rtc" || c != app.stack)
+    {
+        return Err(not_modelled(
+            "app.client_stack",
+            "the simulator's RTC client is the server's stack",
+        ));
+    }
+    if app.kind == "rtc" && app.bytes != 0 {
+        return Err(not_modelled("app.bytes", "RTC runs last `duration_s`"));
     }
     if let Some(vs) = t.get("variants").and_then(toml::Value::as_array) {
         for v in vs {
@@ -151,6 +178,10 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
 
 /// Why a variant cannot run in the simulator at all, if so (reported as skipped).
 pub fn skip_reason(scn: &Scenario) -> Option<String> {
+    if MEDIA_KINDS.contains(&scn.app.kind.as_str()) {
+        // UDP applications: no QUIC stack.
+        return None;
+    }
     match scn.app.stack.as_str() {
         "quinn" => None,
         "quiche" => Some(
@@ -213,7 +244,40 @@ pub fn client_params(
 pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioError> {
     let mut args = vs.app.client_args.clone();
     args.extend(v.client_args.iter().cloned());
-    let sidekick = client_params(&v.name, &args)?;
+    let media = if MEDIA_KINDS.contains(&vs.app.kind.as_str()) {
+        let d = std::time::Duration::try_from_secs_f64(vs.app.duration_s)
+            .map_err(|e| not_modelled("app.duration_s", &e.to_string()))?;
+        let m = crate::media::parse_client_args(vs.app.kind == "media", d, &args).map_err(|e| {
+            SimScenarioError::ClientArg {
+                variant: v.name.clone(),
+                arg: e.arg,
+                why: e.why,
+            }
+        })?;
+        Some(m)
+    } else {
+        None
+    };
+    let rtc = if vs.app.kind == "rtc" {
+        if let Some(a) = args.first() {
+            return Err(SimScenarioError::ClientArg {
+                variant: v.name.clone(),
+                arg: a.clone(),
+                why: "sidekick-rtc client flags are not modelled by the simulator".into(),
+            });
+        }
+        Some(
+            std::time::Duration::try_from_secs_f64(vs.app.duration_s)
+                .map_err(|e| not_modelled("app.duration_s", &e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let sidekick = if media.is_some() || rtc.is_some() {
+        None
+    } else {
+        client_params(&v.name, &args)?
+    };
     let proxy = match v.proxy.split_first() {
         None => None,
         Some((prog, rest)) => {
@@ -250,6 +314,8 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
         lan: vs.lan,
         bytes: vs.app.bytes,
         timeout: std::time::Duration::from_secs_f64(vs.app.timeout_s + 10.0),
+        media,
+        rtc,
         proxy,
         sidekick,
         link_seed: 0,

@@ -31,6 +31,7 @@ use crate::net::{
 };
 use crate::proxy_node::{ProxyNode, ProxyOut, Verdict};
 use crate::quic::{self, Peer, QuicError};
+use crate::rtc::{RtcClient, RtcServer};
 use crate::sched::{Clock, Scheduler};
 use crate::sdk::{Out, SdkGlue};
 use crate::transfer::{DownloadClient, DownloadServer, UploadClient, UploadServer};
@@ -58,6 +59,10 @@ pub struct TrialSetup {
     pub link_seed: u64,
     /// Seeds the stacks (endpoint RNGs, connection IDs, keys).
     pub stack_seed: u64,
+    /// A media application (`media`, `media-fec`) instead of the bulk transfer.
+    pub media: Option<crate::media::MediaSetup>,
+    /// RTC frames (`rtc`) for this long instead of the bulk transfer.
+    pub rtc: Option<Duration>,
 }
 
 /// What a trial produced.
@@ -77,7 +82,8 @@ const SERVER_TIMER: usize = 5;
 const SDK_TIMER: usize = 6;
 const PROXY_TIMER: usize = 7;
 const DELAYED: usize = 8;
-const COMPONENTS: usize = 9;
+const APP_TIMER: usize = 9;
+const COMPONENTS: usize = 10;
 /// Frames the bridging proxy holds for PEMI's reply delay at most (daemon.rs `DELAY_CAP`); beyond
 /// it frames are forwarded at once.
 const DELAY_CAP: usize = 4096;
@@ -89,6 +95,7 @@ const MAX_EVENTS: u64 = 200_000_000;
 enum App {
     Upload(UploadClient, UploadServer),
     Download(DownloadClient, DownloadServer),
+    Rtc(RtcClient, RtcServer),
 }
 
 impl App {
@@ -96,6 +103,7 @@ impl App {
         match self {
             App::Upload(c, _) => c.done(),
             App::Download(c, _) => c.done(),
+            App::Rtc(c, _) => c.done(),
         }
     }
 
@@ -103,6 +111,7 @@ impl App {
         match self {
             App::Upload(c, s) => c.error.clone().or_else(|| s.error.clone()),
             App::Download(c, s) => c.error.clone().or_else(|| s.error.clone()),
+            App::Rtc(c, s) => c.error.clone().or_else(|| s.error.clone()),
         }
     }
 
@@ -110,6 +119,7 @@ impl App {
         match self {
             App::Upload(c, _) => c.drive(t, now, conn),
             App::Download(c, _) => c.drive(t, now, conn),
+            App::Rtc(c, _) => c.drive(t, now, conn),
         }
     }
 
@@ -117,12 +127,22 @@ impl App {
         match self {
             App::Upload(_, s) => s.drive(t, conn),
             App::Download(_, s) => s.drive(conn),
+            App::Rtc(_, s) => s.drive(t, conn),
+        }
+    }
+
+    /// When the application itself must run (the RTC server's next frame).
+    fn next_timer(&self) -> Option<Duration> {
+        match self {
+            App::Rtc(_, s) => s.next_timer(),
+            _ => None,
         }
     }
 
     /// Duration and the data sender's statistics, as the lab's client reports them.
     fn report(&self) -> Option<(Duration, SenderStats)> {
         match self {
+            App::Rtc(..) => None,
             App::Upload(c, s) => {
                 let (sent, lost) = c.stats?;
                 let summary = c.summary?;
@@ -189,6 +209,9 @@ struct World {
 
 /// Runs one trial.
 pub fn run_trial(setup: &TrialSetup) -> TrialOutcome {
+    if let Some(m) = &setup.media {
+        return crate::media::run_trial(setup, m);
+    }
     match World::new(setup) {
         Ok(mut w) => {
             let (error, events) = w.run(setup.timeout);
@@ -212,9 +235,18 @@ impl World {
         let clock = Clock::new(Instant::now());
         let now = clock.at(Duration::ZERO);
         let mut rng = StdRng::seed_from_u64(s.stack_seed);
-        let (sep, scfg) = quic::server_endpoint(&mut rng, quic::transport_config())?;
-        let server = Peer::server(sep, scfg, server_addr());
+        let mut server_transport = quic::transport_config();
         let mut transport = quic::transport_config();
+        if s.rtc.is_some() {
+            // sidekick-rtc: frames in the order written; a client allowing 1000 open frame
+            // streams.
+            server_transport.send_fairness(false);
+            transport.max_concurrent_uni_streams(quinn_proto::VarInt::from_u32(
+                sidekick_examples::rtc::QUINN_CLIENT_MAX_CONCURRENT_UNI,
+            ));
+        }
+        let (sep, scfg) = quic::server_endpoint(&mut rng, server_transport)?;
+        let server = Peer::server(sep, scfg, server_addr());
         let mut sdk_parts = None;
         let mode = Mode::for_direction(s.direction);
         if let Some(p) = &s.sidekick {
@@ -261,9 +293,15 @@ impl World {
             ifs: Interfaces::default(),
             client,
             server,
-            app: match s.direction {
-                Direction::Upload => App::Upload(UploadClient::new(s.bytes), UploadServer::new()),
-                Direction::Download => {
+            app: match (s.rtc, s.direction) {
+                (Some(d), _) => App::Rtc(
+                    RtcClient::new(d),
+                    RtcServer::new(sidekick_examples::rtc::FrameParams::default()),
+                ),
+                (None, Direction::Upload) => {
+                    App::Upload(UploadClient::new(s.bytes), UploadServer::new())
+                }
+                (None, Direction::Download) => {
                     App::Download(DownloadClient::new(s.bytes), DownloadServer::new())
                 }
             },
@@ -358,6 +396,8 @@ impl World {
                 }
                 self.handle_proxy_out();
             }
+            // The application runs in `settle`.
+            APP_TIMER => {}
             _ => {
                 while self.delayed.front().is_some_and(|d| d.0 <= self.t) {
                     if let Some((_, to_client, f)) = self.delayed.pop_front() {
@@ -441,6 +481,8 @@ impl World {
         self.sched.set(PROXY_TIMER, pt);
         let dt = self.delayed.front().map(|d| d.0.max(t));
         self.sched.set(DELAYED, dt);
+        let at = self.app.next_timer().map(|d| d.max(t));
+        self.sched.set(APP_TIMER, at);
     }
 
     fn send_sdk_out(&mut self) {
@@ -646,6 +688,13 @@ impl World {
             if let Ok(j) = serde_json::to_value(&report) {
                 sidekick_lab::runner::add_client_json(&mut m, &j);
             }
+            sidekick_lab::runner::derive_metrics(&mut m, s.direction.name());
+        }
+        if let App::Rtc(c, _) = &self.app
+            && let Some(r) = c.report()
+            && let Ok(j) = serde_json::to_value(&r)
+        {
+            sidekick_lab::runner::add_client_json(&mut m, &j);
             sidekick_lab::runner::derive_metrics(&mut m, s.direction.name());
         }
         m

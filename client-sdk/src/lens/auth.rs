@@ -13,6 +13,7 @@
 use ring::aead;
 
 use super::{LensError, Suite, hkdf_expand_label};
+use sidekick_wire::varint::read as varint;
 
 /// One generation's packet-protection key and IV.
 struct PacketKey {
@@ -143,18 +144,6 @@ impl AckRanges {
 
 /// Cap on ACK ranges read from one frame.
 const MAX_ACK_RANGES: u64 = 64;
-
-fn varint(b: &[u8], at: &mut usize) -> Option<u64> {
-    let first = *b.get(*at)?;
-    let len = 1usize << (first >> 6);
-    let bytes = b.get(*at..*at + len)?;
-    let mut v = u64::from(first & 0x3f);
-    for x in &bytes[1..] {
-        v = (v << 8) | u64::from(*x);
-    }
-    *at += len;
-    Some(v)
-}
 
 /// Reads the ACK frame at the start of a 1-RTT payload (after any PADDING or PING frames, as
 /// stacks usually place it). `None` when the packet carries no ACK there or it is malformed;

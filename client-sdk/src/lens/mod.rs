@@ -27,12 +27,11 @@ use ring::aead::{self, quic};
 use ring::hkdf;
 
 pub(crate) mod auth;
-mod header;
 mod keylog;
 
 pub use auth::{AckRanges, parse_ack_frame};
-pub use header::{LongHeader, parse_long_header, short_header_offset};
 pub use keylog::{KeyLogEntry, KeyLogError, KeyLogLabel, fuzz_keylog, parse_keylog_line};
+pub use sidekick_wire::quic::{LongHeader, LongType, short_header_offset};
 
 /// Errors reading a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -286,7 +285,7 @@ fn trial_open(suite: Suite, secret: &[u8], header: &[u8], payload: &[u8], pn: u6
 /// Fuzz body: the header parsers and the lens never panic on arbitrary datagrams.
 pub fn fuzz_datagram(data: &[u8]) {
     let _ = short_header_offset(data);
-    let _ = parse_long_header(data);
+    let _ = LongHeader::parse(data);
     let mut lens = PacketNumberLens::new(Role::Client);
     lens.set_secret(Direction::Incoming, &[7u8; 32]);
     lens.set_secret(Direction::Outgoing, &[9u8; 48]);
@@ -517,24 +516,22 @@ impl PacketNumberLens {
     /// received (`Incoming`) by this endpoint. Long headers teach the lens CID lengths.
     pub fn observe(&mut self, dir: Direction, datagram: &[u8]) -> Result<u64, LensError> {
         if datagram.first().is_some_and(|b| b & 0x80 != 0) {
-            if let Ok(long) = parse_long_header(datagram) {
+            if let Ok(long) = LongHeader::parse(datagram) {
                 // A packet's SCID is what the other side puts in its DCID.
                 let other = match dir {
                     Direction::Outgoing => Direction::Incoming,
                     Direction::Incoming => Direction::Outgoing,
                 };
-                if long.packet_type.is_some_and(|t| t != 3) && self.state(other).dcid_len.is_none()
+                if long.ty.is_some_and(|t| t != LongType::Retry)
+                    && self.state(other).dcid_len.is_none()
                 {
                     self.set_dcid_len(other, long.scid.len());
                 }
             }
         }
-        let offset = match short_header_offset(datagram) {
-            Ok(o) => o,
-            Err(e) => {
-                self.state(dir).stats.unreadable += 1;
-                return Err(e);
-            }
+        let Some(offset) = short_header_offset(datagram) else {
+            self.state(dir).stats.unreadable += 1;
+            return Err(LensError::NoShortHeader);
         };
         let packet = &datagram[offset..];
         if self.state(dir).hp.is_none() {
@@ -736,7 +733,7 @@ mod tests {
         pkt.extend([2u8; 16]);
         pkt.push(4); // Length varint
         pkt.extend([0u8; 4]);
-        let long = parse_long_header(&pkt).unwrap();
+        let long = LongHeader::parse(&pkt).unwrap();
         assert_eq!(
             (long.dcid.len(), long.scid.len(), long.packet_len),
             (8, 16, pkt.len())

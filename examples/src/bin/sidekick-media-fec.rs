@@ -20,16 +20,15 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use serde::Serialize;
 use sidekick::session::SidekickClient;
-use sidekick_examples::fec::{FecConfig, FecMetrics};
+use sidekick_examples::fec::FecConfig;
 use sidekick_examples::media_io::{
     FecHooks, NoHooks, ReceiverTiming, run_fec_client_with, serve_fec,
 };
+use sidekick_examples::media_session::FecReport;
 use sidekick_examples::media_sidekick::{
     MEDIA_EACK_EXPECTED, MEDIA_EACK_PROBABILITY, MediaSidekick, fec_config,
 };
-use sidekick_examples::transfer::SidekickCounters;
 use tokio::net::UdpSocket;
 
 /// Media stream with FEC (each packet repeats the previous frame), NACKs and a playback buffer.
@@ -110,17 +109,6 @@ struct ClientArgs {
     /// Discovery requests before falling back (no proxy).
     #[arg(long, value_name = "N", default_value_t = 4)]
     sidekick_discovery_attempts: u32,
-}
-
-#[derive(Serialize)]
-struct Report {
-    app: &'static str,
-    duration_s: f64,
-    #[serde(flatten)]
-    metrics: FecMetrics,
-    /// Sidekick counters (with `--sidekick`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sidekick: Option<SidekickCounters>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -212,7 +200,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
     }
     let m = out.metrics;
     if a.json {
-        let r = Report {
+        let r = FecReport {
             app: "media-fec",
             duration_s: duration.as_secs_f64(),
             metrics: m,

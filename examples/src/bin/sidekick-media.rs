@@ -20,16 +20,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use serde::Serialize;
 use sidekick::session::SidekickClient;
-use sidekick_examples::media::{
-    MediaConfig, MediaSender, NoObserver, ReceiverMetrics, SendObserver, SenderCounters,
-};
+use sidekick_examples::media::{MediaConfig, MediaSender, NoObserver, SendObserver};
 use sidekick_examples::media_io::{
     ReceiverTiming, parse_media_summary, random_nonce_start, run_sender, serve_media,
 };
+use sidekick_examples::media_session::MediaReport;
 use sidekick_examples::media_sidekick::{MediaSidekick, media_config};
-use sidekick_examples::transfer::SidekickCounters;
 use tokio::net::UdpSocket;
 
 /// Low-latency media stream with NACKs; reports de-jitter buffer delay and latency.
@@ -135,20 +132,6 @@ fn config(s: &Stream) -> MediaConfig {
         initial_rtt: Duration::from_millis(s.initial_rtt_ms.max(1)),
         ..MediaConfig::default()
     }
-}
-
-/// Combined report printed by the client.
-#[derive(Serialize)]
-struct Report {
-    app: &'static str,
-    duration_s: f64,
-    #[serde(flatten)]
-    sender: SenderCounters,
-    #[serde(flatten)]
-    receiver: ReceiverMetrics,
-    /// Sidekick counters (with `--sidekick`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sidekick: Option<SidekickCounters>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -262,7 +245,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         .summary
         .context("no summary from the receiver (is the server running?)")?;
     let receiver = parse_media_summary(&summary).context("parsing the receiver's summary")?;
-    let report = Report {
+    let report = MediaReport {
         app: "media",
         duration_s: duration.as_secs_f64(),
         sender: sender.counters(),

@@ -5,7 +5,7 @@
 //! replays the identical datagrams once when the client's behaviour shows they did not arrive.
 //!
 //! Nothing is decrypted: the walk of coalesced packets is `pemi::handshake::coalesced` and the
-//! connection ids come from `packet::parse_quic_long` (cleartext long-header fields only).
+//! connection ids come from `sidekick_wire::quic::LongHeader` (cleartext long-header fields only).
 //!
 //! # Per flow (a client address and a server address)
 //!
@@ -50,8 +50,9 @@ use super::budget::MemoryBudget;
 use super::output::InjectQueue;
 use crate::engine::Direction;
 use crate::flow::FlowKey;
-use crate::packet::{LongType, UdpPacket, fill_udp_checksum, parse_quic_long};
+use crate::packet::{UdpPacket, fill_udp_checksum};
 use crate::pemi::handshake::{ACK_ONLY_INITIAL_MAX, PacketKind, coalesced};
+use sidekick_wire::quic::{LongHeader, LongType};
 
 /// Settings of the handshake rescue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,13 +272,14 @@ impl HandshakeRescue {
             udp,
             csum,
         } = d;
-        let long = parse_quic_long(payload).ok().flatten();
+        let is_long = payload.first().is_some_and(|b| b & 0x80 != 0);
+        let long = LongHeader::parse(payload).ok();
         match dir {
             Direction::FromClient => {
                 let Some(e) = self.entries.get_mut(&key) else {
                     let Some(h) = long else { return };
-                    if h.ty == LongType::Initial
-                        && matches!(h.version, 1 | crate::packet::QUIC_V2)
+                    if h.ty == Some(LongType::Initial)
+                        && h.is_known_version()
                         && payload.len() >= MIN_CLIENT_INITIAL
                         && h.dcid.len() <= MAX_CID
                         && self.entries.len() < self.cfg.max_flows
@@ -311,7 +313,7 @@ impl HandshakeRescue {
                 e.client_bytes = e.client_bytes.saturating_add(frame.len());
                 e.last_client = Some(now);
                 let pkts = coalesced(payload, 8);
-                if long.is_none() || pkts.iter().any(|k| matches!(k, PacketKind::Short { .. })) {
+                if !is_long || pkts.iter().any(|k| matches!(k, PacketKind::Short { .. })) {
                     self.stats.completed += 1;
                     self.close(&key, budget);
                     return;
@@ -326,7 +328,7 @@ impl HandshakeRescue {
                 }
                 e.arm(&self.cfg);
                 let repeated_first_initial = long.is_some_and(|h| {
-                    h.ty == LongType::Initial && h.dcid == &e.dcid[..usize::from(e.dcid_len)]
+                    h.ty == Some(LongType::Initial) && h.dcid == &e.dcid[..usize::from(e.dcid_len)]
                 });
                 if repeated_first_initial && replay(e, out, &mut self.stats) {
                     self.stats.probe_triggers += 1;

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use crate::engine::Direction;
-use crate::packet::QUIC_V2;
+use sidekick_wire::quic::{LongType, Packet, packets};
 
 /// The kind of one QUIC packet inside a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,95 +38,30 @@ pub enum PacketKind {
 /// and the 16-byte AEAD tag. A ServerHello alone is well over 90 bytes (ReACKed QUICer (IMC '24) §2).
 pub const ACK_ONLY_INITIAL_MAX: u64 = 64;
 
-fn varint(b: &[u8], pos: &mut usize) -> Option<u64> {
-    let first = *b.get(*pos)?;
-    let len = 1usize << (first >> 6);
-    let bytes = b.get(*pos..*pos + len)?;
-    let mut v = u64::from(first & 0x3f);
-    for &x in &bytes[1..] {
-        v = (v << 8) | u64::from(x);
-    }
-    *pos += len;
-    Some(v)
-}
-
 /// Walk the coalesced QUIC packets of a datagram (RFC 9000 §12.2). At most `max` packets are
 /// returned; a malformed tail ends the walk (the packets before it are kept). Versions other than
 /// 1 and 2 yield nothing (their layout is unknown) except version negotiation.
 pub fn coalesced(payload: &[u8], max: usize) -> Vec<PacketKind> {
     let mut out = Vec::new();
-    let mut pos = 0usize;
-    while pos < payload.len() && out.len() < max {
-        let Some(k) = next_packet(payload, &mut pos) else {
-            break;
+    for p in packets(payload).take(max) {
+        let kind = match p {
+            Ok(Packet::Short { first, .. }) => PacketKind::Short {
+                spin: first & 0x20 != 0,
+            },
+            Ok(Packet::Long(h)) if h.version == 0 => PacketKind::VersionNegotiation,
+            Ok(Packet::Long(h)) if h.is_known_version() => match (h.ty, h.length) {
+                (Some(LongType::Initial), Some(len)) => PacketKind::Initial { len },
+                (Some(LongType::ZeroRtt), _) => PacketKind::ZeroRtt,
+                (Some(LongType::Handshake), _) => PacketKind::Handshake,
+                (Some(LongType::Retry), _) => PacketKind::Retry,
+                _ => break,
+            },
+            // An unknown version's layout (or a malformed tail) ends the walk.
+            _ => break,
         };
-        out.push(k);
-        if matches!(
-            k,
-            PacketKind::Short { .. } | PacketKind::Retry | PacketKind::VersionNegotiation
-        ) {
-            break;
-        }
+        out.push(kind);
     }
     out
-}
-
-fn next_packet(b: &[u8], pos: &mut usize) -> Option<PacketKind> {
-    let first = *b.get(*pos)?;
-    if first & 0x80 == 0 {
-        // Short header: the rest of the datagram (RFC 9000 §17.3.1). Alone in a datagram the
-        // fixed bit is not required (peers may grease it, RFC 9287; quinn does). After a long
-        // header it is: zero bytes there are datagram padding (quiche pads that way).
-        if *pos > 0 && first & 0x40 == 0 {
-            return None;
-        }
-        *pos = b.len();
-        return Some(PacketKind::Short {
-            spin: first & 0x20 != 0,
-        });
-    }
-    let v = b.get(*pos + 1..*pos + 5)?;
-    let version = u32::from_be_bytes([v[0], v[1], v[2], v[3]]);
-    let mut p = *pos + 5;
-    let dlen = usize::from(*b.get(p)?);
-    p += 1 + dlen;
-    let slen = usize::from(*b.get(p)?);
-    p += 1 + slen;
-    if p > b.len() {
-        return None;
-    }
-    if version == 0 {
-        *pos = b.len();
-        return Some(PacketKind::VersionNegotiation);
-    }
-    let bits = (first >> 4) & 0x03;
-    // RFC 9369 §3.2 renumbers the long-header types of version 2.
-    let ty = match (version, bits) {
-        (1, 0) | (QUIC_V2, 1) => 0, // Initial
-        (1, 1) | (QUIC_V2, 2) => 1, // 0-RTT
-        (1, 2) | (QUIC_V2, 3) => 2, // Handshake
-        (1, 3) | (QUIC_V2, 0) => 3, // Retry
-        _ => return None,
-    };
-    if ty == 3 {
-        *pos = b.len();
-        return Some(PacketKind::Retry);
-    }
-    if ty == 0 {
-        let tlen = varint(b, &mut p)?;
-        p = p.checked_add(usize::try_from(tlen).ok()?)?;
-    }
-    let len = varint(b, &mut p)?;
-    let end = p.checked_add(usize::try_from(len).ok()?)?;
-    if end > b.len() || len == 0 {
-        return None;
-    }
-    *pos = end;
-    Some(match ty {
-        0 => PacketKind::Initial { len },
-        1 => PacketKind::ZeroRtt,
-        _ => PacketKind::Handshake,
-    })
 }
 
 /// Initial RTT estimates measured during the handshake.

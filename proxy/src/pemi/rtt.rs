@@ -9,37 +9,28 @@ use crate::engine::Direction;
 /// How long the minimum RTT is remembered ("RTT_min … in a long period of time", §4.5.2).
 pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 
-/// A smoothed RTT with variance and a windowed minimum (RFC 9002 §5.3 smoothing constants).
+/// A smoothed RTT with variance (the shared estimator, `sidekick_wire::rtt`) and a minimum over
+/// [`MIN_RTT_WINDOW`].
 #[derive(Debug, Clone, Copy)]
 pub struct RttEstimator {
-    srtt: Duration,
-    rttvar: Duration,
-    latest: Duration,
+    smoothed: sidekick_wire::rtt::RttEstimator,
     min: Duration,
     min_at: Instant,
-    samples: u64,
 }
 
 impl RttEstimator {
     /// An estimator seeded with an initial RTT (from the handshake, §4.4.1).
     pub fn new(initial: Duration, now: Instant) -> Self {
         Self {
-            srtt: initial,
-            rttvar: initial / 2,
-            latest: initial,
+            smoothed: sidekick_wire::rtt::RttEstimator::seeded(initial),
             min: initial,
             min_at: now,
-            samples: 0,
         }
     }
 
     /// Add a sample: `srtt ← 7/8 srtt + 1/8 sample`, `rttvar ← 3/4 rttvar + 1/4 |srtt − sample|`.
     pub fn sample(&mut self, rtt: Duration, now: Instant) {
-        let dev = self.srtt.abs_diff(rtt);
-        self.rttvar = (self.rttvar * 3 + dev) / 4;
-        self.srtt = (self.srtt * 7 + rtt) / 8;
-        self.latest = rtt;
-        self.samples += 1;
+        self.smoothed.on_sample(rtt);
         if rtt <= self.min || now.saturating_duration_since(self.min_at) > MIN_RTT_WINDOW {
             self.min = rtt;
             self.min_at = now;
@@ -48,9 +39,7 @@ impl RttEstimator {
 
     /// Replace the estimate by a trusted sample (App. A reset after a large deviation).
     pub fn reset_to(&mut self, rtt: Duration, now: Instant) {
-        self.srtt = rtt;
-        self.rttvar = rtt / 2;
-        self.latest = rtt;
+        self.smoothed.reset_to(rtt);
         if rtt < self.min || now.saturating_duration_since(self.min_at) > MIN_RTT_WINDOW {
             self.min = rtt;
             self.min_at = now;
@@ -59,17 +48,18 @@ impl RttEstimator {
 
     /// The smoothed RTT.
     pub fn srtt(&self) -> Duration {
-        self.srtt
+        // Seeded, so always set.
+        self.smoothed.smoothed().unwrap_or(self.min)
     }
 
     /// The RTT variation.
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        self.smoothed.variation()
     }
 
     /// The latest sample.
     pub fn latest(&self) -> Duration {
-        self.latest
+        self.smoothed.latest().unwrap_or(self.min)
     }
 
     /// The minimum over [`MIN_RTT_WINDOW`].
@@ -79,7 +69,7 @@ impl RttEstimator {
 
     /// Samples taken.
     pub fn samples(&self) -> u64 {
-        self.samples
+        self.smoothed.samples()
     }
 }
 

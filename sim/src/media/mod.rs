@@ -1,0 +1,669 @@
+//! The media applications in virtual time: `sidekick-media` (Robin #1, app kind `media`: the
+//! client sends, the server receives and NACKs) and `sidekick-media-fec` (Packrat media, app kind
+//! `media-fec`: the server sends, the client plays with FEC and NACKs), over UDP on the lab's
+//! topology.
+//!
+//! The applications are the example binaries' own sans-IO sessions
+//! (`sidekick_examples::media_session`: [`SenderSession`], [`MediaReceiverSession`],
+//! [`FecClientSession`] over [`MediaSender`] and the receivers), and the client's sidekick is
+//! theirs too ([`MediaSidekickCore`]: Robin on the sender, the Packrat receiver on the player),
+//! configured from the same flags with the same defaults. What this file adds is only what the
+//! binaries get from the operating system: sockets (frames on the simulated links), the clock
+//! (virtual time; `CLOCK_REALTIME` is a fixed epoch plus virtual time, shared by both hosts as in
+//! the lab), and the servers' `--once` loops (wait for the first datagram, serve one session,
+//! answer repeated FINs with the SUMMARY).
+//!
+//! The ap is the transfer trials' ([`crate::trial`]): it routes, and the proxy sniffs `lan0`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngCore as _, SeedableRng as _};
+use sidekick::session::{SidekickClient, SidekickConfig, Transmit};
+use sidekick_examples::fec::{FecConfig, FecMetrics};
+use sidekick_examples::media::{MediaConfig, MediaSender};
+use sidekick_examples::media_io::parse_media_summary;
+use sidekick_examples::media_session::{
+    FecClientSession, FecReport, MediaReceiverSession, MediaReport, ReceiverTiming, SenderSession,
+    Sent,
+};
+use sidekick_examples::media_sidekick::MediaSidekickCore;
+use sidekick_examples::transfer::sidekick::Mode;
+use sidekick_examples::wire::{Codec, Message};
+
+use crate::net::{
+    self, Hop, IfCounters, Links, MAX_FRAME, client_addr, client_sidekick_addr, mac, server_addr,
+    udp_frame, udp_of,
+};
+use crate::proxy_node::{ProxyNode, ProxyOut};
+use crate::sched::{Clock, Scheduler};
+use crate::trial::{TrialOutcome, TrialSetup};
+
+mod args;
+pub use args::{MediaArgError, parse_client_args};
+
+/// `CLOCK_REALTIME` at virtual zero, µs (any fixed value: only differences are reported).
+const EPOCH_UNIX_US: u64 = 1_764_000_000_000_000;
+/// How long `sidekick-media server --once` answers repeated FINs after its session.
+const SERVER_FIN_GRACE: Duration = Duration::from_secs(1);
+
+/// Which media application a trial runs.
+#[derive(Debug, Clone)]
+pub enum MediaApp {
+    /// `sidekick-media`: the client streams `cfg` for `duration`, waits `summary_wait` for the
+    /// receiver's SUMMARY; the server (receiver) has the binary's default timing.
+    Robin {
+        /// The stream (`--interval-ms`, `--payload`, `--initial-rtt-ms`).
+        cfg: MediaConfig,
+        /// `--summary-wait`.
+        summary_wait: Duration,
+    },
+    /// `sidekick-media-fec`: the client plays `cfg` with `timing` (`--buffer-ms`,
+    /// `--initial-rtt-ms`, `--linger-ms`).
+    Fec {
+        /// The player's configuration.
+        cfg: FecConfig,
+        /// The player's linger and idle times.
+        timing: ReceiverTiming,
+    },
+}
+
+/// A media trial: the application, its duration and the client's sidekick configuration.
+#[derive(Debug, Clone)]
+pub struct MediaSetup {
+    /// The application.
+    pub app: MediaApp,
+    /// `--duration` (the scenario's `app.duration_s`).
+    pub duration: Duration,
+    /// The client's SDK configuration (`--sidekick` and its flags), if any.
+    pub sidekick: Option<SidekickConfig>,
+}
+
+/// The client's application (one per trial: no point boxing the larger variant).
+#[allow(clippy::large_enum_variant)]
+enum Client {
+    /// `sidekick-media client`: the sender.
+    Sender {
+        tx: MediaSender,
+        session: SenderSession,
+    },
+    /// `sidekick-media-fec client`: the player; its metrics once it stopped.
+    Player {
+        session: Option<FecClientSession>,
+        done: Option<FecMetrics>,
+    },
+}
+
+/// The server's application.
+enum Server {
+    /// `sidekick-media server --once`: the receiver; its session started at the given time;
+    /// then its SUMMARY, answered to FINs until the given time.
+    Receiver {
+        cfg: MediaConfig,
+        session: Option<(Duration, MediaReceiverSession)>,
+        done: Option<(Vec<u8>, Duration)>,
+    },
+    /// `sidekick-media-fec server --once`: the sender, streaming since the given time.
+    Streamer {
+        cfg: FecConfig,
+        stream: Option<(Duration, MediaSender, SenderSession)>,
+        nonce: u64,
+    },
+}
+
+const HOPS: usize = 4;
+const CLIENT_TIMER: usize = 4;
+const SERVER_TIMER: usize = 5;
+const SDK_TIMER: usize = 6;
+const PROXY_TIMER: usize = 7;
+const COMPONENTS: usize = 8;
+const MAX_EVENTS: u64 = 50_000_000;
+
+struct World {
+    clock: Clock,
+    t: Duration,
+    sched: Scheduler,
+    links: Links,
+    ifs: [IfCounters; 4],
+    client: Client,
+    server: Server,
+    sk: Option<MediaSidekickCore>,
+    proxy: Option<ProxyNode>,
+    proxy_out: Vec<ProxyOut>,
+    duration: Duration,
+    oversize_drops: u64,
+    error: Option<String>,
+}
+
+const CLI0: usize = 0;
+const AP_LAN0: usize = 1;
+const AP_WAN0: usize = 2;
+const SRV: usize = 3;
+
+/// Runs one media trial.
+pub fn run_trial(s: &TrialSetup, m: &MediaSetup) -> TrialOutcome {
+    let mut w = World::new(s, m);
+    let (error, events) = w.run(s.timeout);
+    let metrics = w.metrics(s);
+    TrialOutcome {
+        metrics,
+        error,
+        events,
+    }
+}
+
+impl World {
+    fn new(s: &TrialSetup, m: &MediaSetup) -> Self {
+        let clock = Clock::new(Instant::now());
+        let mut rng = StdRng::seed_from_u64(s.stack_seed);
+        let (client, server, mode) = match &m.app {
+            MediaApp::Robin { cfg, summary_wait } => (
+                Client::Sender {
+                    tx: MediaSender::new(cfg, rng.next_u64()),
+                    session: SenderSession::new(
+                        EPOCH_UNIX_US,
+                        cfg.interval,
+                        m.duration,
+                        *summary_wait,
+                    ),
+                },
+                Server::Receiver {
+                    cfg: cfg.clone(),
+                    session: None,
+                    done: None,
+                },
+                Mode::Robin,
+            ),
+            MediaApp::Fec { cfg, timing } => (
+                Client::Player {
+                    session: Some(FecClientSession::new(cfg, m.duration, *timing)),
+                    done: None,
+                },
+                Server::Streamer {
+                    cfg: cfg.clone(),
+                    stream: None,
+                    nonce: rng.next_u64(),
+                },
+                Mode::Packrat,
+            ),
+        };
+        let sk = m.sidekick.as_ref().map(|c| {
+            MediaSidekickCore::new(
+                SidekickClient::new(c.clone()),
+                server_addr(),
+                [std::net::IpAddr::V4(net::CLIENT_IP)],
+                mode,
+            )
+        });
+        let proxy = s
+            .proxy
+            .as_ref()
+            .map(|c| ProxyNode::new(c, (rng.next_u64(), rng.next_u64())));
+        Self {
+            clock,
+            t: Duration::ZERO,
+            sched: Scheduler::new(COMPONENTS),
+            links: Links::new(s.wan, s.lan, s.link_seed),
+            ifs: [IfCounters::default(); 4],
+            client,
+            server,
+            sk,
+            proxy,
+            proxy_out: Vec::new(),
+            duration: m.duration,
+            oversize_drops: 0,
+            error: None,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.at(self.t)
+    }
+
+    fn wall_us(&self) -> u64 {
+        EPOCH_UNIX_US + u64::try_from(self.t.as_micros()).unwrap_or(u64::MAX)
+    }
+
+    fn client_done(&self) -> bool {
+        match &self.client {
+            Client::Sender { session, .. } => session.is_done(),
+            Client::Player { done, .. } => done.is_some(),
+        }
+    }
+
+    fn run(&mut self, timeout: Duration) -> (Option<String>, u64) {
+        let mut events = 0u64;
+        self.client_timer();
+        self.settle();
+        while !self.client_done() && self.error.is_none() {
+            let Some((t, k)) = self.sched.pop() else {
+                return (Some("simulation stalled: nothing pending".into()), events);
+            };
+            if t > timeout {
+                return (Some("client timed out".into()), events);
+            }
+            events += 1;
+            if events > MAX_EVENTS {
+                return (Some("event limit reached".into()), events);
+            }
+            self.t = self.t.max(t);
+            self.step(k);
+            self.settle();
+        }
+        if self.error.is_none()
+            && let Client::Sender { session, .. } = &self.client
+            && session.summary().is_none()
+        {
+            self.error = Some("no summary from the receiver".into());
+        }
+        (self.error.clone(), events)
+    }
+
+    fn step(&mut self, k: usize) {
+        let now = self.now();
+        match k {
+            0..HOPS => {
+                let hop = Hop::ALL[k];
+                while let Some(frame) = self.links.hop(hop).pop_due(self.t) {
+                    match hop {
+                        Hop::LanUp => self.ap_from_lan(frame),
+                        Hop::LanDown => self.client_from_lan(&frame),
+                        Hop::WanUp => self.server_from_wan(&frame),
+                        Hop::WanDown => self.ap_from_wan(frame),
+                    }
+                }
+            }
+            CLIENT_TIMER => self.client_timer(),
+            SERVER_TIMER => self.server_timer(),
+            SDK_TIMER => {
+                if let Some(s) = self.sk.as_mut() {
+                    s.handle_timeout(now);
+                }
+            }
+            _ => {
+                if let Some(p) = self.proxy.as_mut() {
+                    p.handle_timeout(now, &mut self.proxy_out);
+                }
+                self.handle_proxy_out();
+            }
+        }
+    }
+
+    /// Sends what the client's sidekick queued, then re-announces every deadline.
+    fn settle(&mut self) {
+        let now = self.now();
+        if let Some(s) = self.sk.as_mut() {
+            for t in s.poll_transmits(now) {
+                match t {
+                    Transmit::Base(d) => self.client_send(client_addr(), server_addr(), &d),
+                    Transmit::Sidekick(to, d) => self.client_send(client_sidekick_addr(), to, &d),
+                }
+            }
+        }
+        for (i, hop) in Hop::ALL.iter().enumerate() {
+            let due = self.links.next_due(*hop);
+            self.sched.set(i, due);
+        }
+        let t = self.t;
+        let c = self.clock;
+        let ct = match &self.client {
+            Client::Sender { session, .. } => session.next_deadline(t),
+            Client::Player { session, .. } => session.as_ref().map(|s| s.next_deadline(t)),
+        };
+        self.sched.set(CLIENT_TIMER, ct.map(|d| d.max(t)));
+        let st = match &self.server {
+            Server::Receiver { session, .. } => {
+                session.as_ref().map(|(t0, s)| *t0 + s.next_deadline())
+            }
+            Server::Streamer { stream, .. } => stream
+                .as_ref()
+                .and_then(|(t0, _, s)| Some(*t0 + s.next_deadline(t.saturating_sub(*t0))?)),
+        };
+        self.sched.set(SERVER_TIMER, st.map(|d| d.max(t)));
+        let kt = self
+            .sk
+            .as_ref()
+            .and_then(MediaSidekickCore::poll_timeout)
+            .map(|i| c.offset(i).max(t));
+        self.sched.set(SDK_TIMER, kt);
+        let pt = self
+            .proxy
+            .as_ref()
+            .and_then(ProxyNode::poll_timeout)
+            .map(|i| c.offset(i).max(t));
+        self.sched.set(PROXY_TIMER, pt);
+    }
+
+    // --- The client -----------------------------------------------------------------------
+
+    fn client_timer(&mut self) {
+        let t = self.t;
+        let mut sent = Vec::new();
+        match &mut self.client {
+            Client::Sender { tx, session } => session.on_timeout(t, tx, &mut sent),
+            Client::Player { session, .. } => {
+                if let Some(s) = session.as_mut() {
+                    for d in s.on_timeout(t) {
+                        sent.push(Sent::Control(d));
+                    }
+                }
+            }
+        }
+        self.client_sends(sent);
+        self.player_poll();
+    }
+
+    /// The player's loop head (`run_fec_client_with`): stop once finished, else HELLO if due.
+    fn player_poll(&mut self) {
+        let t = self.t;
+        let Client::Player { session, done } = &mut self.client else {
+            return;
+        };
+        let Some(s) = session.as_mut() else {
+            return;
+        };
+        if s.is_finished(t) {
+            if !s.started() {
+                self.error = Some(format!("no media from {}", server_addr()));
+            }
+            if let Some(s) = session.take() {
+                let (_, metrics, summary) = s.finish();
+                *done = Some(metrics);
+                self.client_sends(vec![Sent::Control(summary)]);
+            }
+        } else if let Some(h) = s.poll_hello(t) {
+            self.client_sends(vec![Sent::Control(h)]);
+        }
+    }
+
+    /// The client application's datagrams to the server, through its sidekick's hooks.
+    fn client_sends(&mut self, sent: Vec<Sent>) {
+        let now = self.now();
+        let robin = matches!(self.client, Client::Sender { .. });
+        for d in sent {
+            let (bytes, media) = match d {
+                Sent::Media { datagram, .. } => (datagram, true),
+                Sent::Control(datagram) => (datagram, false),
+            };
+            self.client_send(client_addr(), server_addr(), &bytes);
+            if let Some(s) = self.sk.as_mut() {
+                match (robin, media) {
+                    (true, true) => s.on_media_sent(now, &bytes),
+                    (true, false) => s.on_control_sent(now, &bytes),
+                    (false, _) => s.on_player_sent(now),
+                }
+            }
+        }
+    }
+
+    fn client_from_lan(&mut self, frame: &[u8]) {
+        let now = self.now();
+        let t = self.t;
+        let wall = self.wall_us();
+        self.ifs[CLI0].rx(frame.len());
+        let Some((src, dst, payload)) = udp_of(frame) else {
+            return;
+        };
+        if dst == client_sidekick_addr() {
+            if let Some(s) = self.sk.as_mut() {
+                s.on_sidekick_datagram(now, src, payload);
+            }
+            return;
+        }
+        if dst != client_addr() || src != server_addr() {
+            return;
+        }
+        let mut sent = Vec::new();
+        match &mut self.client {
+            Client::Sender { tx, session } => {
+                if self
+                    .sk
+                    .as_mut()
+                    .is_some_and(|s| s.on_sender_received(now, payload))
+                {
+                    return;
+                }
+                if !session.is_done() {
+                    session.on_datagram(payload, tx, &mut sent);
+                }
+            }
+            Client::Player { session, .. } => {
+                if self
+                    .sk
+                    .as_mut()
+                    .is_some_and(|s| s.on_player_received(now, payload))
+                {
+                    return;
+                }
+                if let Some(s) = session.as_mut() {
+                    for d in s.on_datagram(payload, t, wall) {
+                        sent.push(Sent::Control(d));
+                    }
+                }
+            }
+        }
+        self.client_sends(sent);
+        self.player_poll();
+    }
+
+    fn client_send(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
+        let f = udp_frame(mac::CLIENT, mac::AP_LAN, src, dst, payload);
+        if f.len() > MAX_FRAME {
+            self.oversize_drops += 1;
+            return;
+        }
+        self.ifs[CLI0].tx(f.len());
+        self.links.hop(Hop::LanUp).offer(self.t, f);
+    }
+
+    // --- The server -----------------------------------------------------------------------
+
+    fn server_timer(&mut self) {
+        let t = self.t;
+        let mut out = Vec::new();
+        match &mut self.server {
+            Server::Receiver { session, done, .. } => {
+                if let Some((t0, s)) = session.as_mut() {
+                    let now = t.saturating_sub(*t0);
+                    if s.is_finished(now) {
+                        let summary = s.summary();
+                        out.push(summary.clone());
+                        *done = Some((summary, t + SERVER_FIN_GRACE));
+                        *session = None;
+                    } else {
+                        out.extend(s.on_timeout(now));
+                    }
+                }
+            }
+            Server::Streamer { stream, .. } => {
+                if let Some((t0, tx, s)) = stream.as_mut() {
+                    let mut sent = Vec::new();
+                    s.on_timeout(t.saturating_sub(*t0), tx, &mut sent);
+                    out.extend(sent.into_iter().map(|d| match d {
+                        Sent::Media { datagram, .. } | Sent::Control(datagram) => datagram,
+                    }));
+                }
+            }
+        }
+        for d in out {
+            self.server_send(client_addr(), &d);
+        }
+    }
+
+    fn server_from_wan(&mut self, frame: &[u8]) {
+        let t = self.t;
+        let wall = self.wall_us();
+        self.ifs[SRV].rx(frame.len());
+        let Some((src, dst, payload)) = udp_of(frame) else {
+            return;
+        };
+        if dst != server_addr() || src != client_addr() {
+            return;
+        }
+        let codec = Codec::new(0);
+        let mut out = Vec::new();
+        match &mut self.server {
+            Server::Receiver { cfg, session, done } => {
+                if let Some((t0, s)) = session.as_mut() {
+                    let now = t.saturating_sub(*t0);
+                    out.extend(s.on_datagram(payload, now, wall));
+                    if s.is_finished(now) {
+                        let summary = s.summary();
+                        out.push(summary.clone());
+                        *done = Some((summary, t + SERVER_FIN_GRACE));
+                        *session = None;
+                    }
+                } else if let Some((summary, until)) = done {
+                    // `serve_media --once`: repeated FINs get the SUMMARY again for a while.
+                    if t < *until && matches!(codec.decode(payload), Ok(Message::Fin { .. })) {
+                        out.push(summary.clone());
+                    }
+                } else if matches!(codec.decode(payload), Ok(Message::Data(_))) {
+                    // The first DATA opens the session.
+                    let mut s = MediaReceiverSession::new(cfg, ReceiverTiming::default(), t);
+                    let now = Duration::ZERO;
+                    out.extend(s.on_datagram(payload, now, wall));
+                    *session = Some((t, s));
+                }
+            }
+            Server::Streamer { cfg, stream, nonce } => {
+                if let Some((_, tx, s)) = stream.as_mut() {
+                    let mut sent = Vec::new();
+                    s.on_datagram(payload, tx, &mut sent);
+                    out.extend(sent.into_iter().map(|d| match d {
+                        Sent::Media { datagram, .. } | Sent::Control(datagram) => datagram,
+                    }));
+                } else if let Ok(Message::Hello { duration_ms }) = codec.decode(payload) {
+                    // `serve_fec --once` (max duration: its default, an hour).
+                    let d = Duration::from_millis(u64::from(duration_ms))
+                        .min(Duration::from_secs(3600));
+                    let tx = MediaSender::new(&cfg.sender_config(), *nonce);
+                    let s = SenderSession::new(wall, cfg.frame, d, Duration::from_secs(10));
+                    *stream = Some((t, tx, s));
+                }
+            }
+        }
+        for d in out {
+            self.server_send(client_addr(), &d);
+        }
+    }
+
+    fn server_send(&mut self, dst: SocketAddr, payload: &[u8]) {
+        let f = udp_frame(mac::SERVER, mac::AP_WAN, server_addr(), dst, payload);
+        if f.len() > MAX_FRAME {
+            self.oversize_drops += 1;
+            return;
+        }
+        self.ifs[SRV].tx(f.len());
+        self.links.hop(Hop::WanDown).offer(self.t, f);
+    }
+
+    // --- The ap (routing; the proxy sniffs lan0), as in the transfer trials ---------------
+
+    fn ap_from_lan(&mut self, mut frame: Vec<u8>) {
+        let now = self.now();
+        self.ifs[AP_LAN0].rx(frame.len());
+        if let Some(p) = self.proxy.as_mut() {
+            p.on_frame(now, true, &frame, &mut self.proxy_out);
+        }
+        self.handle_proxy_out();
+        let Some((src, dst, payload)) = udp_of(&frame) else {
+            return;
+        };
+        if let Some(p) = self.proxy.as_mut()
+            && dst == p.listen()
+        {
+            p.on_sidekick(now, src, payload, &mut self.proxy_out);
+            self.handle_proxy_out();
+        } else if dst.ip() == net::SERVER_IP {
+            net::rewrite_macs(&mut frame, mac::AP_WAN, mac::SERVER);
+            self.ifs[AP_WAN0].tx(frame.len());
+            self.links.hop(Hop::WanUp).offer(self.t, frame);
+        }
+    }
+
+    fn ap_from_wan(&mut self, mut frame: Vec<u8>) {
+        self.ifs[AP_WAN0].rx(frame.len());
+        if udp_of(&frame).is_some_and(|(_, d, _)| d.ip() == net::CLIENT_IP) {
+            net::rewrite_macs(&mut frame, mac::AP_LAN, mac::CLIENT);
+            self.ap_lan_egress(frame, true);
+        }
+    }
+
+    fn ap_lan_egress(&mut self, frame: Vec<u8>, capture: bool) {
+        if capture && let Some(p) = self.proxy.as_mut() {
+            let now = self.clock.at(self.t);
+            let _ = p.on_frame(now, false, &frame, &mut self.proxy_out);
+        }
+        self.ifs[AP_LAN0].tx(frame.len());
+        self.links.hop(Hop::LanDown).offer(self.t, frame);
+        self.handle_proxy_out();
+    }
+
+    fn handle_proxy_out(&mut self) {
+        while !self.proxy_out.is_empty() {
+            for o in std::mem::take(&mut self.proxy_out) {
+                match o {
+                    ProxyOut::Sidekick { to, bytes } => {
+                        let from = self.proxy.as_ref().map_or(to, ProxyNode::listen);
+                        let f = udp_frame(mac::AP_LAN, mac::CLIENT, from, to, &bytes);
+                        self.ap_lan_egress(f, true);
+                    }
+                    ProxyOut::Inject { frame, .. } => self.ap_lan_egress(frame, false),
+                }
+            }
+        }
+    }
+
+    // --- The report -----------------------------------------------------------------------
+
+    fn metrics(&self, s: &TrialSetup) -> BTreeMap<String, f64> {
+        let mut m = BTreeMap::new();
+        for (name, c) in ["cli0", "ap_lan0", "ap_wan0", "srv"].iter().zip(self.ifs) {
+            m.insert(format!("{name}_tx_packets"), c.tx_packets as f64);
+            m.insert(format!("{name}_tx_bytes"), c.tx_bytes as f64);
+            m.insert(format!("{name}_rx_packets"), c.rx_packets as f64);
+            m.insert(format!("{name}_rx_bytes"), c.rx_bytes as f64);
+        }
+        self.links.metrics(&mut m);
+        if let Some(p) = &self.proxy {
+            p.metrics(&mut m);
+        }
+        if self.oversize_drops > 0 {
+            m.insert("sim_oversize_drops".into(), self.oversize_drops as f64);
+        }
+        let sidekick = self.sk.as_ref().map(MediaSidekickCore::counters);
+        let duration_s = self.duration.as_secs_f64();
+        let report = match &self.client {
+            Client::Sender { tx, session } => session
+                .summary()
+                .and_then(|j| parse_media_summary(j).ok())
+                .and_then(|receiver| {
+                    serde_json::to_value(MediaReport {
+                        app: "media",
+                        duration_s,
+                        sender: tx.counters(),
+                        receiver,
+                        sidekick,
+                    })
+                    .ok()
+                }),
+            Client::Player { done, .. } => done.clone().and_then(|metrics| {
+                serde_json::to_value(FecReport {
+                    app: "media-fec",
+                    duration_s,
+                    metrics,
+                    sidekick,
+                })
+                .ok()
+            }),
+        };
+        if let Some(j) = report {
+            sidekick_lab::runner::add_client_json(&mut m, &j);
+            sidekick_lab::runner::derive_metrics(&mut m, s.direction.name());
+        }
+        m
+    }
+}
