@@ -18,6 +18,7 @@
 //! ```
 
 pub mod media;
+pub mod multi;
 pub mod net;
 pub mod proxy_node;
 pub mod quic;
@@ -26,5 +27,6 @@ pub mod run;
 pub mod scenario;
 pub mod sched;
 pub mod sdk;
+pub mod studies;
 pub mod transfer;
 pub mod trial;

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! sidekick-sim run robin-2-upload --trials 20 --set lan.loss=2% [--seed S] [--json FILE]
+//! sidekick-sim study scale|fairness|sweep ...
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -10,6 +11,11 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use sidekick_lab::scenario::Scenario;
 use sidekick_sim::run::{SimOptions, run};
+use sidekick_sim::studies::cli::Study;
+
+/// Counts live heap bytes for `study scale`.
+#[global_allocator]
+static ALLOC: sidekick_sim::studies::alloc::Counting = sidekick_sim::studies::alloc::Counting;
 
 /// The lab's experiments in virtual time: same scenarios, same metrics, seconds instead of
 /// minutes, the same result for the same seed.
@@ -44,6 +50,12 @@ enum Cmd {
         /// No per-trial progress lines.
         #[arg(long)]
         quiet: bool,
+    },
+    /// Studies the lab cannot run: an access point at scale, fairness on a shared bottleneck,
+    /// large sweeps with heat maps.
+    Study {
+        #[command(subcommand)]
+        study: Study,
     },
 }
 
@@ -98,6 +110,7 @@ fn main() -> anyhow::Result<()> {
             eprint!("{}", sidekick_lab::runner::format_table(&lab, metric));
             eprint!("{}", sidekick_lab::runner::format_comparison(&lab, metric));
         }
+        Cmd::Study { study } => sidekick_sim::studies::cli::run(study)?,
     }
     Ok(())
 }

@@ -242,6 +242,11 @@ impl ProxyNode {
         self.drain(out);
     }
 
+    /// The core's counters and gauges now (flows, sessions, timers fired, engine memory).
+    pub fn counters(&self) -> sidekick_proxy::metrics::Counters {
+        self.core.snapshot()
+    }
+
     /// The proxy's metrics as the lab records them: the Prometheus names without `sidekick_`,
     /// prefixed `proxy_` (`proxy_quacks_sent_total`, ...), and `proxy_ran`.
     pub fn metrics(&self, m: &mut BTreeMap<String, f64>) {

@@ -158,6 +158,11 @@ impl UploadServer {
         Self::default()
     }
 
+    /// Payload bytes received so far.
+    pub fn received(&self) -> u64 {
+        self.got
+    }
+
     /// Makes what progress the connection allows at virtual time `t`.
     pub fn drive(&mut self, t: Duration, conn: &mut Connection) {
         while conn.poll().is_some() {}
@@ -262,6 +267,11 @@ impl DownloadClient {
             sent_packets: None,
             error: None,
         }
+    }
+
+    /// Payload bytes received so far.
+    pub fn received(&self) -> u64 {
+        self.got
     }
 
     /// Whether the client is done (summary read, connection closed) or failed.
