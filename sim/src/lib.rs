@@ -27,6 +27,7 @@ pub mod run;
 pub mod scenario;
 pub mod sched;
 pub mod sdk;
+pub mod seeded_tls;
 pub mod studies;
 pub mod transfer;
 pub mod trial;

@@ -12,11 +12,10 @@
 //! - the wall clock of address-validation tokens: a fixed [`TimeSource`];
 //! - the server certificate (rcgen draws a fresh key): a fixed Ed25519 key, whose signatures are
 //!   deterministic and of fixed length, so every handshake has the same sizes;
-//! - rustls draws its client random, key shares and ticket contents from the operating system
-//!   (ring's `SystemRandom`) and cannot be seeded. These bytes have fixed lengths, so they change
-//!   the ciphertext but no size, timing or decision of the simulation: the packet identifiers the
-//!   quACKs carry (the last 4 bytes of each datagram, part of the AEAD tag) differ from run to run,
-//!   and only a collision of two identifiers within one quACK window could make runs differ.
+//! - rustls's client random, session ID and key shares (ring draws them from the operating
+//!   system): a provider whose random source and X25519 key exchange are seeded
+//!   ([`crate::seeded_tls`]), so the traffic keys, the AEAD tags and with them the packet
+//!   identifiers of quACKs and eACKs are the same under one seed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -94,10 +93,6 @@ fn server_identity() -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>)
     Ok((cert.der().clone(), PrivateKeyDer::Pkcs8(der)))
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
 /// The transport configuration of the lab's `sidekick-transfer` (examples/src/transfer/
 /// quinn_stack.rs): GSO off, large windows, 30 s idle timeout; the caller picks the controller.
 pub fn transport_config() -> TransportConfig {
@@ -132,7 +127,7 @@ pub fn server_endpoint(
     transport: TransportConfig,
 ) -> Result<(Endpoint, Arc<ServerConfig>), QuicError> {
     let (cert, key) = server_identity()?;
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+    let mut tls = rustls::ServerConfig::builder_with_provider(crate::seeded_tls::provider(rng))
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| QuicError::Tls(e.to_string()))?
         .with_no_client_auth()
@@ -166,7 +161,7 @@ pub fn client_endpoint(
     let (cert, _) = server_identity()?;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).map_err(|e| QuicError::Tls(e.to_string()))?;
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider())
+    let mut tls = rustls::ClientConfig::builder_with_provider(crate::seeded_tls::provider(rng))
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| QuicError::Tls(e.to_string()))?
         .with_root_certificates(roots)
