@@ -51,11 +51,12 @@ if [ "$(id -u)" -eq 0 ]; then
     # sidekick-curl for the curl lab tests, linked with the debug C library just built (cc only).
     SIDEKICK_CAPI_PROFILE=debug bash scripts/build-sidekick-curl.sh
     # netns_hardening (~8 s): capabilities dropped, sd_notify, bridge mode failing open.
+    # netns_reload: SIGHUP reloads the live keys in every worker, sessions kept.
     # lab_stacks (~50 s): one download per quic-go / ngtcp2 server x client pair.
     SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test lab_webrtc --test lying_proxy \
         --test lab_handshake \
         --test afpacket --test netns_e2e --test netns_flood \
-        --test netns_hardening --test lab_stacks -- --test-threads=1
+        --test netns_hardening --test netns_reload --test lab_stacks -- --test-threads=1
     sidekick_lab_bin="${CARGO_TARGET_DIR:-target}/debug/sidekick-lab"
     # Only dead runs: other lab runs on this machine (an experiment, another checkout's tests)
     # may be live, and `clean --all` would break them.

@@ -210,7 +210,8 @@ fn a_lying_proxy_leaves_a_curl_download_complete_with_the_reason() {
 }
 
 /// A 6 s WebRTC call of `scenario` (str0m), end to end and through a proxy lying each way of
-/// `lies`, one trial each in alternation.
+/// `lies`, two trials each in alternation (one 6 s trial's frozen time varies by several hundred
+/// ms between variants that behave alike, so the checks compare means).
 fn webrtc_run(test: &str, scenario: &str, lies: &[&str]) -> RunResult {
     let bin_dir = sidekick_bin_dir(test);
     assert!(
@@ -235,46 +236,52 @@ fn webrtc_run(test: &str, scenario: &str, lies: &[&str]) -> RunResult {
         v.proxy.extend(["--lie".to_string(), (*lie).to_string()]);
         scn.variants.push(v);
     }
-    run_trials(test, &scn, bin_dir, 1)
+    run_trials(test, &scn, bin_dir, 2)
 }
 
-/// Every variant's call ran to its end (180 frames sent at 30 fps), completed at least 90 % of
-/// the frames end to end completed, and froze no more than 10 % longer than end to end plus two
-/// 33 ms frames per second of call (a trial's link drops are seeded alike for all variants; one
-/// 6 s trial of a 10 %-loss call varies by a few hundred ms of frozen time between variants that
-/// behave alike).
+/// Every variant's calls ran to their end (180 frames sent at 30 fps) and, on average over the
+/// trials, completed at least 90 % of the frames end to end completed and froze no more than 10 %
+/// longer than end to end plus two 33 ms frames per second of call (a trial's link drops are
+/// seeded alike for all variants; one 6 s trial of a 10 %-loss call varies by a few hundred ms of
+/// frozen time between variants that behave alike: a never-repairing proxy froze 3 254 ms against
+/// end to end's 2 574 in one trial while completing 158 frames against 145).
 /// Frames, not only frozen time, may lose a little to a proxy that never repairs: until the
 /// client has seen 32 settled gaps (about 3 s at 10 % loss) each hold delays str0m's NACK by
 /// the 80 ms window, and str0m gives a packet up after five NACKs (one trial: 149 frames against
 /// end to end's 157, frozen time 2 916 against 2 907 ms).
 fn check_calls(test: &str, r: &RunResult) {
-    let metric = |v: &str, k: &str| {
+    // The mean of `k` over the variant's trials; every trial ran to its end.
+    let mean = |v: &str, k: &str| {
         let var = r
             .variants
             .iter()
             .find(|x| x.name == v)
             .unwrap_or_else(|| panic!("{test}: no variant {v}"));
-        let t = &var.trials[0];
-        assert!(t.error.is_none(), "{test}: {v}: {:?}", t.error);
-        t.metrics
-            .get(k)
-            .copied()
-            .unwrap_or_else(|| panic!("{test}: {v}: no {k}: {:?}", t.metrics))
+        let mut sum = 0.0;
+        for t in &var.trials {
+            assert!(t.error.is_none(), "{test}: {v}: {:?}", t.error);
+            sum += t
+                .metrics
+                .get(k)
+                .copied()
+                .unwrap_or_else(|| panic!("{test}: {v}: no {k}: {:?}", t.metrics));
+        }
+        sum / var.trials.len().max(1) as f64
     };
-    let e2e_frozen = metric("e2e", "frozen_ms_total");
-    let e2e_complete = metric("e2e", "frames_complete");
+    let e2e_frozen = mean("e2e", "frozen_ms_total");
+    let e2e_complete = mean("e2e", "frames_complete");
     for v in &r.variants {
-        let frozen = metric(&v.name, "frozen_ms_total");
-        let complete = metric(&v.name, "frames_complete");
+        let frozen = mean(&v.name, "frozen_ms_total");
+        let complete = mean(&v.name, "frames_complete");
         eprintln!(
-            "{test}: {}: frozen {frozen:.0} ms, {complete} frames complete (e2e {e2e_frozen:.0} ms, {e2e_complete})",
+            "{test}: {}: mean frozen {frozen:.0} ms, {complete:.1} frames complete (e2e {e2e_frozen:.0} ms, {e2e_complete:.1})",
             v.name
         );
-        assert_eq!(metric(&v.name, "frames_sent"), 180.0, "{test}: {}", v.name);
+        assert_eq!(mean(&v.name, "frames_sent"), 180.0, "{test}: {}", v.name);
         assert!(complete >= 0.9 * e2e_complete, "{test}: {}", v.name);
         assert!(
             frozen <= 1.1 * e2e_frozen + 2.0 * 6.0 * 33.0,
-            "{test}: {}: frozen {frozen} ms, e2e {e2e_frozen} ms",
+            "{test}: {}: mean frozen {frozen} ms, e2e {e2e_frozen} ms",
             v.name
         );
     }
