@@ -28,9 +28,11 @@ use crate::proxy::{BaseFlow, ProxyPolicy, ProxySession, SessionStats, Transmit};
 use crate::replay::ReplayWindow;
 use crate::{PROTOCOL_VERSION, Retry};
 
+mod deadlines;
 mod established;
 mod stations;
 
+use deadlines::SessionDeadlines;
 use established::init_ack;
 use stations::{FlowOwners, Removal, Station};
 
@@ -228,6 +230,9 @@ pub struct ProxySessionTable {
     stations: HashMap<IpAddr, Station>,
     flows: FlowOwners,
     stats: TableStats,
+    /// Every session's next deadline ([`SessionDeadlines`]), filed under `filed_idle`.
+    deadlines: SessionDeadlines,
+    filed_idle: Duration,
     /// Test support (feature `testing`): what an impostor echoes in its InitAcks instead of
     /// the negotiated configuration ([`ProxySessionTable::lie_in_echoes`]).
     #[cfg(feature = "testing")]
@@ -240,6 +245,7 @@ impl ProxySessionTable {
     pub fn new(policy: ProxyPolicy) -> Self {
         let policy = policy.clamped();
         let tokens = f64::from(policy.discovery_burst);
+        let filed_idle = policy.idle_timeout;
         ProxySessionTable {
             policy,
             rng: SystemRandom::new(),
@@ -253,6 +259,8 @@ impl ProxySessionTable {
             stations: HashMap::new(),
             flows: HashMap::new(),
             stats: TableStats::default(),
+            deadlines: SessionDeadlines::default(),
+            filed_idle,
             #[cfg(feature = "testing")]
             echo_lie: None,
         }
@@ -682,6 +690,8 @@ impl ProxySessionTable {
             reason: reason as u32,
         }));
         s.pending_reset = Some((e, reason as u32, Retry::new(now, retry)));
+        let next = s.next_deadline(self.policy.idle_timeout);
+        self.deadlines.file(*id, next);
         let ok = t.as_ref().map(|_| ()).map_err(Clone::clone);
         self.queue(t);
         ok.map(|()| e)
@@ -711,58 +721,72 @@ impl ProxySessionTable {
         self.events.pop_front()
     }
 
-    /// When [`ProxySessionTable::handle_timeout`] must next be called. O(sessions).
+    /// When [`ProxySessionTable::handle_timeout`] must next be called (possibly a little early:
+    /// see `table/deadlines.rs`). O(1).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let idle = self.policy.idle_timeout;
         let ho = self
             .half_open_order
             .front()
             .and_then(|id| self.half_open.get(id))
             .map(|h| crate::saturating_add(h.created, self.policy.half_open_timeout));
-        self.sessions
-            .values()
-            .map(|s| s.next_deadline(idle))
-            .chain(ho)
-            .min()
+        let sessions = if self.filed_idle == self.policy.idle_timeout {
+            self.deadlines.next()
+        } else {
+            // The idle timeout changed (a configuration reload): refile at the next call.
+            self.sessions.values().map(|s| s.last_rx).min()
+        };
+        sessions.into_iter().chain(ho).min()
     }
 
-    /// Expires idle sessions and half-open entries, retransmits pending Resets.
+    /// Expires idle sessions and half-open entries, retransmits pending Resets. Visits only the
+    /// sessions whose deadline is due.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.expire_half_open(now);
         let idle = self.policy.idle_timeout;
+        if self.filed_idle != idle {
+            self.deadlines.clear();
+            for s in self.sessions.values() {
+                self.deadlines.file(s.id, s.next_deadline(idle));
+            }
+            self.filed_idle = idle;
+        }
         let max_backoff = Duration::from_secs(2).max(self.policy.reset_retry);
         let attempts = self.policy.reset_attempts;
-        let expired: Vec<SessionId> = self
-            .sessions
-            .values()
-            .filter(|s| now.saturating_duration_since(s.last_rx) >= idle)
-            .map(|s| s.id)
-            .collect();
-        for id in expired {
-            self.remove_session(now, &id, Removal::Expired);
-        }
         let mut out = Vec::new();
-        for s in self.sessions.values_mut() {
-            let Some((e, reason, r)) = s.pending_reset.as_mut() else {
+        for id in self.deadlines.pop_due(now) {
+            let Some(s) = self.sessions.get_mut(&id) else {
                 continue;
             };
-            if r.next > now {
+            if now.saturating_duration_since(s.last_rx) >= idle {
+                self.remove_session(now, &id, Removal::Expired);
                 continue;
             }
-            if r.attempts >= attempts {
-                s.pending_reset = None;
-                continue;
+            if let Some((e, reason, r)) = s.pending_reset.as_mut() {
+                if r.next <= now {
+                    if r.attempts >= attempts {
+                        s.pending_reset = None;
+                    } else {
+                        r.step(now, max_backoff);
+                        let m = Message::Reset(Reset {
+                            epoch: *e,
+                            reason: *reason,
+                        });
+                        out.push(s.emit(&m));
+                    }
+                }
             }
-            r.step(now, max_backoff);
-            let m = Message::Reset(Reset {
-                epoch: *e,
-                reason: *reason,
-            });
-            out.push(s.emit(&m));
+            let next = s.next_deadline(idle);
+            self.deadlines.file(id, next);
         }
         for t in out {
             self.queue(t);
         }
+    }
+
+    /// Entries in the timer index, stale ones included (bounded by the sessions and the Resets
+    /// of the last idle timeout).
+    pub fn deadline_entries(&self) -> usize {
+        self.deadlines.len()
     }
 }
 

@@ -191,6 +191,8 @@ impl ProxySessionTable {
             }
         }
         let announced = s.announced;
+        self.deadlines
+            .file(id, s.next_deadline(self.policy.idle_timeout));
         self.sessions.insert(id, s);
         announced
     }
@@ -204,6 +206,7 @@ impl ProxySessionTable {
         why: Removal,
     ) -> Option<ProxySession> {
         let s = self.sessions.remove(id)?;
+        self.deadlines.forget(id);
         self.retire(&s);
         if let Some(st) = self.stations.get_mut(&s.station) {
             st.sessions = st.sessions.saturating_sub(1);
