@@ -381,7 +381,19 @@ mod tests {
     }
 
     fn feed(e: &mut RobinEngine, now: Instant, id: u32, out: &mut Vec<Action>) {
-        let f = pkt_with_id(id);
+        let mut payload = vec![0x40u8; 20];
+        payload.extend_from_slice(&id.to_le_bytes());
+        feed_payload(e, now, &payload, out);
+    }
+
+    /// A client → server datagram carrying `payload`, through the engine.
+    fn feed_payload(e: &mut RobinEngine, now: Instant, payload: &[u8], out: &mut Vec<Action>) {
+        let f = build_udp_ipv4(
+            "10.0.0.2:5000".parse().unwrap(),
+            "10.9.9.9:443".parse().unwrap(),
+            payload,
+            64,
+        );
         let u = parse_frame(&f, LinkType::RawIp).unwrap();
         let p = Packet {
             frame: &f,
@@ -468,20 +480,7 @@ mod tests {
         assert_eq!(e.quack().count(), 0);
         assert_eq!(e.counters.resets, 1);
         // A short payload is counted, not inserted.
-        let f = build_udp_ipv4(
-            "10.0.0.2:5000".parse().unwrap(),
-            "10.9.9.9:443".parse().unwrap(),
-            &[1, 2],
-            64,
-        );
-        let u = parse_frame(&f, LinkType::RawIp).unwrap();
-        let p = Packet {
-            frame: &f,
-            udp: &u,
-            payload: u.payload(&f),
-            whole_frame: true,
-        };
-        e.on_packet(t0, Direction::FromClient, &p, &mut out);
+        feed_payload(&mut e, t0, &[1, 2], &mut out);
         assert_eq!(e.counters.id_errors, 1);
         assert_eq!(e.quack().count(), 0);
     }
@@ -615,20 +614,7 @@ mod tests {
                 if i == 3 {
                     continue; // lost before the proxy
                 }
-                let f = build_udp_ipv4(
-                    "10.0.0.2:5000".parse().unwrap(),
-                    "10.9.9.9:443".parse().unwrap(),
-                    &payload,
-                    64,
-                );
-                let u = parse_frame(&f, LinkType::RawIp).unwrap();
-                let p = Packet {
-                    frame: &f,
-                    udp: &u,
-                    payload: u.payload(&f),
-                    whole_frame: true,
-                };
-                e.on_packet(now, Direction::FromClient, &p, &mut out);
+                feed_payload(&mut e, now, &payload, &mut out);
             }
             let [Action::Message(Outgoing::Quack(bytes))] = out.as_slice() else {
                 panic!("one quACK after 6 packets: {out:?}");
