@@ -7,7 +7,10 @@
 //! - the endpoint's RNG (connection RNGs, transport-parameter grease, packet-number skips, tokens):
 //!   seeded through [`EndpointConfig::rng_seed`];
 //! - connection IDs (quinn-proto's default generator reads the thread RNG): a seeded generator
-//!   ([`SeededCids`]);
+//!   ([`SeededCids`]), for the endpoints' own IDs and for the client's first destination ID
+//!   ([`ClientConfig::initial_dst_cid_provider`]). The latter enters the Initial keys and the
+//!   transport parameters the handshake transcript covers, so an unseeded one changes every
+//!   traffic key and with them the packet identifiers Packrat's eACKs are built from;
 //! - the stateless-reset key and the server's token key (random by default): fixed keys;
 //! - the wall clock of address-validation tokens: a fixed [`TimeSource`];
 //! - the server certificate (rcgen draws a fresh key): a fixed Ed25519 key, whose signatures are
@@ -18,7 +21,7 @@
 //!   identifiers of quACKs and eACKs are the same under one seed.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::BytesMut;
@@ -173,6 +176,14 @@ pub fn client_endpoint(
     let crypto = QuicClientConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
     let mut cfg = ClientConfig::new(Arc::new(crypto));
     cfg.transport_config(Arc::new(transport));
+    // quinn-proto's default draws the first destination ID from the thread RNG.
+    let first_dcids = Mutex::new(SeededCids(StdRng::seed_from_u64(rng.next_u64())));
+    cfg.initial_dst_cid_provider(Arc::new(move || {
+        first_dcids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .generate_cid()
+    }));
     let ep = Endpoint::new(Arc::new(endpoint_config(rng)), None, true, None);
     Ok((ep, cfg))
 }
