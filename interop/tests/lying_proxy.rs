@@ -298,7 +298,6 @@ fn check_calls(test: &str, r: &RunResult, seconds: f64) {
 /// A WebRTC receiver (Packrat's media links, 10 % loss) facing a proxy that never repairs or
 /// forges packets: the call continues end to end; the holds that were never repaired are named.
 #[test]
-#[ignore = "fails on main (26 Nov 2026): a never-repairing proxy leaves 222.5 of end to end's 313 frames complete in 12 s calls (two trials), 134 of 156.5 in 6 s calls; under investigation (docs/results.md, \"A lying proxy\")"]
 fn a_lying_proxy_leaves_a_webrtc_downlink_call_end_to_end() {
     let test = "a_lying_proxy_leaves_a_webrtc_downlink_call_end_to_end";
     if skip(test) {

@@ -56,6 +56,12 @@ pub struct OfferResponse {
 
 const SIGNAL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long ICE and DTLS may take. At Packrat's media links (10 % loss each way on the last hop)
+/// a DTLS flight of several datagrams often loses one, and OpenSSL's DTLS retransmission timer
+/// (str0m's default crypto) starts at 1 s and doubles: 10 s was missed by one of six 12 s calls (26 Nov 2026), a failed trial
+/// that had nothing to do with the variant under test.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn source_config(
     fps: u32,
     kbps: u32,
@@ -189,7 +195,7 @@ impl Server {
             linger: Duration::from_millis(offer.linger_ms.min(30_000)),
             seed: offer.seed,
             stop_when_done: false,
-            connect_timeout: SIGNAL_TIMEOUT,
+            connect_timeout: CONNECT_TIMEOUT,
             max_duration: max_call,
             trace: self.trace.clone(),
         };
@@ -357,7 +363,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         linger: o.linger,
         seed: o.seed,
         stop_when_done: true,
-        connect_timeout: SIGNAL_TIMEOUT,
+        connect_timeout: CONNECT_TIMEOUT,
         max_duration: o.timeout,
         trace: o.trace.clone(),
     };
