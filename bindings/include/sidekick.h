@@ -309,6 +309,8 @@ typedef struct SkRobinStats {
     uint64_t resets;
     // Datagrams awaiting a verdict now.
     uint64_t outstanding;
+    // Losses not resent: more than `resend_window` packets were sent after them.
+    uint64_t resends_too_late;
 } SkRobinStats;
 
 // Packrat counters.
@@ -417,6 +419,10 @@ typedef struct SkRobinConfig {
     size_t retransmit_buffer_bytes;
     // How many times one datagram may be resent on quACK evidence.
     uint8_t max_retransmissions;
+    // Resend a lost datagram only while at most this many packets were sent after it (128;
+    // 0: no limit): a receiver discards packet numbers far behind its highest as possible
+    // duplicates.
+    uint64_t resend_window;
 } SkRobinConfig;
 
 // One Robin event. Fields not meaningful for the kind are zero (`packet_number` -1).
@@ -1193,7 +1199,8 @@ enum SkStatus sk_identifier_at(const uint8_t *payload,
                                uint32_t *out_id);
 
 // Fills `out` with the defaults (t = 10, last 4 bytes, 3 packets, 9/8, 30 ms, 8192 entries,
-// 4 MiB of copies, 2 retransmissions).
+// 4 MiB of copies, 2 retransmissions, a
+// resend window of 128 packets).
 //
 // Ownership: reads only its arguments and writes only the caller's outputs; nothing is
 // kept. Thread safety: no shared state, callable from any thread at any time.

@@ -82,6 +82,10 @@ pub struct SkRobinConfig {
     pub retransmit_buffer_bytes: usize,
     /// How many times one datagram may be resent on quACK evidence.
     pub max_retransmissions: u8,
+    /// Resend a lost datagram only while at most this many packets were sent after it (128;
+    /// 0: no limit): a receiver discards packet numbers far behind its highest as possible
+    /// duplicates.
+    pub resend_window: u64,
 }
 
 impl SkRobinConfig {
@@ -109,6 +113,7 @@ impl SkRobinConfig {
             max_log: c.max_log,
             retransmit_buffer_bytes: c.retransmit_buffer_bytes,
             max_retransmissions: c.max_retransmissions,
+            resend_window: c.resend_window,
         }
     }
 
@@ -131,6 +136,7 @@ impl SkRobinConfig {
             max_log: self.max_log,
             retransmit_buffer_bytes: self.retransmit_buffer_bytes,
             max_retransmissions: self.max_retransmissions,
+            resend_window: self.resend_window,
         })
     }
 }
@@ -245,6 +251,8 @@ pub struct SkRobinStats {
     pub resets: u64,
     /// Datagrams awaiting a verdict now.
     pub outstanding: u64,
+    /// Losses not resent: more than `resend_window` packets were sent after them.
+    pub resends_too_late: u64,
 }
 
 /// Cap on events waiting for `sk_robin_poll_event` (the engine's own queue has the same cap).
@@ -278,7 +286,8 @@ impl SkRobin {
 }
 
 /// Fills `out` with the defaults (t = 10, last 4 bytes, 3 packets, 9/8, 30 ms, 8192 entries,
-/// 4 MiB of copies, 2 retransmissions).
+/// 4 MiB of copies, 2 retransmissions, a
+/// resend window of 128 packets).
 ///
 /// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
 /// kept. Thread safety: no shared state, callable from any thread at any time.
@@ -651,6 +660,7 @@ pub(crate) fn robin_stats_to_c(
         events_dropped: s.events_dropped + extra_dropped,
         resets: s.resets,
         outstanding,
+        resends_too_late: s.resends_too_late,
     }
 }
 

@@ -72,6 +72,14 @@ pub struct RobinConfig {
     pub retransmit_buffer_bytes: usize,
     /// How many times one datagram may be resent on quACK evidence.
     pub max_retransmissions: u8,
+    /// An identical resend is made only while at most this many packets were sent after the
+    /// lost one (by packet number where the lens read it, else by send order); 0: no limit.
+    /// Receivers discard a packet number far below the highest they have seen as a possible
+    /// duplicate (quinn-proto keeps a window of 128 behind the highest, RFC 9000 §12.3 leaves it
+    /// to them), and a resend reaches the receiver after everything sent before it. Behind a
+    /// deep queue (Robin #3: up to 1 000 packets) a late resend only spends bottleneck time,
+    /// and the transport's own retransmission (a new packet number) is what repairs the loss.
+    pub resend_window: u64,
 }
 
 impl Default for RobinConfig {
@@ -86,6 +94,7 @@ impl Default for RobinConfig {
             max_log: 8192,
             retransmit_buffer_bytes: 4 << 20,
             max_retransmissions: 2,
+            resend_window: 128,
         }
     }
 }
@@ -211,6 +220,9 @@ pub struct RobinStats {
     pub retransmitted: u64,
     /// Losses with no copy to resend (buffer full, or retransmission limit).
     pub retransmit_unavailable: u64,
+    /// Losses not resent because more than `resend_window` packets were sent after them (the
+    /// receiver would discard the copy as a possible duplicate).
+    pub resends_too_late: u64,
     /// Log entries evicted by the cap.
     pub log_evicted: u64,
     /// Events dropped because the event queue was full.
@@ -255,6 +267,8 @@ pub struct RobinSender {
     /// Power sums of every identifier the proxy is known to have received this epoch.
     received: Sums,
     next_seq: u64,
+    /// Highest packet number logged (the lens's reading), for the resend window.
+    newest_pn: Option<u64>,
     last_count: Option<u32>,
     /// Whether the first quACK of the epoch set the baseline.
     synced: bool,
@@ -275,6 +289,7 @@ impl RobinSender {
             config,
             log: VecDeque::new(),
             next_seq: 0,
+            newest_pn: None,
             last_count: None,
             synced: false,
             copy_bytes: 0,
@@ -398,6 +413,9 @@ impl RobinSender {
         self.copy_bytes += copy.as_ref().map_or(0, Vec::len);
         let seq = self.next_seq;
         self.next_seq += 1;
+        if let Some(pn) = pn {
+            self.newest_pn = Some(self.newest_pn.map_or(pn, |n| n.max(pn)));
+        }
         self.log.push_back(Entry {
             seq,
             id,
@@ -435,15 +453,23 @@ impl RobinSender {
     /// sender cannot know exactly (Init or Reset in flight while base packets were), so what it
     /// counted up to its last element is adopted as received, and log entries up to that
     /// element are settled without a loss verdict (the end-to-end mechanisms cover them).
+    ///
+    /// An empty quACK is a baseline only while nothing is logged. With sends outstanding it
+    /// cannot say which of them the proxy saw before it started counting (they will never be
+    /// counted) and which are still on their way (they will be): adopting it would turn every
+    /// packet received before a Reset into a "loss" once later packets are counted, resending
+    /// up to a queue's worth of packets that had arrived. So the engine waits for a quACK that
+    /// names a last element.
     fn sync(&mut self, q: Sums, now: Instant) -> Result<(), QuackError> {
         let Some(last) = q.last_value() else {
             if q.count() == 0 {
-                // Nothing counted yet: the baseline is empty.
-                self.last_count = Some(0);
-                self.received = q;
-                self.synced = true;
                 self.stats.quacks += 1;
-                self.stats.syncs += 1;
+                if self.log.is_empty() {
+                    self.last_count = Some(0);
+                    self.received = q;
+                    self.synced = true;
+                    self.stats.syncs += 1;
+                }
                 return Ok(());
             }
             return Err(self.reject(QuackError::UnknownLast));
@@ -662,7 +688,15 @@ impl RobinSender {
                 len: e.len,
                 rule,
             }));
+            let sent_after = match (e.pn, self.newest_pn) {
+                (Some(pn), Some(newest)) => newest.saturating_sub(pn),
+                _ => self.next_seq.saturating_sub(e.seq + 1),
+            };
+            let window = self.config.resend_window;
             match e.copy {
+                Some(_) if window > 0 && sent_after > window => {
+                    self.stats.resends_too_late += 1;
+                }
                 Some(copy) => {
                     self.stats.retransmitted += 1;
                     if let Some(pn) = e.pn {

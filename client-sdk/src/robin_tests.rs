@@ -119,6 +119,58 @@ fn first_quack_of_an_epoch_is_the_baseline() {
     assert_eq!(s.robin.stats().syncs, 2);
 }
 
+/// After a Reset the proxy's first quACK may be empty while packets it saw in the old epoch are
+/// still in the log: they must not come back as losses once the new epoch counts later packets.
+#[test]
+fn an_empty_quack_after_a_reset_does_not_turn_old_receipts_into_losses() {
+    let mut s = setup(8);
+    s.send(0..10, &[]); // the proxy saw all of them, in the epoch about to end
+    s.robin.reset();
+    s.proxy = PowerSumQuack::new(8);
+    s.quack(12).unwrap(); // the new epoch's first quACK: nothing counted yet
+    assert!(
+        !s.robin.is_synced(),
+        "an empty quACK with sends outstanding is no baseline"
+    );
+    s.send(10..20, &[]);
+    s.quack(25).unwrap(); // the baseline: settles 0..=19
+    assert!(s.robin.is_synced());
+    s.send(20..30, &[23]);
+    s.quack(40).unwrap();
+    assert_eq!(lost_pns(&s.events()), vec![(23, LossRule::Reordering)]);
+    assert_eq!(s.robin.stats().retransmitted, 1);
+}
+
+/// A resend is made only while the receiver would still accept its packet number: behind more
+/// than `resend_window` later sends it would be discarded as a possible duplicate.
+#[test]
+fn a_loss_found_too_far_behind_the_newest_send_is_not_resent() {
+    let mut s = setup(8);
+    s.send(0..200, &[5, 190]);
+    s.quack(250).unwrap();
+    let lost = lost_pns(&s.events());
+    assert_eq!(
+        lost,
+        vec![(5, LossRule::Reordering), (190, LossRule::Reordering)]
+    );
+    let st = s.robin.stats();
+    // 194 packets were sent after packet 5, 9 after packet 190 (window 128).
+    assert_eq!((st.retransmitted, st.resends_too_late), (1, 1));
+    // With no window, both are resent.
+    let mut s = unsynced(8);
+    s.robin = RobinSender::new(RobinConfig {
+        threshold: 8,
+        quack_interval: ms(10),
+        resend_window: 0,
+        ..RobinConfig::default()
+    });
+    s.quack(0).unwrap();
+    s.send(0..200, &[5, 190]);
+    s.quack(250).unwrap();
+    let st = s.robin.stats();
+    assert_eq!((st.retransmitted, st.resends_too_late), (2, 0));
+}
+
 #[test]
 fn reordered_packet_is_not_lost_with_fewer_than_three_later() {
     let mut s = setup(8);

@@ -193,12 +193,16 @@ fn proxy_beyond_quota_causes_fallback() {
 fn forged_quack_contents_cause_reset_then_fallback() {
     let mut lab = connect(SidekickConfig::robin(30, 4));
     for round in 0..3u32 {
+        let mut first = round * 10;
         if round > 0 {
-            // The proxy's first quACK of the new epoch re-synchronises the sender.
+            // The proxy's first quACK of the new epoch that names a packet re-synchronises the
+            // sender (an empty one cannot while the old epoch's packets are outstanding).
             lab.seen = PowerSumQuack::new(4);
+            lab.send(first..first + 1, &[]);
             lab.quack(90 + u64::from(round));
+            first += 1;
         }
-        lab.send(round * 10..round * 10 + 10, &[]);
+        lab.send(first..round * 10 + 10, &[]);
         // Authentic frame, nonsense power sums (an on-path liar): undecodable.
         let mut forged = PowerSumQuack::<u32>::new(4);
         for i in 0..9 {

@@ -175,12 +175,12 @@ static void bad_quacks_are_rejected_without_changing_state(void) {
     SkQuack *t4 = NULL;
     sk_quack_new(4, &t4);
     CHECK_EQ(deliver_quack(r, t4, 0), SK_STATUS_THRESHOLD_MISMATCH);
-    uint8_t d[24];
-    dgram(1, d);
-    sk_robin_on_sent(r, 0, d, sizeof d, 0, NULL);
     SkQuack *p = NULL;
     sk_quack_new(8, &p);
-    deliver_quack(r, p, 10); /* baseline */
+    deliver_quack(r, p, 10); /* baseline (empty: nothing sent yet) */
+    uint8_t d[24];
+    dgram(1, d);
+    sk_robin_on_sent(r, 11, d, sizeof d, 0, NULL);
     sk_quack_insert(p, 1);
     sk_quack_insert(p, 2);
     CHECK_EQ(deliver_quack(r, p, 20), SK_STATUS_NEVER_SENT); /* 2 receipts, 1 send */
