@@ -273,6 +273,20 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
     } else {
         None
     };
+    // `--ack-frequency N` is a transport option of the bulk transfer, with or without the SDK.
+    let mut ack_frequency = None;
+    if let Some(i) = args.iter().position(|a| a == "--ack-frequency") {
+        let n = args
+            .get(i + 1)
+            .and_then(|v| v.parse::<u32>().ok())
+            .ok_or_else(|| SimScenarioError::ClientArg {
+                variant: v.name.clone(),
+                arg: "--ack-frequency".into(),
+                why: "expected a packet count".into(),
+            })?;
+        ack_frequency = Some(n);
+        args.drain(i..i + 2);
+    }
     let sidekick = if media.is_some() || rtc.is_some() {
         None
     } else {
@@ -318,6 +332,7 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
         rtc,
         proxy,
         sidekick,
+        ack_frequency,
         link_seed: 0,
         stack_seed: 0,
     })

@@ -20,7 +20,7 @@ use sidekick::integrations::quinn_cc::{PacubicFactory, SharedSignals};
 use sidekick::keylog::KeyLogStore;
 use sidekick::pacubic::PacubicConfig;
 use sidekick::session::SidekickClient;
-use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
+use sidekick_examples::transfer::sidekick::{Mode, SidekickParams, ack_frequency_config};
 use sidekick_examples::transfer::{Direction, SenderStats, Stack, TransferReport};
 use sidekick_lab::spec::LinkSpec;
 use sidekick_proxy::config::Config as ProxyConfig;
@@ -63,6 +63,9 @@ pub struct TrialSetup {
     pub media: Option<crate::media::MediaSetup>,
     /// RTC frames (`rtc`) for this long instead of the bulk transfer.
     pub rtc: Option<Duration>,
+    /// The client asks the server to ACK every N ack-eliciting packets without the sidekick
+    /// (`--ack-frequency N`, Robin #3's end-to-end baseline).
+    pub ack_frequency: Option<u32>,
 }
 
 /// What a trial produced.
@@ -259,13 +262,13 @@ impl World {
                 )));
             }
             if let Some(n) = p.ack_reduction.filter(|_| mode == Mode::Robin) {
-                let mut af = quinn_proto::AckFrequencyConfig::default();
-                af.ack_eliciting_threshold(quinn_proto::VarInt::from_u32(n.saturating_sub(1)))
-                    .max_ack_delay(Some(Duration::from_millis(100)));
-                transport.ack_frequency_config(Some(af));
+                transport.ack_frequency_config(Some(ack_frequency_config(n)));
                 signals.set_ack_reduction(true);
             }
             sdk_parts = Some((KeyLogStore::new(64), signals, *p));
+        }
+        if let Some(n) = s.ack_frequency.filter(|_| s.sidekick.is_none()) {
+            transport.ack_frequency_config(Some(ack_frequency_config(n)));
         }
         let keylog = sdk_parts
             .as_ref()

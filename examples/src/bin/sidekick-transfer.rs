@@ -104,6 +104,12 @@ struct ClientArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120.0)]
     timeout: f64,
+    /// quinn: ask the server to ACK only every N ack-eliciting packets (ACK-frequency
+    /// extension; out-of-order arrivals do not elicit an immediate ACK) without the sidekick:
+    /// Robin #3's end-to-end baseline at the same ACK rate as `--sidekick-ack-reduction N`.
+    /// quiche has no ACK-frequency extension and refuses the flag.
+    #[arg(long, value_name = "N")]
+    ack_frequency: Option<u32>,
     #[command(flatten)]
     sk: SidekickArgs,
 }
@@ -223,6 +229,15 @@ fn main() -> anyhow::Result<()> {
         Cmd::Client(a) => {
             let mut opts = options(&a.common);
             opts.sidekick_params = a.sk.params();
+            opts.ack_frequency = a.ack_frequency;
+            if a.common.stack == Stack::Quiche
+                && (a.ack_frequency.is_some() || opts.sidekick_params.ack_reduction.is_some())
+            {
+                anyhow::bail!(
+                    "quiche implements no ACK-frequency extension: --ack-frequency and \
+                     --sidekick-ack-reduction need --stack quinn"
+                );
+            }
             let req = match (a.download, a.upload) {
                 (Some(b), _) => Request {
                     direction: Direction::Download,

@@ -120,6 +120,11 @@ pub struct TransportOptions {
     pub sidekick: bool,
     /// Parameters of the sidekick session.
     pub sidekick_params: self::sidekick::SidekickParams,
+    /// quinn client only: ask the server to ACK only every N ack-eliciting packets (the
+    /// ACK-frequency extension, [`sidekick::ack_frequency_config`]) without the sidekick: the
+    /// end-to-end baseline of Robin #3 at the same ACK rate. `--sidekick-ack-reduction` makes
+    /// the same request with the sidekick.
+    pub ack_frequency: Option<u32>,
     /// Server only: pad the self-signed certificate to at least this many DER bytes (0: no
     /// padding), see [`cert::SelfSigned::generate_padded`].
     pub cert_bytes: usize,
@@ -137,6 +142,7 @@ impl Default for TransportOptions {
             http3: false,
             sidekick: false,
             sidekick_params: self::sidekick::SidekickParams::default(),
+            ack_frequency: None,
             cert_bytes: 0,
             hello_delay: Duration::ZERO,
         }

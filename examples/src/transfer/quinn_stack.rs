@@ -351,13 +351,13 @@ pub async fn run_client(
             if let Some(n) = opts.sidekick_params.ack_reduction {
                 // Robin #3 (Sidekick (NSDI '24) §2, Table 5): the server ACKs rarely (ACK-frequency
                 // extension, which quinn servers support); quACKs advance the window meanwhile.
-                let mut af = quinn::AckFrequencyConfig::default();
-                af.ack_eliciting_threshold(VarInt::from_u32(n.saturating_sub(1)))
-                    .max_ack_delay(Some(std::time::Duration::from_millis(100)));
-                transport.ack_frequency_config(Some(af));
+                transport.ack_frequency_config(Some(sk::ack_frequency_config(n)));
                 signals.set_ack_reduction(true);
             }
         }
+    } else if let Some(n) = opts.ack_frequency {
+        // The end-to-end baseline of Robin #3: the same request, no quACKs.
+        transport.ack_frequency_config(Some(sk::ack_frequency_config(n)));
     }
     cfg.transport_config(Arc::new(transport));
     let bind = super::unspecified_for(connect);

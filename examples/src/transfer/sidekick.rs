@@ -208,6 +208,9 @@ pub struct SidekickCounters {
     pub quack_bytes: u64,
     /// Robin: identifier collisions inside decoded quACKs (indeterminate groups).
     pub quack_collisions: u64,
+    /// Robin: losses not resent because the copy would reach the receiver too far behind its
+    /// highest packet number to be accepted (`RobinConfig::resend_window`).
+    pub resends_too_late: u64,
     /// Identifier width of the session, bytes.
     pub id_bytes: u32,
     /// quinn: near-segment losses applied to PACUBIC (`SharedSignals::quack_events_applied`).
@@ -239,6 +242,27 @@ pub struct SidekickCounters {
     /// `never_sent`, `over_quota`, `too_many_resets`, `application`, `holds_unrepaired`,
     /// `resends_unneeded`, or `discovery_unanswered` (still probing when the transfer ended).
     pub fallback_cause: Option<&'static str>,
+}
+
+/// The ACK-frequency request of Robin #3 (Sidekick (NSDI '24) §2.3, §6.2): the receiver ACKs
+/// every `every` ack-eliciting packets, or after at most 100 ms (quinn clamps the delay to
+/// max(RTT, 25 ms)), and out-of-order arrivals do not elicit an immediate ACK (reordering
+/// threshold 0). The last part is what lets the receiver stay quiet when the near link drops:
+/// with the extension's default (2), every gap costs an immediate ACK, which in a slow-start
+/// overshoot is most of the ACKs. With the sidekick, quACKs report those losses; without it
+/// (the end-to-end baseline at the same ACK rate) the sparse ACKs alone do.
+///
+/// ```
+/// let af = sidekick_examples::transfer::sidekick::ack_frequency_config(100);
+/// let mut t = quinn::TransportConfig::default();
+/// t.ack_frequency_config(Some(af));
+/// ```
+pub fn ack_frequency_config(every: u32) -> quinn::AckFrequencyConfig {
+    let mut af = quinn::AckFrequencyConfig::default();
+    af.ack_eliciting_threshold(quinn::VarInt::from_u32(every.saturating_sub(1)))
+        .max_ack_delay(Some(std::time::Duration::from_millis(100)))
+        .reordering_threshold(quinn::VarInt::from_u32(0));
+    af
 }
 
 /// Stable name of a fallback cause for reports.
@@ -289,6 +313,7 @@ impl SidekickCounters {
             quack_undecodable: robin.undecodable,
             quack_bytes: robin.quack_bytes,
             quack_collisions: robin.indeterminate,
+            resends_too_late: robin.resends_too_late,
             id_bytes: c
                 .session_config()
                 .and_then(|s| s.identifier.as_ref())
