@@ -259,7 +259,9 @@ impl Chromium {
     /// Starts `binary` on `url`: headless, no sandbox (root in a network namespace), fake media
     /// devices, host candidates with their addresses (no mDNS names: the caller cannot resolve
     /// them), a profile under the temporary directory. Its output goes to `chromium.log` there.
-    pub fn launch(binary: &Path, url: &str) -> anyhow::Result<Self> {
+    /// `loopback`: the caller is on this host's loopback, so the browser offers loopback
+    /// candidates too (never otherwise: a caller elsewhere would try them, in its own host).
+    pub fn launch(binary: &Path, url: &str, loopback: bool) -> anyhow::Result<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -274,7 +276,6 @@ impl Chromium {
                 "--use-fake-device-for-media-stream",
                 "--use-fake-ui-for-media-stream",
                 "--disable-features=WebRtcHideLocalIpsWithMdns",
-                "--allow-loopback-in-peer-connection",
                 "--autoplay-policy=no-user-gesture-required",
                 "--no-first-run",
                 "--no-default-browser-check",
@@ -283,6 +284,11 @@ impl Chromium {
                 "--disable-renderer-backgrounding",
                 "--enable-logging=stderr",
             ])
+            .args(
+                loopback
+                    .then_some("--allow-loopback-in-peer-connection")
+                    .into_iter(),
+            )
             .arg(format!("--user-data-dir={}", dir.display()))
             .arg(url)
             .stdin(Stdio::null())
@@ -364,8 +370,8 @@ pub async fn browser_call(
     opts: &BrowserOptions,
     max_call: Duration,
 ) -> anyhow::Result<()> {
-    let url = page_url(tcp.local_addr()?);
-    let mut browser = Chromium::launch(&opts.binary, &url)?;
+    let listen = tcp.local_addr()?;
+    let mut browser = Chromium::launch(&opts.binary, &page_url(listen), listen.ip().is_loopback())?;
     let r = serve(tcp, caller, offer_sdp, &mut browser, max_call).await;
     if r.is_err() {
         tracing::warn!("browser log:\n{}", browser.log_tail());
