@@ -284,11 +284,7 @@ impl Chromium {
                 "--disable-renderer-backgrounding",
                 "--enable-logging=stderr",
             ])
-            .args(
-                loopback
-                    .then_some("--allow-loopback-in-peer-connection")
-                    .into_iter(),
-            )
+            .args(loopback.then_some("--allow-loopback-in-peer-connection"))
             .arg(format!("--user-data-dir={}", dir.display()))
             .arg(url)
             .stdin(Stdio::null())
