@@ -368,12 +368,46 @@ pub async fn browser_call(
 ) -> anyhow::Result<()> {
     let listen = tcp.local_addr()?;
     let mut browser = Chromium::launch(&opts.binary, &page_url(listen), listen.ip().is_loopback())?;
-    let r = serve(tcp, caller, offer_sdp, &mut browser, max_call).await;
-    if r.is_err() {
+    let end = serve(tcp, caller, offer_sdp, &mut browser, max_call).await;
+    if end.error.is_some() {
         tracing::warn!("browser log:\n{}", browser.log_tail());
     }
+    // The browser goes before the caller has its answer: a caller (the lab) that ends this
+    // server as soon as it has the report must not leave the browser's profile behind.
     browser.close().await;
-    r
+    if let Some((c, status, body)) = end.answer {
+        respond_json(c, status, &body).await;
+    }
+    end.error.map_or(Ok(()), Err)
+}
+
+/// How a browser call ended: the caller's pending request and its answer, and the error if it
+/// failed.
+struct Ending {
+    answer: Option<(TcpStream, u16, serde_json::Value)>,
+    error: Option<anyhow::Error>,
+}
+
+impl Ending {
+    fn report(c: TcpStream, log: &StatsLog) -> Self {
+        Self {
+            answer: Some((c, 200, log.report().into())),
+            error: None,
+        }
+    }
+
+    fn failed(c: Option<TcpStream>, status: u16, error: anyhow::Error) -> Self {
+        Self {
+            answer: c.map(|c| {
+                (
+                    c,
+                    status,
+                    serde_json::json!({ "error": format!("{error:#}") }),
+                )
+            }),
+            error: Some(error),
+        }
+    }
 }
 
 async fn serve(
@@ -382,7 +416,7 @@ async fn serve(
     offer_sdp: &str,
     browser: &mut Chromium,
     max_call: Duration,
-) -> anyhow::Result<()> {
+) -> Ending {
     let started = Instant::now();
     let mut caller = Some(caller);
     let mut report_to: Option<(TcpStream, Instant)> = None;
@@ -397,11 +431,8 @@ async fn serve(
             r = accept_request(tcp, Duration::from_secs(10)) => Some(r),
             () = tokio::time::sleep_until(deadline.into()) => None,
             st = browser.exited() => {
-                let why = format!("the browser exited ({st:?})");
-                if let Some(c) = caller.take().or(report_to.take().map(|r| r.0)) {
-                    respond_json(c, 502, &serde_json::json!({ "error": why })).await;
-                }
-                anyhow::bail!(why);
+                let pending = caller.take().or(report_to.take().map(|r| r.0));
+                return Ending::failed(pending, 502, anyhow::anyhow!("the browser exited ({st:?})"));
             }
         };
         let (s, req) = match next {
@@ -412,25 +443,23 @@ async fn serve(
             }
             None => {
                 if let Some(c) = caller.take() {
-                    respond_json(
-                        c,
-                        504,
-                        &serde_json::json!({"error": "browser did not answer"}),
-                    )
-                    .await;
-                    anyhow::bail!("the browser did not answer within {ANSWER_TIMEOUT:?}");
+                    let e = anyhow::anyhow!("the browser did not answer within {ANSWER_TIMEOUT:?}");
+                    return Ending::failed(Some(c), 504, e);
                 }
                 if let Some((c, _)) = report_to.take() {
                     // No sample since the request: report what there is.
-                    respond_json(c, 200, &log.report().into()).await;
-                    return Ok(());
+                    return Ending::report(c, &log);
                 }
-                anyhow::bail!("no report request within {max_call:?}");
+                let e = anyhow::anyhow!("no report request within {max_call:?}");
+                return Ending::failed(None, 504, e);
             }
         };
         match (req.method.as_str(), req.path.as_str()) {
             ("GET", "/browser") => {
-                respond_typed(s, 200, "text/html; charset=utf-8", PAGE.as_bytes()).await?;
+                let page = respond_typed(s, 200, "text/html; charset=utf-8", PAGE.as_bytes());
+                if let Err(e) = page.await {
+                    tracing::debug!("serving the page: {e:#}");
+                }
             }
             ("POST", "/browser/offer") => {
                 respond_json(s, 200, &serde_json::json!({ "offer": offer_sdp })).await;
@@ -447,12 +476,10 @@ async fn serve(
                 respond_json(s, 200, &serde_json::json!({})).await;
                 if let Some(c) = caller.take() {
                     tracing::info!(after = ?started.elapsed(), "browser answered");
-                    respond(
-                        c,
-                        200,
-                        &serde_json::to_vec(&OfferResponse { answer: a.answer })?,
-                    )
-                    .await?;
+                    match serde_json::to_value(OfferResponse { answer: a.answer }) {
+                        Ok(v) => respond_json(c, 200, &v).await,
+                        Err(e) => return Ending::failed(None, 500, e.into()),
+                    }
                 }
             }
             ("POST", "/browser/stats") => {
@@ -464,8 +491,7 @@ async fn serve(
                     Err(e) => tracing::debug!("browser stats: {e}"),
                 }
                 if let Some((c, _)) = report_to.take() {
-                    respond_json(c, 200, &log.report().into()).await;
-                    return Ok(());
+                    return Ending::report(c, &log);
                 }
             }
             ("POST", "/browser/error") => {
@@ -474,10 +500,8 @@ async fn serve(
                     .chars()
                     .take(500)
                     .collect::<String>();
-                if let Some(c) = caller.take() {
-                    respond_json(c, 502, &serde_json::json!({"error": text})).await;
-                }
-                anyhow::bail!("the browser's page failed: {text}");
+                let e = anyhow::anyhow!("the browser's page failed: {text}");
+                return Ending::failed(caller.take(), 502, e);
             }
             ("POST", "/report") if caller.is_none() => {
                 report_to = Some((s, Instant::now()));
