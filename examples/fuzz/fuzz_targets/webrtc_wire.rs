@@ -1,5 +1,5 @@
 //! Fuzz what sidekick-webrtc parses from the network: datagram classification and the RTP lens,
-//! the payload header, the signalling HTTP request and response.
+//! the payload header, the signalling HTTP request and response, the browser far peer's stats body.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

@@ -19,6 +19,7 @@ use super::peer::{Peer, PeerConfig, PeerReport, Role, new_rtc};
 use super::sidekick::WebrtcSidekick;
 use super::signal::{accept_request, post, respond};
 use super::source::SourceConfig;
+use super::vp8::{EncodedFrame, Vp8Config, encode_stream};
 use crate::transfer::sidekick::Mode;
 use sidekick::session::{SidekickClient, SidekickConfig};
 
@@ -45,6 +46,21 @@ pub struct OfferRequest {
     pub playout_delay_ms: u64,
     /// Linger after the last frame, ms.
     pub linger_ms: u64,
+    /// Who answers: this server's str0m peer, or a browser it starts ([`super::browser`]).
+    #[serde(default)]
+    pub far_peer: FarPeer,
+}
+
+/// The far end of a call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FarPeer {
+    /// The server's own str0m peer (the synthetic frames, our jitter buffer's metrics).
+    #[default]
+    Str0m,
+    /// Headless Chromium started by the server: it receives real VP8 frames and reports its
+    /// `getStats()` (upload only).
+    Chromium,
 }
 
 /// The `POST /offer` answer.
@@ -87,6 +103,7 @@ pub struct Server {
     udp: Arc<UdpSocket>,
     advertise: Option<SocketAddr>,
     trace: Option<std::path::PathBuf>,
+    browser: super::browser::BrowserOptions,
 }
 
 impl Server {
@@ -104,6 +121,7 @@ impl Server {
             udp: Arc::new(udp),
             advertise: None,
             trace: None,
+            browser: super::browser::BrowserOptions::default(),
         })
     }
 
@@ -119,6 +137,13 @@ impl Server {
     #[must_use]
     pub fn advertise(mut self, addr: Option<SocketAddr>) -> Self {
         self.advertise = addr;
+        self
+    }
+
+    /// How to start the browser for calls that ask for one.
+    #[must_use]
+    pub fn browser(mut self, opts: super::browser::BrowserOptions) -> Self {
+        self.browser = opts;
         self
     }
 
@@ -161,6 +186,20 @@ impl Server {
                 anyhow::bail!("bad offer request: {e}");
             }
         };
+        if offer.far_peer == FarPeer::Chromium {
+            if offer.server_role != Role::Receiver {
+                let _ = respond(stream, 400, b"{\"error\":\"the browser only receives\"}").await;
+                anyhow::bail!("a browser far peer only receives (upload calls)");
+            }
+            return Box::pin(super::browser::browser_call(
+                &self.tcp,
+                stream,
+                &offer.offer,
+                &self.browser,
+                max_call,
+            ))
+            .await;
+        }
         let local = match self.advertise {
             Some(a) => a,
             None => SocketAddr::new(stream.local_addr()?.ip(), self.udp.local_addr()?.port()),
@@ -198,6 +237,7 @@ impl Server {
             connect_timeout: CONNECT_TIMEOUT,
             max_duration: max_call,
             trace: self.trace.clone(),
+            vp8: None,
         };
         let (stop_tx, stop_rx) = oneshot::channel();
         let peer = Peer::new(rtc, self.udp.clone(), local, None, cfg, None);
@@ -266,6 +306,9 @@ pub struct ClientOptions {
     pub sidekick: Option<SidekickConfig>,
     /// Write the per-packet trace (CSV) here when receiving.
     pub trace: Option<std::path::PathBuf>,
+    /// Who answers. A browser receives real VP8 frames (libvpx, encoded before the call at the
+    /// source's rate, frame rate and keyframe interval) instead of the synthetic payloads.
+    pub far_peer: FarPeer,
 }
 
 /// The local address the kernel would use towards `peer` (no packet is sent).
@@ -296,6 +339,31 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
     let mid = change.add_media(MediaKind::Video, dir, None, None, None);
     let (offer, pending) = change.apply().ok_or_else(|| anyhow::anyhow!("no offer"))?;
     let frames = (o.duration.as_secs_f64() * f64::from(o.fps)).round() as u32;
+    let source = source_config(o.fps, o.kbps, o.keyframe_interval, o.keyframe_factor);
+    let vp8 = match o.far_peer {
+        FarPeer::Str0m => None,
+        FarPeer::Chromium => {
+            anyhow::ensure!(
+                o.role == Role::Sender,
+                "a browser far peer only receives: use --direction upload"
+            );
+            // Encoded before the call: the encoder's CPU time does not disturb the pacing.
+            let c = Vp8Config {
+                fps: source.fps,
+                kbps: source.kbps,
+                keyframe_interval: source.keyframe_interval,
+                keyframe_factor: source.keyframe_factor,
+                frames,
+                seed: o.seed,
+                ..Vp8Config::default()
+            };
+            let encoded = tokio::task::spawn_blocking(move || encode_stream(&c))
+                .await
+                .context("encoder task")?
+                .context("encoding VP8")?;
+            Some(Arc::<[EncodedFrame]>::from(encoded))
+        }
+    };
     let req = OfferRequest {
         offer: offer.to_sdp_string(),
         server_role: match o.role {
@@ -310,12 +378,18 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         seed: o.seed,
         playout_delay_ms: o.playout_delay.as_millis() as u64,
         linger_ms: o.linger.as_millis() as u64,
+        far_peer: o.far_peer,
+    };
+    // A browser far peer starts when the offer arrives.
+    let offer_timeout = match o.far_peer {
+        FarPeer::Str0m => SIGNAL_TIMEOUT,
+        FarPeer::Chromium => super::browser::ANSWER_TIMEOUT + SIGNAL_TIMEOUT,
     };
     let r = post(
         o.connect,
         "/offer",
         &serde_json::to_vec(&req)?,
-        SIGNAL_TIMEOUT,
+        offer_timeout,
     )
     .await
     .context("sending the offer")?;
@@ -357,7 +431,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
     };
     let cfg = PeerConfig {
         role: o.role,
-        source: source_config(o.fps, o.kbps, o.keyframe_interval, o.keyframe_factor),
+        source,
         frames,
         playout_delay: o.playout_delay,
         linger: o.linger,
@@ -366,6 +440,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         connect_timeout: CONNECT_TIMEOUT,
         max_duration: o.timeout,
         trace: o.trace.clone(),
+        vp8,
     };
     let started = Instant::now();
     let mine = Box::pin(Peer::new(rtc, udp, local, Some(mid), cfg, side).run(None)).await?;

@@ -8,7 +8,10 @@
 //! - [`sidekick`]: Robin on the sender, Packrat on the receiver, through the SDK's sans-IO API.
 //! - [`rtp_lens`]: what the sidekick reads from SRTP without keys (RTP sequence numbers).
 //! - [`signal`], [`call`]: offer/answer and the report over a small local HTTP endpoint.
+//! - [`browser`], [`vp8`]: a real browser (headless Chromium) as the far peer, receiving real
+//!   VP8 frames (libvpx) and reporting its `getStats()`.
 
+pub mod browser;
 pub mod call;
 pub mod peer;
 pub mod playout;
@@ -16,3 +19,4 @@ pub mod rtp_lens;
 pub mod sidekick;
 pub mod signal;
 pub mod source;
+pub mod vp8;

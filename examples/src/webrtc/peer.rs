@@ -27,6 +27,7 @@ use tokio::sync::oneshot;
 use super::playout::{Playout, PlayoutMetrics};
 use super::sidekick::WebrtcSidekick;
 use super::source::{FrameSource, PayloadHeader, SourceConfig};
+use super::vp8::{EncodedFrame, rtp_payloads};
 use crate::transfer::sidekick::SidekickCounters;
 
 /// Which way media flows at this peer.
@@ -63,6 +64,9 @@ pub struct PeerConfig {
     pub max_duration: Duration,
     /// Write the receiver's per-packet trace (CSV) here at the end.
     pub trace: Option<std::path::PathBuf>,
+    /// Sender: real VP8 frames to send, one per frame slot, instead of the synthetic payloads
+    /// (a far peer that decodes: [`super::browser`]).
+    pub vp8: Option<Arc<[EncodedFrame]>>,
 }
 
 /// One peer's half of the report (JSON field names are the lab's metric names).
@@ -595,7 +599,13 @@ impl Peer {
             while s.next_frame < frames && s.start + interval * s.next_frame <= now {
                 let capture = s.start + interval * s.next_frame;
                 let frame = s.source.next_frame();
-                let payloads = frame.payloads(&s.cfg, wall.unix_ns(capture));
+                let payloads = match &self.cfg.vp8 {
+                    Some(v) => v
+                        .get(s.next_frame as usize)
+                        .map(|f| rtp_payloads(&f.data, s.cfg.max_payload))
+                        .unwrap_or_default(),
+                    None => frame.payloads(&s.cfg, wall.unix_ns(capture)),
+                };
                 let n = payloads.len() as u32;
                 s.spacing = interval / n.max(1);
                 let rtp_time =

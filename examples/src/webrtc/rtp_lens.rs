@@ -146,8 +146,9 @@ impl RtpLens {
     }
 }
 
-/// Fuzz body (`fuzz/fuzz_targets/webrtc_wire.rs` and the unit tests): classification and the
-/// lens never panic on any input.
+/// Fuzz body (`fuzz/fuzz_targets/webrtc_wire.rs` and the unit tests): classification, the
+/// lens, the payload header, the signalling messages and the browser's stats body never panic
+/// on any input.
 pub fn fuzz_parse(data: &[u8]) {
     let _ = classify(data);
     let mut lens = RtpLens::new(data.get(1).map_or(96, |b| b & 0x7f));
@@ -157,6 +158,7 @@ pub fn fuzz_parse(data: &[u8]) {
     let _ = super::source::PayloadHeader::parse(data);
     let _ = super::signal::parse_request(data, 1 << 16);
     let _ = super::signal::parse_response(data, 1 << 16);
+    let _ = super::browser::parse_stats_post(data);
 }
 
 #[cfg(test)]

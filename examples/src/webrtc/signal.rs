@@ -160,6 +160,11 @@ pub fn encode_request(method: &str, path: &str, host: &str, body: &[u8]) -> Vec<
 
 /// Encodes a response with a JSON body.
 pub fn encode_response(status: u16, body: &[u8]) -> Vec<u8> {
+    encode_response_typed(status, "application/json", body)
+}
+
+/// Encodes a response with a body of `content_type`.
+pub fn encode_response_typed(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
@@ -167,7 +172,7 @@ pub fn encode_response(status: u16, body: &[u8]) -> Vec<u8> {
         _ => "Error",
     };
     let mut v = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n\
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n\
          Access-Control-Allow-Origin: *\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
@@ -228,9 +233,20 @@ pub async fn accept_request(
     Ok((s, req))
 }
 
-/// Writes a response and closes the stream.
-pub async fn respond(mut s: TcpStream, status: u16, body: &[u8]) -> anyhow::Result<()> {
-    s.write_all(&encode_response(status, body)).await?;
+/// Writes a JSON response and closes the stream.
+pub async fn respond(s: TcpStream, status: u16, body: &[u8]) -> anyhow::Result<()> {
+    respond_typed(s, status, "application/json", body).await
+}
+
+/// Writes a response with a body of `content_type` and closes the stream.
+pub async fn respond_typed(
+    mut s: TcpStream,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+) -> anyhow::Result<()> {
+    s.write_all(&encode_response_typed(status, content_type, body))
+        .await?;
     s.shutdown().await?;
     Ok(())
 }
