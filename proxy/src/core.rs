@@ -12,7 +12,8 @@
 //! output with the `poll_*` methods.
 //!
 //! 1. [`ProxyCore::handle_frame`] for each captured frame (forward or delay it as the verdict
-//!    says), [`ProxyCore::handle_sidekick`] for each datagram on the sidekick socket;
+//!    says), [`ProxyCore::handle_sidekick`] for each datagram on the sidekick socket, and
+//!    [`ProxyCore::on_capture_drops`] when the capture dropped frames since the last call;
 //! 2. [`ProxyCore::handle_timeout`] once [`ProxyCore::poll_timeout`] is due (calling it early is
 //!    harmless and cheap: its cost follows what is due, not what exists);
 //! 3. [`ProxyCore::poll_transmit`] until it returns `None`, after any of the above;
@@ -530,7 +531,7 @@ impl<S: SessionLayer> ProxyCore<S> {
                     self.learn_member_mac(sid, mac);
                 }
                 if !self.engine_out.is_empty() {
-                    self.dispatch(now, sid, key);
+                    self.dispatch(now, sid);
                 }
                 Verdict::Forward
             }
@@ -567,9 +568,9 @@ impl<S: SessionLayer> ProxyCore<S> {
         true
     }
 
-    /// Carry out the side actions in `engine_out` of session `sid`'s engines on `key`: messages
+    /// Carry out the side actions in `engine_out` of session `sid`'s engines: messages
     /// are framed by the session (id, epoch, tag, quota), frames are queued for injection.
-    fn dispatch(&mut self, now: Instant, sid: S::Id, key: FlowKey) {
+    fn dispatch(&mut self, now: Instant, sid: S::Id) {
         let mut acts = std::mem::take(&mut self.engine_out);
         for a in acts.drain(..) {
             match a {
@@ -578,17 +579,8 @@ impl<S: SessionLayer> ProxyCore<S> {
                     match self.sessions.send(now, sid, msg) {
                         Ok(Some(epoch)) => {
                             self.counters.resets_sent += 1;
-                            if let Some(e) = self.table.get_mut(&key)
-                                && let Assistance::Session(s) = &mut e.value.assistance
-                                && let Some(p) = s.packrat.as_mut()
-                            {
-                                p.reset(epoch);
-                            }
-                            if let Some(gk) = self.membership.get(&sid)
-                                && let Some(g) = self.groups.get_mut(gk)
-                            {
-                                g.reset(sid, epoch);
-                            }
+                            // The client restarts every engine of the session on the Reset.
+                            self.restart_epoch(now, sid, epoch);
                         }
                         Ok(None) => {
                             if is_quack {
@@ -709,7 +701,7 @@ impl<S: SessionLayer> ProxyCore<S> {
                     schedule(&mut self.deadlines, d.key, &mut e.value);
                     match sid {
                         Some(sid) if !self.engine_out.is_empty() => {
-                            self.dispatch(now, sid, d.key);
+                            self.dispatch(now, sid);
                         }
                         Some(_) => {}
                         None => {

@@ -62,6 +62,8 @@ pub struct Counters {
     pub pemi_fallbacks_failed: u64,
     /// Capture drops reported by the kernel (ring full).
     pub capture_drops: u64,
+    /// Robin epochs restarted because the capture dropped frames (each a Reset to the client).
+    pub capture_resets: u64,
     /// Frames whose kernel capture time was known (for the capture delay below).
     pub capture_delay_frames: u64,
     /// Sum of the capture delays (kernel capture → user-space processing), µs. In bridge mode
@@ -143,6 +145,7 @@ impl Counters {
         add!(pemi_fallbacks_ended);
         add!(pemi_fallbacks_failed);
         add!(capture_drops);
+        add!(capture_resets);
         add!(capture_delay_frames);
         add!(capture_delay_us_sum);
         self.capture_delay_us_max = self.capture_delay_us_max.max(o.capture_delay_us_max);
@@ -382,6 +385,12 @@ impl Counters {
             "counter",
             "Frames dropped by the kernel capture ring.",
             self.capture_drops,
+        );
+        m(
+            "capture_resets_total",
+            "counter",
+            "Robin epochs restarted because the capture dropped frames.",
+            self.capture_resets,
         );
         m(
             "capture_delay_frames_total",

@@ -4,7 +4,8 @@
 //! flow) and its own [`ProxyCore`]. Workers share nothing but a stop flag and the metrics slots.
 //!
 //! Call order of one turn ([`Worker::turn`]): capture a batch of frames per socket
-//! (`handle_frame`), read a batch of sidekick datagrams (`handle_sidekick`), `handle_timeout`,
+//! (`handle_frame`), read a batch of sidekick datagrams (`handle_sidekick`), read the capture
+//! sockets' drop counts (`on_capture_drops` when the ring dropped frames), `handle_timeout`,
 //! forward what bridge mode holds, then drain `poll_transmit`. [`Worker::wait_ms`] says how
 //! long the worker may sleep in `poll` before its next turn.
 
@@ -294,6 +295,10 @@ impl Worker {
                 }
             }
         }
+        // Before any quACK goes out: frames the ring dropped must not read as losses.
+        if self.capture_drops() > 0 {
+            self.core.on_capture_drops(now);
+        }
         self.core.handle_timeout(now);
         while self.delayed.front().is_some_and(|d| d.until <= now) {
             if let Some(d) = self.delayed.pop_front() {
@@ -340,13 +345,21 @@ impl Worker {
         }
     }
 
-    /// The core's counters, with the capture sockets' drops since the last call added.
-    pub fn snapshot(&mut self) -> Counters {
+    /// Frames the capture sockets dropped since the last call (the kernel resets its count on
+    /// each read), added to the core's counters.
+    fn capture_drops(&mut self) -> u64 {
+        let mut n = 0;
         for s in std::iter::once(&self.a).chain(self.b.as_ref()) {
             if let Ok((_, drops)) = s.stats() {
-                self.core.counters.capture_drops += u64::from(drops);
+                n += u64::from(drops);
             }
         }
+        self.core.counters.capture_drops += n;
+        n
+    }
+
+    /// The core's counters (capture drops are read every turn, see [`Self::turn`]).
+    pub fn snapshot(&mut self) -> Counters {
         self.core.snapshot()
     }
 

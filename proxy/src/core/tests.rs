@@ -231,3 +231,28 @@ fn pemi_engines_stop_at_the_budget_and_their_flows_stay_forwarded() {
     core.handle_timeout(t0 + Duration::from_secs(121));
     assert_eq!(core.snapshot().memory_reserved_bytes, 0);
 }
+
+/// Frames the capture dropped would read as losses in Robin's next quACK: every session with
+/// Robin starts a new epoch instead; a session without Robin is left alone.
+#[test]
+fn capture_drops_restart_robin_epochs_only() {
+    let t0 = Instant::now();
+    let mut core = core();
+    core.sessions_mut()
+        .add(key(1), robin_every(30), "10.0.0.2:50001".parse().unwrap());
+    core.sessions_mut().add(
+        key(2),
+        packrat_engines(64_000),
+        "10.0.0.3:50001".parse().unwrap(),
+    );
+    core.handle_timeout(t0);
+    for n in 0..10u32 {
+        send(&mut core, t0, 1, &n.to_le_bytes().repeat(8));
+    }
+    assert_eq!(core.snapshot().robin.resets, 0);
+    core.on_capture_drops(t0 + Duration::from_millis(5));
+    let snap = core.snapshot();
+    assert_eq!(snap.capture_resets, 1, "one Robin session");
+    assert_eq!(snap.resets_sent, 1);
+    assert_eq!(snap.robin.resets, 1, "the engine's quACK starts over");
+}
