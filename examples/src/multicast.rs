@@ -60,6 +60,18 @@ pub struct ServerCounters {
     pub server_receivers: u64,
 }
 
+/// Most receivers a server keeps track of (HELLO, NACK or SUMMARY senders); beyond it a new
+/// address is still answered but not waited for.
+pub const MAX_RECEIVERS: usize = 1024;
+
+/// Records a receiver's address, within [`MAX_RECEIVERS`].
+fn note_receiver(receivers: &mut BTreeMap<SocketAddr, bool>, from: SocketAddr, done: bool) {
+    if receivers.len() < MAX_RECEIVERS || receivers.contains_key(&from) {
+        let e = receivers.entry(from).or_insert(false);
+        *e |= done;
+    }
+}
+
 /// Opens a socket joined to `group` on the host's default interface, bound to the group's port
 /// with `SO_REUSEADDR` so that several receivers on one host each get every datagram.
 ///
@@ -119,7 +131,7 @@ pub async fn serve_multicast(
     while let Ok(r) = tokio::time::timeout_at(join_end, socket.recv_from(&mut buf)).await {
         let (n, from) = r?;
         if matches!(codec.decode(&buf[..n]), Ok(Message::Hello { .. })) {
-            receivers.entry(from).or_insert(false);
+            note_receiver(&mut receivers, from, false);
         }
     }
     tracing::info!(receivers = receivers.len(), ?duration, %group, "streaming");
@@ -154,7 +166,7 @@ pub async fn serve_multicast(
         };
         match codec.decode(&buf[..n]) {
             Ok(Message::Nack { seqs, .. }) => {
-                receivers.entry(from).or_insert(false);
+                note_receiver(&mut receivers, from, false);
                 counters.server_nacks += 1;
                 counters.server_nacked_seqs += seqs.len() as u64;
                 for (_, d) in sender.on_datagram(&buf[..n]) {
@@ -162,7 +174,7 @@ pub async fn serve_multicast(
                 }
             }
             Ok(Message::Summary(_)) => {
-                receivers.insert(from, true);
+                note_receiver(&mut receivers, from, true);
                 counters.server_receivers = receivers.len() as u64;
                 let c = sender.counters();
                 counters.server_retransmissions = c.retransmissions;
@@ -170,9 +182,7 @@ pub async fn serve_multicast(
                 let json = serde_json::to_string(&counters).unwrap_or_default();
                 send(socket, &encode_summary(&json), from).await;
             }
-            Ok(Message::Hello { .. }) => {
-                receivers.entry(from).or_insert(false);
-            }
+            Ok(Message::Hello { .. }) => note_receiver(&mut receivers, from, false),
             _ => {}
         }
     }
@@ -463,6 +473,19 @@ impl MulticastReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_server_tracks_receivers_within_its_cap() {
+        let mut r = BTreeMap::new();
+        let a = |i: usize| SocketAddr::from(([10, 0, 2, 2], u16::try_from(i).unwrap()));
+        for i in 0..MAX_RECEIVERS + 5 {
+            note_receiver(&mut r, a(i), false);
+        }
+        assert_eq!(r.len(), MAX_RECEIVERS);
+        note_receiver(&mut r, a(3), true);
+        note_receiver(&mut r, a(3), false);
+        assert_eq!(r.get(&a(3)), Some(&true), "a SUMMARY is not forgotten");
+    }
 
     #[test]
     fn seq_set_reports_first_copies_only() {
