@@ -217,6 +217,13 @@ typedef struct SkSessionConfig {
     // and the proxy resets the epoch (too many resets end the session).
     // `sk_session_config_packrat` sets 16.
     uint32_t eack_inflight_allowance;
+    // Packrat for a multicast stream (Packrat (CoNEXT '26) §6.1): 0 for a unicast session, 4
+    // for an IPv4 group, 6 for an IPv6 group. Set with `sk_session_config_set_multicast_group`.
+    uint8_t multicast_family;
+    // The group's address: the first 4 bytes (IPv4) or all 16 (IPv6), network order.
+    uint8_t multicast_addr[16];
+    // The group's UDP port.
+    uint16_t multicast_port;
 } SkSessionConfig;
 
 // One session event; fields not meaningful for the kind are zero (`packet_number` -1).
@@ -475,6 +482,23 @@ enum SkStatus sk_session_config_robin(uint32_t interval_ms,
 // # Safety
 // `out` is valid for a write.
 enum SkStatus sk_session_config_packrat(struct SkSessionConfig *out);
+
+// Asks Packrat assistance for a multicast stream (Packrat (CoNEXT '26) §6.1 "Multicast Proxy"):
+// the server sends the stream to `group` (a `sockaddr_in` / `sockaddr_in6` of a multicast
+// address and port) from the address this session's base connection runs to; the proxy keeps
+// one shared cache of the group's stream and this client's eACK and virtual cache. The session
+// itself runs on the client's unicast path to the server (e.g. the socket it sends NACKs from).
+// A null `group` makes the session unicast again. Enables Packrat (`packrat = 1`).
+// `SK_STATUS_INVALID_ARGUMENT` if the address is not multicast.
+//
+// Ownership: reads `group` and updates `*config` in place; nothing is kept. Thread safety: no
+// shared state, callable from any thread at any time.
+//
+// # Safety
+// `config` is valid for reads and writes; `group` is null or valid for `group_len` bytes.
+enum SkStatus sk_session_config_set_multicast_group(struct SkSessionConfig *config,
+                                                    const struct sockaddr *group,
+                                                    size_t group_len);
 
 // Creates a client session for one base connection (not started). `SK_STATUS_INVALID_ARGUMENT`
 // if the configuration breaks the protocol's constraints. Free it with `sk_client_free`.

@@ -79,6 +79,45 @@ pub unsafe extern "C" fn sk_session_config_packrat(out: *mut SkSessionConfig) ->
     })
 }
 
+/// Asks Packrat assistance for a multicast stream (Packrat (CoNEXT '26) §6.1 "Multicast Proxy"):
+/// the server sends the stream to `group` (a `sockaddr_in` / `sockaddr_in6` of a multicast
+/// address and port) from the address this session's base connection runs to; the proxy keeps
+/// one shared cache of the group's stream and this client's eACK and virtual cache. The session
+/// itself runs on the client's unicast path to the server (e.g. the socket it sends NACKs from).
+/// A null `group` makes the session unicast again. Enables Packrat (`packrat = 1`).
+/// `SK_STATUS_INVALID_ARGUMENT` if the address is not multicast.
+///
+/// Ownership: reads `group` and updates `*config` in place; nothing is kept. Thread safety: no
+/// shared state, callable from any thread at any time.
+///
+/// # Safety
+/// `config` is valid for reads and writes; `group` is null or valid for `group_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_session_config_set_multicast_group(
+    config: *mut SkSessionConfig,
+    group: *const libc::sockaddr,
+    group_len: usize,
+) -> SkStatus {
+    guard(|| {
+        status((|| {
+            // SAFETY: `config` is null or valid for reads and writes (caller contract).
+            let c = unsafe { config.as_mut() }.ok_or(SkStatus::NullPointer)?;
+            if group.is_null() {
+                c.set_multicast_group(None);
+                return Ok(SkStatus::Ok);
+            }
+            // SAFETY: `group` is valid for `group_len` bytes (caller contract).
+            let g = unsafe { sockaddr_to_rust(group, group_len) }?;
+            if !g.ip().is_multicast() {
+                return Err(SkStatus::InvalidArgument);
+            }
+            c.set_multicast_group(Some(g));
+            c.packrat = 1;
+            Ok(SkStatus::Ok)
+        })())
+    })
+}
+
 /// Creates a client session for one base connection (not started). `SK_STATUS_INVALID_ARGUMENT`
 /// if the configuration breaks the protocol's constraints. Free it with `sk_client_free`.
 ///

@@ -51,6 +51,50 @@ pub struct SkSessionConfig {
     /// and the proxy resets the epoch (too many resets end the session).
     /// `sk_session_config_packrat` sets 16.
     pub eack_inflight_allowance: u32,
+    /// Packrat for a multicast stream (Packrat (CoNEXT '26) §6.1): 0 for a unicast session, 4
+    /// for an IPv4 group, 6 for an IPv6 group. Set with `sk_session_config_set_multicast_group`.
+    pub multicast_family: u8,
+    /// The group's address: the first 4 bytes (IPv4) or all 16 (IPv6), network order.
+    pub multicast_addr: [u8; 16],
+    /// The group's UDP port.
+    pub multicast_port: u16,
+}
+
+impl SkSessionConfig {
+    /// The multicast group of the configuration (`None`: unicast).
+    pub(crate) fn multicast_group(&self) -> Result<Option<std::net::SocketAddr>, SkStatus> {
+        let ip: std::net::IpAddr = match self.multicast_family {
+            0 => return Ok(None),
+            4 => {
+                let mut a = [0u8; 4];
+                a.copy_from_slice(&self.multicast_addr[..4]);
+                std::net::Ipv4Addr::from(a).into()
+            }
+            6 => std::net::Ipv6Addr::from(self.multicast_addr).into(),
+            _ => return Err(SkStatus::InvalidArgument),
+        };
+        if !ip.is_multicast() {
+            return Err(SkStatus::InvalidArgument);
+        }
+        Ok(Some(std::net::SocketAddr::new(ip, self.multicast_port)))
+    }
+
+    /// Sets (`Some`) or clears the multicast group.
+    pub(crate) fn set_multicast_group(&mut self, group: Option<std::net::SocketAddr>) {
+        self.multicast_addr = [0; 16];
+        self.multicast_port = group.map_or(0, |g| g.port());
+        self.multicast_family = match group.map(|g| g.ip()) {
+            None => 0,
+            Some(std::net::IpAddr::V4(a)) => {
+                self.multicast_addr[..4].copy_from_slice(&a.octets());
+                4
+            }
+            Some(std::net::IpAddr::V6(a)) => {
+                self.multicast_addr = a.octets();
+                6
+            }
+        };
+    }
 }
 
 impl SkSessionConfig {
@@ -77,7 +121,7 @@ impl SkSessionConfig {
             },
             None => SkIdentifier::quic_default(),
         };
-        Self {
+        let mut c = Self {
             robin: u8::from(s.robin.is_some()),
             quack_interval_ms: r.interval_ms,
             quack_interval_packets: r.interval_packets,
@@ -95,7 +139,12 @@ impl SkSessionConfig {
             } else {
                 0
             },
-        }
+            multicast_family: 0,
+            multicast_addr: [0; 16],
+            multicast_port: 0,
+        };
+        c.set_multicast_group(p.multicast_group_addr().ok().flatten());
+        c
     }
 
     pub(crate) fn to_rust(self) -> Result<SessionConfig, SkStatus> {
@@ -127,7 +176,10 @@ impl SkSessionConfig {
                 local_symbols: self.local_symbols,
                 cache_capacity_bytes: self.cache_capacity_bytes,
                 reorder_delay_ms: self.reorder_delay_ms,
-                multicast_group: Vec::new(),
+                multicast_group: self
+                    .multicast_group()?
+                    .map(PackratConfig::encode_multicast_group)
+                    .unwrap_or_default(),
             }),
             identifier: Some(identifier),
         };

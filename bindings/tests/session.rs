@@ -462,3 +462,55 @@ fn robin_session_through_the_c_api_at_every_identifier_width() {
         SkStatus::InvalidArgument
     );
 }
+
+/// Packrat for a multicast stream through the C API (Packrat (CoNEXT '26) §6.1): the group set with
+/// `sk_session_config_set_multicast_group` reaches the real protocol proxy in Init; a unicast
+/// configuration sends none; an address that is not multicast is refused.
+#[test]
+fn packrat_session_through_the_c_api_asks_for_its_multicast_group() {
+    let group: SocketAddr = "239.1.2.3:5004".parse().unwrap();
+    let mut cfg: SkSessionConfig = unsafe { std::mem::zeroed() };
+    // SAFETY: valid output pointer.
+    assert_eq!(
+        unsafe { sk_session_config_packrat(&raw mut cfg) },
+        SkStatus::Ok
+    );
+    assert_eq!(cfg.multicast_family, 0, "unicast by default");
+    let g = sockaddr_in(group);
+    let len = size_of::<libc::sockaddr_in>();
+    // SAFETY: valid config and address.
+    let s =
+        unsafe { sk_session_config_set_multicast_group(&raw mut cfg, (&raw const g).cast(), len) };
+    assert_eq!(s, SkStatus::Ok);
+    assert_eq!((cfg.multicast_family, cfg.multicast_port), (4, 5004));
+    let lab = established(&cfg);
+    let session = lab.proxy.session(&lab.sid.unwrap()).unwrap();
+    let p = session.config().packrat.clone().unwrap();
+    assert_eq!(p.multicast_group_addr(), Ok(Some(group)));
+    // SAFETY: freed once.
+    unsafe { sk_client_free(lab.client) };
+
+    // A unicast address is refused and leaves the configuration as it was.
+    let u = sockaddr_in("10.0.0.1:5004".parse().unwrap());
+    // SAFETY: valid config and address.
+    let s =
+        unsafe { sk_session_config_set_multicast_group(&raw mut cfg, (&raw const u).cast(), len) };
+    assert_eq!(s, SkStatus::InvalidArgument);
+    assert_eq!(cfg.multicast_family, 4);
+    // Null clears it: a unicast session again.
+    // SAFETY: valid config; a null group is allowed.
+    let s = unsafe { sk_session_config_set_multicast_group(&raw mut cfg, std::ptr::null(), 0) };
+    assert_eq!(s, SkStatus::Ok);
+    let lab = established(&cfg);
+    let p = lab
+        .proxy
+        .session(&lab.sid.unwrap())
+        .unwrap()
+        .config()
+        .packrat
+        .clone()
+        .unwrap();
+    assert_eq!(p.multicast_group_addr(), Ok(None));
+    // SAFETY: freed once.
+    unsafe { sk_client_free(lab.client) };
+}

@@ -575,3 +575,34 @@ fn the_peers_acks_give_the_rtt_that_bounds_holds_without_the_stacks_help() {
         .on_base_received(lab.t0 + ms(90), ack_packet(&inc, 1, 9));
     assert_eq!(lab.client.packrat().unwrap().hold_window(), ms(10));
 }
+
+#[test]
+fn a_multicast_session_asks_for_its_group_and_a_unicast_one_for_none() {
+    let g: SocketAddr = "239.1.2.3:5004".parse().unwrap();
+    let lab = connect(SidekickConfig::packrat().with_multicast_group(g));
+    // The proxy accepted the group; the echo carries it (a different echo is refused).
+    let echoed = lab
+        .client
+        .session_config()
+        .unwrap()
+        .packrat
+        .clone()
+        .unwrap();
+    assert_eq!(echoed.multicast_group_addr(), Ok(Some(g)));
+    let unicast = connect(SidekickConfig::packrat());
+    let p = unicast
+        .client
+        .session_config()
+        .unwrap()
+        .packrat
+        .clone()
+        .unwrap();
+    assert_eq!(p.multicast_group_addr(), Ok(None));
+    // A Robin-only configuration gains Packrat with its defaults.
+    let c = SidekickConfig::robin(30, 8).with_multicast_group(g);
+    let p = c.protocol.session.packrat.unwrap();
+    assert_eq!(
+        (p.local_symbols, p.multicast_group_addr()),
+        (160, Ok(Some(g)))
+    );
+}

@@ -121,6 +121,34 @@ impl SidekickConfig {
         self
     }
 
+    /// Packrat for a multicast stream (Packrat (CoNEXT '26) §6.1 "Multicast Proxy"): the server
+    /// sends the base stream to `group` (a multicast address and port) from the address this
+    /// client's session runs to; the proxy then keeps one shared cache of the group's stream and
+    /// this client's eACK and virtual cache. The session itself (discovery, Init, eACKs) runs on
+    /// the client's unicast path to the server, e.g. the socket it sends NACKs from. Enables
+    /// Packrat with its defaults if it was off. The proxy refuses an address that is not
+    /// multicast (the session then falls back).
+    ///
+    /// ```
+    /// use sidekick::session::SidekickConfig;
+    /// let g = "239.1.2.3:5004".parse().unwrap();
+    /// let c = SidekickConfig::packrat().with_multicast_group(g);
+    /// let p = c.protocol.session.packrat.unwrap();
+    /// assert_eq!(p.multicast_group_addr(), Ok(Some(g)));
+    /// ```
+    #[must_use]
+    pub fn with_multicast_group(mut self, group: SocketAddr) -> Self {
+        let default = Self::packrat().protocol.session.packrat;
+        let p = self
+            .protocol
+            .session
+            .packrat
+            .get_or_insert_with(|| default.unwrap_or_default());
+        p.multicast_group =
+            sidekick_protocol::messages::PackratConfig::encode_multicast_group(group);
+        self
+    }
+
     /// Any session configuration with default engine settings.
     pub fn with_session(session: SessionConfig) -> Self {
         Self {

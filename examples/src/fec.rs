@@ -323,10 +323,18 @@ impl FecReceiver {
         out
     }
 
-    /// Re-NACKs due at `now`.
+    /// Re-NACKs due at `now` (and NACKs whose hold ended).
     pub fn on_timeout(&mut self, now: Duration) -> Vec<Vec<u8>> {
         let due = self.nack.due(now);
         self.nack_datagrams(&due, now)
+    }
+
+    /// Holds the end-to-end NACK of every frame that goes missing from now on for `hold`
+    /// (`None`: NACK at once). A player whose Packrat proxy repairs losses holds its own NACK
+    /// while the repair is under way (Packrat (CoNEXT '26) §6.2) and NACKs end to end only a
+    /// frame still missing after the hold.
+    pub fn set_nack_hold(&mut self, hold: Option<Duration>) {
+        self.nack.set_first_delay(hold.unwrap_or(Duration::ZERO));
     }
 
     /// When [`FecReceiver::on_timeout`] next has work.
@@ -547,6 +555,41 @@ mod tests {
             (m.stall_count, m.frames_skipped, m.frames_concealed),
             (1, 2, 0)
         );
+    }
+
+    #[test]
+    fn nack_hold_lets_a_repair_arrive_before_the_end_to_end_nack() {
+        let cfg = FecConfig::default();
+        let mut tx = MediaSender::new(&cfg.sender_config(), 0);
+        let mut rx = FecReceiver::new(&cfg);
+        rx.set_nack_hold(Some(Duration::from_millis(50)));
+        let pkts: Vec<Vec<u8>> = (0..12).map(|k| tx.next_packet(k * 20_000)).collect();
+        let at = |k: u64| Duration::from_millis(k * 20 + 10);
+        rx.on_datagram(&pkts[0], at(0), 0);
+        // Packets 1 and 2 lost: frame 1 is missing once packet 3 arrives, but its NACK is held.
+        assert!(rx.on_datagram(&pkts[3], at(3), 0).is_empty());
+        assert_eq!(rx.next_timeout(), Some(at(3) + Duration::from_millis(50)));
+        // The proxy's repair of packet 2 (frames 1 and 2) arrives within the hold: no NACK.
+        assert!(
+            rx.on_datagram(&pkts[2], at(3) + Duration::from_millis(30), 0)
+                .is_empty()
+        );
+        assert!(rx.on_timeout(at(3) + Duration::from_millis(50)).is_empty());
+        // Packets 5 and 6 lost and never repaired: frame 5 is NACKed when the hold ends.
+        rx.on_datagram(&pkts[4], at(4), 0);
+        assert!(rx.on_datagram(&pkts[7], at(7), 0).is_empty());
+        assert!(rx.on_timeout(at(7) + Duration::from_millis(49)).is_empty());
+        let nacks = rx.on_timeout(at(7) + Duration::from_millis(50));
+        assert_eq!(nacks.len(), 1);
+        assert!(matches!(
+            Codec::new(0).decode(&nacks[0]),
+            Ok(Message::Nack { ref seqs, .. }) if seqs == &vec![5]
+        ));
+        // Without a hold (the session fell back) a new gap is NACKed at once: packets 8 and 9
+        // lost, frame 8 missing when packet 10 arrives.
+        rx.set_nack_hold(None);
+        assert_eq!(rx.on_datagram(&pkts[10], at(10), 0).len(), 1, "frame 8");
+        assert_eq!(rx.metrics().nack_datagrams, 2);
     }
 
     proptest::proptest! {

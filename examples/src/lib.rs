@@ -6,6 +6,8 @@
 //! - [`media`]: Robin #1 low-latency media with NACKs and de-jitter delay, binary `sidekick-media`;
 //!   [`media_sidekick`]: its Robin sender on the SDK (`--sidekick`).
 //! - [`fec`]: Packrat media with FEC by repetition, stalls, binary `sidekick-media-fec`.
+//! - [`multicast`]: a reliable multicast media stream, several receivers with Packrat for the
+//!   group, binary `sidekick-multicast`.
 //! - [`rtc`]: RTC frames over QUIC (PEMI, PEMI §6.1.2): one stream per frame, frame delay
 //!   and jitter, quinn and quiche, binary `sidekick-rtc`.
 //! - [`webrtc`]: a WebRTC call on str0m (ICE, DTLS, SRTP, RTP/RTCP, NACK/RTX) with Robin on the
@@ -18,6 +20,7 @@ pub mod media;
 pub mod media_io;
 pub mod media_session;
 pub mod media_sidekick;
+pub mod multicast;
 pub mod nack;
 pub mod rtc;
 pub mod stats;

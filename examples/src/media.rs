@@ -342,10 +342,17 @@ impl MediaReceiver {
         out
     }
 
-    /// Re-NACKs due at `now`.
+    /// Re-NACKs due at `now` (and NACKs whose hold ended).
     pub fn on_timeout(&mut self, now: Duration) -> Vec<Vec<u8>> {
         let due = self.nack.due(now);
         self.nack_datagrams(&due, now)
+    }
+
+    /// Holds the end-to-end NACK of every packet that goes missing from now on for `hold`
+    /// (`None`: NACK at once), while an on-path Packrat proxy repairs it (Packrat (CoNEXT '26)
+    /// §6.2).
+    pub fn set_nack_hold(&mut self, hold: Option<Duration>) {
+        self.nack.set_first_delay(hold.unwrap_or(Duration::ZERO));
     }
 
     /// When [`MediaReceiver::on_timeout`] next has work.

@@ -305,9 +305,24 @@ pub trait FecHooks: Send {
     /// A datagram was sent to the server.
     fn on_sent(&mut self, _datagram: &[u8]) {}
     /// A datagram arrived from the server's address; return true to consume it (a sidekick
-    /// discovery reply). Media datagrams are seen here before the player gets them.
-    fn on_received(&mut self, _datagram: &[u8]) -> bool {
+    /// discovery reply). Media datagrams are seen here before the player gets them, with their
+    /// sequence number `seq` (`None` for anything that is not media DATA).
+    fn on_received(&mut self, _datagram: &[u8], _seq: Option<u32>) -> bool {
         false
+    }
+    /// How long the player holds the end-to-end NACK of a frame that goes missing (`None`:
+    /// NACK at once): while a proxy repairs losses (Packrat (CoNEXT '26) §6.2). Asked after
+    /// every datagram.
+    fn nack_hold(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// The sequence number of a media DATA datagram (`None` for any other datagram).
+pub fn data_seq(codec: &Codec, datagram: &[u8]) -> Option<u32> {
+    match codec.decode(datagram) {
+        Ok(Message::Data(p)) => Some(p.seq),
+        _ => None,
     }
 }
 
@@ -329,6 +344,7 @@ pub async fn run_fec_client_with(
     let start = Instant::now();
     let mut session = FecClientSession::new(cfg, duration, timing);
     let mut buf = vec![0u8; 65_536];
+    let codec = Codec::new(0);
     loop {
         let now = start.elapsed();
         if session.is_finished(now) {
@@ -341,9 +357,10 @@ pub async fn run_fec_client_with(
         let deadline = start + session.next_deadline(now);
         match tokio::time::timeout_at(deadline.into(), socket.recv_from(&mut buf)).await {
             Ok(Ok((n, from))) if from == server => {
-                if hooks.on_received(&buf[..n]) {
+                if hooks.on_received(&buf[..n], data_seq(&codec, &buf[..n])) {
                     continue;
                 }
+                session.set_nack_hold(hooks.nack_hold());
                 for d in session.on_datagram(&buf[..n], start.elapsed(), unix_us()) {
                     send(socket, &d, server).await;
                     hooks.on_sent(&d);
@@ -369,7 +386,6 @@ pub async fn run_fec_client_with(
     send(socket, &summary, server).await;
     // Answer FINs that were in flight (the server repeats FIN until it has our summary).
     let until = tokio::time::Instant::now() + Duration::from_millis(300);
-    let codec = Codec::new(0);
     while let Ok(Ok((n, from))) = tokio::time::timeout_at(until, socket.recv_from(&mut buf)).await {
         if from == server && matches!(codec.decode(&buf[..n]), Ok(Message::Fin { .. })) {
             send(socket, &summary, server).await;

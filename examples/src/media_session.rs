@@ -235,6 +235,12 @@ impl MediaReceiverSession {
         self.rx.on_timeout(now)
     }
 
+    /// Holds the end-to-end NACK of packets that go missing from now on (`None`: NACK at
+    /// once), see [`MediaReceiver::set_nack_hold`].
+    pub fn set_nack_hold(&mut self, hold: Option<Duration>) {
+        self.rx.set_nack_hold(hold);
+    }
+
     /// When the session next has something to do (a re-NACK, or its end).
     pub fn next_deadline(&self) -> Duration {
         let mut d = self.last_rx + self.timing.idle;
@@ -319,6 +325,12 @@ impl FecClientSession {
     /// Re-NACKs due at `now`.
     pub fn on_timeout(&mut self, now: Duration) -> Vec<Vec<u8>> {
         self.rx.on_timeout(now)
+    }
+
+    /// Holds the end-to-end NACK of frames that go missing from now on (`None`: NACK at once),
+    /// see [`FecReceiver::set_nack_hold`].
+    pub fn set_nack_hold(&mut self, hold: Option<Duration>) {
+        self.rx.set_nack_hold(hold);
     }
 
     /// When the client next has something to do (HELLO, re-NACK, its end), seen at `now`.

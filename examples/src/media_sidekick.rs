@@ -136,6 +136,46 @@ impl MediaSidekickCore {
         discovery
     }
 
+    /// Packrat: as [`Self::on_player_received`], with the media sequence number `seq` of a DATA
+    /// datagram. With NACK-driven eACKs ([`fec_nack_config`]) the sequence number is the SDK's
+    /// packet number: a gap in it — where the player's NACK layer sees a missing packet — sends
+    /// an eACK at once and again every eACK interval while the gap is open (selective eACKs,
+    /// Packrat (CoNEXT '26) §5.2.3, §6.2); periodic eACKs ignore it.
+    pub fn on_player_received_seq(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        seq: Option<u32>,
+    ) -> bool {
+        if !self.numbered() {
+            return self.on_player_received(now, datagram);
+        }
+        let discovery = is_discovery_reply(datagram);
+        self.client
+            .on_base_received_with_pn(now, datagram.to_vec(), seq.map(u64::from));
+        while self.client.poll_deliver().is_some() {}
+        discovery
+    }
+
+    /// Packrat with NACK-driven eACKs: how long the player holds its end-to-end NACK of a
+    /// missing frame — the SDK's hold window (the reorder window), during which the SDK eACKs
+    /// the gap and the proxy repairs it — while the session is active; `None` otherwise (no
+    /// proxy, fallback, periodic eACKs: NACK at once).
+    pub fn nack_hold(&self) -> Option<Duration> {
+        if !self.numbered() || !self.client.is_active() {
+            return None;
+        }
+        self.client
+            .packrat()
+            .map(sidekick::packrat::PackratReceiver::hold_window)
+    }
+
+    /// A Packrat session with selective eACKs: the player's sequence numbers are its packet
+    /// numbers (NACK-driven eACKs, [`fec_nack_config`]).
+    fn numbered(&self) -> bool {
+        self.mode == Mode::Packrat && self.client.packrat().is_some_and(|p| p.config().selective)
+    }
+
     /// A datagram arrived on the sidekick socket.
     pub fn on_sidekick_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         self.client.on_sidekick_datagram(now, from, datagram);
@@ -310,6 +350,32 @@ pub fn fec_config(every_packets: u32, interval_ms: u32, symbols: u32) -> Sidekic
     c
 }
 
+/// Packrat media config with NACK-driven eACKs (Packrat (CoNEXT '26) §5.2.3, §6.2): selective
+/// eACKs — one at once when a media packet goes missing (the player passes its sequence
+/// numbers as packet numbers), then every `interval_ms` while the gap is open, none while
+/// nothing is missing; a gap stays open for `reorder_ms` (the hold window), and the player holds
+/// its own end-to-end NACK that long ([`MediaSidekickCore::nack_hold`]). `symbols` local
+/// symbols, a 20 kB cache (Table 4, media); each eACK is sized for the open gaps plus
+/// [`MEDIA_EACK_EXPECTED`] at [`MEDIA_EACK_PROBABILITY`].
+///
+/// ```
+/// use sidekick_examples::media_sidekick::fec_nack_config;
+/// let c = fec_nack_config(60, 40, 130);
+/// let p = c.protocol.session.packrat.unwrap();
+/// assert_eq!((p.eack_interval_ms, p.reorder_delay_ms, p.local_symbols), (60, 130, 40));
+/// assert!(c.packrat.selective);
+/// ```
+pub fn fec_nack_config(interval_ms: u32, symbols: u32, reorder_ms: u32) -> SidekickConfig {
+    let mut c = fec_config(0, interval_ms, symbols);
+    if let Some(p) = c.protocol.session.packrat.as_mut() {
+        p.reorder_delay_ms = reorder_ms;
+    }
+    // Time-driven only while a gap is open: no eACK for a count of packets.
+    c.packrat.eack_every_packets = u32::MAX;
+    c.packrat.selective = true;
+    c
+}
+
 /// Differences a media eACK is sized to decode. At 50 packets/s over a 30 ms last hop the
 /// proxy's set holds about 3 packets the client has not received yet (one-way delay plus the
 /// eACK's own trip), plus every loss awaiting its repair (≈ 100 ms each; at 10 % loss about 1)
@@ -337,13 +403,17 @@ impl FecHooks for PackratHooks {
         }
     }
 
-    fn on_received(&mut self, datagram: &[u8]) -> bool {
+    fn on_received(&mut self, datagram: &[u8], seq: Option<u32>) -> bool {
         let discovery = self
             .shared
             .core()
-            .on_player_received(Instant::now(), datagram);
+            .on_player_received_seq(Instant::now(), datagram, seq);
         self.shared.wake.notify_one();
         discovery
+    }
+
+    fn nack_hold(&self) -> Option<Duration> {
+        self.shared.core().nack_hold()
     }
 }
 

@@ -4,17 +4,29 @@
 //! when a later one has been received. The tracker NACKs a missing number at once and then again
 //! at most once per RTT until it arrives (Sidekick (NSDI '24) §5.1; Packrat (CoNEXT '26) §6.2). The set of missing numbers
 //! is capped; beyond the cap the oldest is given up and counted in [`NackTracker::dropped`].
+//!
+//! A *first delay* ([`NackTracker::set_first_delay`]) holds the first NACK of a new gap: a player
+//! whose on-path Packrat proxy repairs losses holds its own NACK while the repair is under way
+//! (Packrat (CoNEXT '26) §6.2), and NACKs end to end only what is still missing after it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::stats::RttEstimator;
 
+/// One missing number: when it was last NACKed, or when its held first NACK is due.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Nacked(Duration),
+    HeldUntil(Duration),
+}
+
 /// Missing-number tracker.
 #[derive(Debug, Clone)]
 pub struct NackTracker {
-    /// Missing number → time it was last NACKed.
-    missing: BTreeMap<u32, Duration>,
+    /// Missing number → when it is next due: a NACK (`nacked`), or its held first NACK.
+    missing: BTreeMap<u32, Pending>,
+    first_delay: Duration,
     highest: Option<u32>,
     cap: usize,
     dropped: u64,
@@ -28,6 +40,7 @@ impl NackTracker {
     pub fn new(cap: usize, initial_rtt: Duration) -> Self {
         Self {
             missing: BTreeMap::new(),
+            first_delay: Duration::ZERO,
             highest: None,
             cap: cap.max(1),
             dropped: 0,
@@ -36,8 +49,28 @@ impl NackTracker {
         }
     }
 
+    /// Holds the first NACK of every gap opened from now on for `delay` (zero: NACK at once).
+    /// A number still missing when its hold ends is NACKed by [`NackTracker::due`].
+    pub fn set_first_delay(&mut self, delay: Duration) {
+        self.first_delay = delay;
+    }
+
+    /// The current first delay.
+    pub fn first_delay(&self) -> Duration {
+        self.first_delay
+    }
+
+    /// When `seq`, still missing, was last NACKed (`None`: not missing, or its first NACK is
+    /// still held).
+    pub fn last_nacked(&self, seq: u32) -> Option<Duration> {
+        match self.missing.get(&seq)? {
+            Pending::Nacked(t) => Some(*t),
+            Pending::HeldUntil(_) => None,
+        }
+    }
+
     /// Record that `seq` was received at `now`; returns the numbers to NACK now (the new gap
-    /// before `seq`, if any).
+    /// before `seq`, if any, unless a first delay holds it).
     pub fn on_received(&mut self, seq: u32, now: Duration) -> Vec<u32> {
         self.missing.remove(&seq);
         let from = match self.highest {
@@ -70,12 +103,20 @@ impl NackTracker {
             from
         };
         let new: Vec<u32> = (start..to).collect();
+        let pending = if self.first_delay.is_zero() {
+            Pending::Nacked(now)
+        } else {
+            Pending::HeldUntil(now + self.first_delay)
+        };
         for &s in &new {
-            self.missing.insert(s, now);
+            self.missing.insert(s, pending);
         }
         while self.missing.len() > self.cap {
             self.missing.pop_first();
             self.dropped += 1;
+        }
+        if matches!(pending, Pending::HeldUntil(_)) {
+            return Vec::new();
         }
         let new: Vec<u32> = new
             .into_iter()
@@ -85,13 +126,14 @@ impl NackTracker {
         new
     }
 
-    /// Numbers whose last NACK is at least one re-NACK interval old; marks them NACKed at `now`.
+    /// Numbers whose last NACK is at least one re-NACK interval old, or whose held first NACK
+    /// is due; marks them NACKed at `now`.
     pub fn due(&mut self, now: Duration) -> Vec<u32> {
         let iv = self.rtt.renack_interval();
         let mut out = Vec::new();
-        for (s, last) in &mut self.missing {
-            if now.saturating_sub(*last) >= iv {
-                *last = now;
+        for (s, p) in &mut self.missing {
+            if Self::due_at(*p, iv) <= now {
+                *p = Pending::Nacked(now);
                 out.push(*s);
             }
         }
@@ -102,7 +144,14 @@ impl NackTracker {
     /// When [`NackTracker::due`] will next return something.
     pub fn next_deadline(&self) -> Option<Duration> {
         let iv = self.rtt.renack_interval();
-        self.missing.values().min().map(|l| *l + iv)
+        self.missing.values().map(|p| Self::due_at(*p, iv)).min()
+    }
+
+    fn due_at(p: Pending, renack: Duration) -> Duration {
+        match p {
+            Pending::Nacked(last) => last + renack,
+            Pending::HeldUntil(t) => t,
+        }
     }
 
     /// Feed an RTT sample (NACK → retransmission).
@@ -168,6 +217,26 @@ mod tests {
         assert_eq!(t.on_end(5, 10 * MS), vec![3, 4]);
         assert!(t.on_end(5, 20 * MS).is_empty());
         assert!(t.is_missing(4));
+    }
+
+    #[test]
+    fn first_delay_holds_the_first_nack_and_a_fill_cancels_it() {
+        let mut t = NackTracker::new(100, 50 * MS);
+        t.set_first_delay(30 * MS);
+        assert!(t.on_received(0, Duration::ZERO).is_empty());
+        assert!(t.on_received(3, 10 * MS).is_empty(), "held");
+        assert_eq!(t.last_nacked(1), None);
+        assert_eq!(t.next_deadline(), Some(40 * MS));
+        // Packet 1 is repaired during the hold: only 2 is NACKed when the hold ends.
+        assert!(t.on_received(1, 25 * MS).is_empty());
+        assert!(t.due(39 * MS).is_empty());
+        assert_eq!(t.due(40 * MS), vec![2]);
+        assert_eq!(t.last_nacked(2), Some(40 * MS));
+        // Then once per re-NACK interval (100 ms before an RTT sample).
+        assert_eq!(t.next_deadline(), Some(140 * MS));
+        assert_eq!(t.nacked(), 1);
+        t.set_first_delay(Duration::ZERO);
+        assert_eq!(t.on_received(5, 50 * MS), vec![4]);
     }
 
     #[test]

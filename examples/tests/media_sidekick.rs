@@ -155,6 +155,81 @@ fn fec_player_eacks_drive_proxy_retransmissions() {
     );
 }
 
+/// `--sidekick-eack nack`: eACKs only where the player's NACK layer sees a missing packet (one
+/// at once, again every 25 ms while it is missing, for at most 60 ms): the proxy still repairs
+/// the losses, with far fewer eACKs than the periodic cadence (one per 2 packets: ≈ 100 in 4 s).
+#[test]
+fn fec_player_nack_driven_eacks_repair_losses_with_few_eacks() {
+    let addr = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let _server = Server(
+        Command::new(FEC_BIN)
+            .args(["server", "--once", "--listen"])
+            .arg(addr.to_string())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let relay = common::start(
+        addr,
+        true,
+        common::Links {
+            loss_every: 10,
+            far_delay: Duration::from_millis(30),
+            ..common::Links::default()
+        },
+    );
+    let out = Command::new(FEC_BIN)
+        .args(["client", "--connect"])
+        .arg(relay.front.to_string())
+        .args([
+            "--duration",
+            "4",
+            "--json",
+            "--linger-ms",
+            "500",
+            "--sidekick",
+        ])
+        .args([
+            "--sidekick-eack",
+            "nack",
+            "--sidekick-eack-interval-ms",
+            "25",
+        ])
+        .args(["--sidekick-reorder-ms", "60"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = apps::one_json_line(&out);
+    let st = &relay.stats;
+    let dropped = st.dropped.load(Ordering::Relaxed);
+    let retx = st.proxy_retransmissions.load(Ordering::Relaxed);
+    eprintln!("media-fec with NACK-driven eACKs: {v}\nrelay: dropped {dropped} proxy retx {retx}");
+    let sk = &v["sidekick"];
+    assert_eq!(sk["state"], "active", "{v}");
+    let eacks = sk["eacks_sent"].as_u64().unwrap();
+    assert!(dropped > 5, "{v}");
+    // At least one eACK per loss the player saw; at most three (60 ms / 25 ms) and a few for
+    // losses of the proxy's own repairs.
+    assert!(
+        eacks >= dropped / 2 && eacks <= 3 * dropped + 4,
+        "{eacks} eACKs: {v}"
+    );
+    assert!(eacks < 60, "periodic would send ≈ 100: {v}");
+    assert!(
+        retx >= dropped / 2,
+        "the proxy repaired the losses: {retx} of {dropped}"
+    );
+    assert_eq!(v["frames_missing"], 0, "{v}");
+}
+
 /// `--sidekick-quack-on-gap`: with a quACK only every 32 packets, the packet after each
 /// near-link loss still carries a quACK (so does the next one, and the first packet, to sync),
 /// so every loss is resent early — with about a third of the quACKs of the every-2 cadence.

@@ -11,6 +11,7 @@ pub fn app_binary(kind: &str) -> Option<&'static str> {
         "transfer" => Some("sidekick-transfer"),
         "media" => Some("sidekick-media"),
         "media-fec" => Some("sidekick-media-fec"),
+        "multicast" => Some("sidekick-multicast"),
         "rtc" => Some("sidekick-rtc"),
         "webrtc" => Some("sidekick-webrtc"),
         _ => None,
@@ -208,6 +209,9 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 ///   / `client --duration D --json`.
 /// - `media-fec` (Packrat media, the server is the sender): `sidekick-media-fec server --once` /
 ///   `client --duration D --json` (the player).
+/// - `multicast` (Packrat multicast, the server streams to a group): `sidekick-multicast server
+///   --once` / `client --duration D --json` (the receivers, `--receivers N` of them in the one
+///   client namespace; the runner carries the group across the ap, `Topology::forward_multicast`).
 /// - `rtc` (PEMI RTC frames, the server is the sender): `sidekick-rtc server --stack S --once` /
 ///   `client --stack S --duration D --json --timeout T`; with `stack = "quic-go"` the server is
 ///   `sidekick-rtc-quicgo server --once` and the client `sidekick-rtc client --stack C` with
@@ -223,7 +227,7 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
     let connect = format!("{}:{port}", Topology::server_addr());
     match app.kind.as_str() {
-        "media" | "media-fec" => (
+        "media" | "media-fec" | "multicast" => (
             vec!["server".into(), "--listen".into(), listen, "--once".into()],
             vec![
                 "client".into(),

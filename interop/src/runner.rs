@@ -147,6 +147,9 @@ pub fn run(
             },
             opts.link_backend,
         )?;
+        if scn.app.kind == "multicast" {
+            topo.forward_multicast()?;
+        }
         if opts.check_links {
             link_checks = crate::probe::check_links(&topo, &first.wan, &first.lan, true)?;
             let failed: Vec<String> = link_checks

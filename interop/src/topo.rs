@@ -490,6 +490,49 @@ impl Topology {
         Ok(PortsHandedOver { ap })
     }
 
+    /// Carries the server's multicast stream (destination in 224.0.0.0/4) across the routed ap
+    /// onto every client link: a tc filter on `wan0`'s ingress mirrors each such frame to the
+    /// egress of every `lan<i>` (the ap runs no multicast routing daemon). The frames keep their IP header, so a sniffing proxy on `lan0` sees the group's
+    /// stream as the server sent it (Packrat (CoNEXT '26) §6.1; docs/proxy.md "Packrat
+    /// multicast"), and each client link's element applies its own loss. Idempotent.
+    ///
+    /// # Errors
+    /// `tc` failures.
+    pub fn forward_multicast(&self) -> Result<(), LabError> {
+        let ap = self.ns_ap();
+        // Start from a clean ingress qdisc (a previous call's filter goes with it).
+        let _ = in_ns(&ap, "tc", &["qdisc", "del", "dev", "wan0", "ingress"]);
+        in_ns(&ap, "tc", &["qdisc", "add", "dev", "wan0", "ingress"])?;
+        let lans: Vec<String> = (0..self.clients).map(|i| format!("lan{i}")).collect();
+        let mut args: Vec<&str> = vec![
+            "filter",
+            "add",
+            "dev",
+            "wan0",
+            "parent",
+            "ffff:",
+            "protocol",
+            "ip",
+            "u32",
+            "match",
+            "ip",
+            "dst",
+            "224.0.0.0/4",
+        ];
+        // Mirror to every link but the last, redirect (steal) to the last: the original never
+        // reaches the ap's IP layer (no `drop` action needed, whose module this kernel lacks).
+        for (i, lan) in lans.iter().enumerate() {
+            let how = if i + 1 == lans.len() {
+                "redirect"
+            } else {
+                "mirror"
+            };
+            args.extend_from_slice(&["action", "mirred", "egress", how, "dev", lan]);
+        }
+        in_ns(&ap, "tc", &args)?;
+        Ok(())
+    }
+
     /// Stops the running link elements and returns their statistics, keyed `wan`, `lan0`, ...
     pub fn stop_links(&mut self) -> Vec<(String, ElementStats)> {
         self.elements

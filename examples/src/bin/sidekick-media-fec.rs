@@ -3,13 +3,18 @@
 //! ```text
 //! sidekick-media-fec server --listen IP:PORT [--once]                      # sender
 //! sidekick-media-fec client --connect IP:PORT [--duration SECS] [--json]   # receiver / player
-//!                           [--sidekick [--sidekick-eack-packets 2] [--sidekick-eack-interval-ms 40]
-//!                                       [--sidekick-eack-symbols 40] [--sidekick-discovery-retry-ms MS]
+//!                           [--sidekick [--sidekick-eack periodic|nack] [--sidekick-eack-packets 2]
+//!                                       [--sidekick-eack-interval-ms 40] [--sidekick-eack-symbols 40]
+//!                                       [--sidekick-reorder-ms 65] [--sidekick-discovery-retry-ms MS]
 //!                                       [--sidekick-discovery-attempts N]]
 //! ```
 //! With `--sidekick` the player runs a Packrat receiver (Packrat (CoNEXT '26) §6.2): it sends eACKs of the
 //! media datagrams it received to an on-path proxy, which retransmits from its cache what is
-//! missing.
+//! missing. `--sidekick-eack periodic` (the default) sends them every N packets or MS;
+//! `--sidekick-eack nack` only where the NACK layer sees a missing packet (selective eACKs,
+//! Packrat (CoNEXT '26) §5.2.3: one at once, then every MS while the packet is missing, for at most
+//! the reorder window), and holds the player's own end-to-end NACK for that window while the
+//! proxy repairs.
 //! The server sends 480 B every 20 ms carrying the last 40 ms (frames k and k−1); the client plays
 //! with a 40 ms buffer, NACKs missing frames (re-NACK at most once per RTT), and prints per-frame
 //! one-way latency and stall metrics.
@@ -27,7 +32,7 @@ use sidekick_examples::media_io::{
 };
 use sidekick_examples::media_session::FecReport;
 use sidekick_examples::media_sidekick::{
-    MEDIA_EACK_EXPECTED, MEDIA_EACK_PROBABILITY, MediaSidekick, fec_config,
+    MEDIA_EACK_EXPECTED, MEDIA_EACK_PROBABILITY, MediaSidekick, fec_config, fec_nack_config,
 };
 use tokio::net::UdpSocket;
 
@@ -87,10 +92,18 @@ struct ClientArgs {
     /// falls back to end-to-end NACKs when no proxy answers.
     #[arg(long)]
     sidekick: bool,
-    /// eACK every N media packets.
+    /// When to eACK: `periodic` (every N packets or MS) or `nack` (where the player would NACK
+    /// a missing packet, and hold its own NACK while the proxy repairs).
+    #[arg(long, value_enum, default_value_t = EackMode::Periodic)]
+    sidekick_eack: EackMode,
+    /// NACK-driven eACKs: how long a missing packet is eACKed (every MS) and the player's NACK
+    /// held, ms (about two client–proxy round trips: a repair may need a second attempt).
+    #[arg(long, value_name = "MS", default_value_t = 65)]
+    sidekick_reorder_ms: u32,
+    /// Periodic eACKs: an eACK every N media packets.
     #[arg(long, value_name = "N", default_value_t = 2)]
     sidekick_eack_packets: u32,
-    /// …or at least every MS while packets arrive.
+    /// …or at least every MS while packets arrive (NACK-driven: while a packet is missing).
     #[arg(long, value_name = "MS", default_value_t = 40)]
     sidekick_eack_interval_ms: u32,
     /// Local eACK symbols (Packrat (CoNEXT '26) Table 4, media: 40).
@@ -109,6 +122,15 @@ struct ClientArgs {
     /// Discovery requests before falling back (no proxy).
     #[arg(long, value_name = "N", default_value_t = 4)]
     sidekick_discovery_attempts: u32,
+}
+
+/// When the player sends eACKs.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum EackMode {
+    /// Every N packets or MS.
+    Periodic,
+    /// Where the NACK layer sees a missing packet (selective eACKs).
+    Nack,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -162,11 +184,18 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
     };
     let mut sk = None;
     let mut hooks: Box<dyn FecHooks> = if a.sidekick {
-        let mut c = fec_config(
-            a.sidekick_eack_packets,
-            a.sidekick_eack_interval_ms,
-            a.sidekick_eack_symbols,
-        );
+        let mut c = match a.sidekick_eack {
+            EackMode::Periodic => fec_config(
+                a.sidekick_eack_packets,
+                a.sidekick_eack_interval_ms,
+                a.sidekick_eack_symbols,
+            ),
+            EackMode::Nack => fec_nack_config(
+                a.sidekick_eack_interval_ms,
+                a.sidekick_eack_symbols,
+                a.sidekick_reorder_ms,
+            ),
+        };
         c.packrat.inflight_allowance = a.sidekick_eack_expected;
         c.packrat.success_probability = a.sidekick_eack_probability;
         c.protocol.discovery_retry =

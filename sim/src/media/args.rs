@@ -58,6 +58,8 @@ pub fn parse_client_args(
     let (mut eack_packets, mut eack_ms, mut eack_symbols) = (2u32, 40, 40);
     let mut eack_expected = sidekick_examples::media_sidekick::MEDIA_EACK_EXPECTED;
     let mut eack_probability = sidekick_examples::media_sidekick::MEDIA_EACK_PROBABILITY;
+    let mut nack_driven = false;
+    let mut reorder_ms = 65u32;
     // Both.
     let (mut retry_ms, mut attempts) = (250u32, 4u32);
     let mut it = args.iter();
@@ -94,6 +96,21 @@ pub fn parse_client_args(
             (false, "--sidekick-eack-probability") => {
                 eack_probability = arg_value(&mut it, a, "a probability")?;
             }
+            (false, "--sidekick-eack") => {
+                nack_driven = match it.next().map(String::as_str) {
+                    Some("nack") => true,
+                    Some("periodic") => false,
+                    _ => {
+                        return Err(MediaArgError {
+                            arg: a.into(),
+                            why: "expected `periodic` or `nack`".into(),
+                        });
+                    }
+                };
+            }
+            (false, "--sidekick-reorder-ms") => {
+                reorder_ms = arg_value(&mut it, a, "milliseconds")?;
+            }
             _ => {
                 return Err(MediaArgError {
                     arg: a.into(),
@@ -116,8 +133,11 @@ pub fn parse_client_args(
             every, threshold, quack_ms, reorder, on_gap,
         ))
     } else {
-        let mut c =
-            sidekick_examples::media_sidekick::fec_config(eack_packets, eack_ms, eack_symbols);
+        let mut c = if nack_driven {
+            sidekick_examples::media_sidekick::fec_nack_config(eack_ms, eack_symbols, reorder_ms)
+        } else {
+            sidekick_examples::media_sidekick::fec_config(eack_packets, eack_ms, eack_symbols)
+        };
         c.packrat.inflight_allowance = eack_expected;
         c.packrat.success_probability = eack_probability;
         Some(c)

@@ -430,14 +430,18 @@ impl World {
                 }
             }
             Client::Player { session, .. } => {
+                // The sequence number, as the binary's player hands it to its hooks
+                // (NACK-driven eACKs use it as the packet number).
+                let seq = sidekick_examples::media_io::data_seq(&Codec::new(0), payload);
                 if self
                     .sk
                     .as_mut()
-                    .is_some_and(|s| s.on_player_received(now, payload))
+                    .is_some_and(|s| s.on_player_received_seq(now, payload, seq))
                 {
                     return;
                 }
                 if let Some(s) = session.as_mut() {
+                    s.set_nack_hold(self.sk.as_ref().and_then(MediaSidekickCore::nack_hold));
                     for d in s.on_datagram(payload, t, wall) {
                         sent.push(Sent::Control(d));
                     }
