@@ -18,6 +18,7 @@ use sidekick_proxy::engine::{Action, Direction};
 use sidekick_proxy::flow::FlowKey;
 use sidekick_proxy::packet::build_udp_ip;
 use sidekick_proxy::packrat::{PackratConfig, PackratEngine};
+use sidekick_proxy::pemi::PemiConfig;
 use sidekick_proxy::robin::RobinConfig;
 use sidekick_proxy::session::{EngineConfig, StaticSessions};
 use sidekick_proxy::sys::thread_cpu_time;
@@ -202,6 +203,134 @@ fn per_packet(c: &mut Criterion) {
     g.finish();
 }
 
+/// A QUIC long-header packet of type `ty` (0 Initial, 2 Handshake) with `len` payload bytes.
+fn long_header(ty: u8, len: usize) -> Vec<u8> {
+    let mut p = vec![0xc0 | (ty << 4), 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+    if ty == 0 {
+        p.push(0);
+    }
+    p.push(0x40 | (len >> 8) as u8);
+    p.push(len as u8);
+    p.extend(std::iter::repeat_n(0xaa, len));
+    p
+}
+
+/// PEMI's per-packet cost beside Robin's and Packrat's (issue 24 point 10; PEMI §6.5 reports its
+/// CPU overhead per packet): a flow PEMI took over at its handshake (transparent mode, 10 000
+/// other flows in the table), fed the pattern of a download: bursts of 10 server datagrams
+/// (1 200 bytes, 0.5 ms apart, every 30 ms) and a 50-byte client reply to each one client RTT
+/// (10 ms, as the handshake showed) later.
+/// Timed: `handle_frame` of every data packet and reply, PEMI's timers when due, and draining
+/// the output; the figure is per frame (data and replies alike). The clock is synthetic, so the
+/// flowlets, the reply matching and the RTT filters run as they would at that pace.
+fn per_packet_pemi(c: &mut Criterion) {
+    let client: SocketAddr = "10.0.0.2:50000".parse().unwrap();
+    let server: SocketAddr = "198.51.100.10:443".parse().unwrap();
+    let mut g = c.benchmark_group("per_packet");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    let pemi = PemiConfig {
+        // Timing-only inference (PEMI §4.2–4.3): these replies carry no ACK ranges.
+        gap_signal: false,
+        ..PemiConfig::default()
+    };
+    let mut core = ProxyCore::new(CoreConfig::default(), StaticSessions::new(), (11, 22))
+        .with_pemi(Some(pemi));
+    let t0 = Instant::now();
+    for i in 0..10_000u32 {
+        let c = SocketAddr::from(([10, 2, (i >> 8) as u8, i as u8], 40000));
+        let f = eth(&build_udp_ip(c, server, b"0123456789", 64));
+        core.handle_frame(t0, Direction::FromClient, &f, FrameMeta::default());
+    }
+    let frame = |src, dst, p: &[u8]| eth(&build_udp_ip(src, dst, p, 64));
+    core.handle_frame(
+        t0,
+        Direction::FromClient,
+        &frame(client, server, &long_header(0, 1180)),
+        FrameMeta::default(),
+    );
+    let mut sh = long_header(0, 150);
+    sh.extend(long_header(2, 1000));
+    core.handle_frame(
+        t0 + Duration::from_millis(40),
+        Direction::ToClient,
+        &frame(server, client, &sh),
+        FrameMeta::default(),
+    );
+    core.handle_frame(
+        t0 + Duration::from_millis(50),
+        Direction::FromClient,
+        &frame(client, server, &long_header(2, 60)),
+        FrameMeta::default(),
+    );
+    assert!(
+        core.snapshot().pemi.handshakes > 0,
+        "PEMI took the flow at its handshake"
+    );
+    // One 30 ms cycle: 10 data packets and 10 replies, in time order.
+    let data: Vec<Vec<u8>> = (0..1024u32)
+        .map(|i| {
+            let mut p = vec![0x41u8; 1200];
+            p[1..5].copy_from_slice(&i.to_be_bytes());
+            frame(server, client, &p)
+        })
+        .collect();
+    let reply = frame(client, server, &[0x41u8; 50]);
+    let mut cycle: Vec<(Duration, Direction, usize)> = Vec::new();
+    for i in 0..10u64 {
+        let t = Duration::from_micros(500 * i);
+        cycle.push((t, Direction::ToClient, i as usize));
+        cycle.push((t + Duration::from_millis(10), Direction::FromClient, 0));
+    }
+    cycle.sort_by_key(|e| e.0);
+    let mut start = t0 + Duration::from_millis(100);
+    let mut n = 0usize;
+    let run_cycle = |core: &mut ProxyCore<StaticSessions>, start: Instant, n: &mut usize| {
+        for &(dt, dir, k) in &cycle {
+            let now = start + dt;
+            let f = match dir {
+                Direction::ToClient => {
+                    *n = (*n + 1) & 1023;
+                    &data[(*n + k) & 1023]
+                }
+                Direction::FromClient => &reply,
+            };
+            let v = core.handle_frame(now, dir, black_box(f), FrameMeta::default());
+            if core.poll_timeout().is_some_and(|d| d <= now) {
+                core.handle_timeout(now);
+            }
+            while core.poll_transmit().is_some() {}
+            black_box(v);
+        }
+    };
+    g.bench_function("classify_lookup_pemi_download", |b| {
+        b.iter_custom(|iters| {
+            let cycles = iters.div_ceil(cycle.len() as u64);
+            let t = thread_cpu_time();
+            for _ in 0..cycles {
+                run_cycle(&mut core, start, &mut n);
+                start += Duration::from_millis(30);
+            }
+            thread_cpu_time()
+                .saturating_sub(t)
+                .mul_f64(iters as f64 / (cycles * cycle.len() as u64) as f64)
+        });
+    });
+    let s = core.snapshot();
+    if s.frames > 10_010 {
+        eprintln!(
+            "pemi: {} flowlets, {} replies assigned, {} excluded, {} RTT samples over {} frames",
+            s.pemi.flowlets,
+            s.pemi.replies_assigned,
+            s.pemi.replies_excluded,
+            s.pemi.rtt_samples,
+            s.frames
+        );
+        assert!(s.pemi.flowlets > 0, "{:?}", s.pemi);
+    }
+    g.finish();
+}
+
 /// One eACK cycle at the Packrat WiFi setting: 16 packets forwarded (1 in 25 lost), the client's
 /// eACK sized for its missing count; timed: the proxy's eACK processing (delta encode, decode,
 /// cache update, retransmissions).
@@ -283,5 +412,5 @@ fn clock_pair_cost() -> Duration {
     m
 }
 
-criterion_group!(benches, per_packet, per_eack);
+criterion_group!(benches, per_packet, per_packet_pemi, per_eack);
 criterion_main!(benches);
