@@ -112,26 +112,24 @@ pub struct SplitConfig {
 /// ```
 pub fn ruleset(cfg: &SplitConfig, bridge_mac: Option<&str>) -> String {
     let (port, ifc) = (cfg.port, &cfg.client_interface);
-    let mut s = String::new();
-    let divert = match bridge_mac {
-        Some(mac) => {
-            s.push_str(&format!(
+    let (bridge, divert) = match bridge_mac {
+        Some(mac) => (
+            format!(
                 "table bridge {TABLE} {{\n  chain prerouting {{\n    \
                  type filter hook prerouting priority -300; policy accept;\n    \
                  iifname \"{ifc}\" ether type ip ip protocol tcp meta mark set {CLIENT_SIDE_MARK:#x}\n    \
                  ether type ip ip protocol tcp meta pkttype set host ether daddr set {mac}\n  }}\n}}\n"
-            ));
-            format!("meta mark {CLIENT_SIDE_MARK:#x}")
-        }
-        None => format!("iifname \"{ifc}\""),
+            ),
+            format!("meta mark {CLIENT_SIDE_MARK:#x}"),
+        ),
+        None => (String::new(), format!("iifname \"{ifc}\"")),
     };
-    s.push_str(&format!(
-        "table ip {TABLE} {{\n  chain prerouting {{\n    \
+    format!(
+        "{bridge}table ip {TABLE} {{\n  chain prerouting {{\n    \
          type filter hook prerouting priority mangle; policy accept;\n    \
          meta l4proto tcp socket transparent 1 meta mark set {MARK:#x} accept\n    \
          {divert} meta l4proto tcp tproxy to :{port} meta mark set {MARK:#x} accept\n  }}\n}}\n"
-    ));
-    s
+    )
 }
 
 fn run(prog: &str, args: &[&str], stdin: Option<&str>) -> anyhow::Result<()> {

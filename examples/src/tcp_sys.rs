@@ -90,7 +90,7 @@ mod tests {
         set_congestion(&c, "cubic").unwrap();
         assert!(set_congestion(&c, "no-such-controller").is_err());
         let (mut s, _) = l.accept().unwrap();
-        c.write_all(&[7u8; 100_000]).unwrap();
+        c.write_all(&vec![7u8; 100_000]).unwrap();
         c.shutdown(std::net::Shutdown::Write).unwrap();
         let mut got = Vec::new();
         s.read_to_end(&mut got).unwrap();

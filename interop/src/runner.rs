@@ -77,6 +77,16 @@ pub struct RunResult {
     pub variants: Vec<VariantResult>,
 }
 
+/// A variant ready to run: its index in the results, the variant, the scenario as it sees it,
+/// its proxy binary and its application's (server, client) binaries.
+type Runnable = (
+    usize,
+    Variant,
+    Scenario,
+    Option<PathBuf>,
+    (PathBuf, PathBuf),
+);
+
 /// Runs `scn`, calling `on_trial(variant, trial)` after each trial.
 pub fn run(
     scn: &Scenario,
@@ -85,13 +95,7 @@ pub fn run(
 ) -> Result<RunResult, LabError> {
     let trials = opts.trials.unwrap_or(scn.trials).max(1);
     let mut results: Vec<VariantResult> = Vec::new();
-    let mut runnable: Vec<(
-        usize,
-        Variant,
-        Scenario,
-        Option<PathBuf>,
-        (PathBuf, PathBuf),
-    )> = Vec::new();
+    let mut runnable: Vec<Runnable> = Vec::new();
     for v in &scn.variants {
         let vs = scn
             .for_variant(v)
