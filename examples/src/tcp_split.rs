@@ -1,7 +1,8 @@
 //! A transparent split-TCP proxy for the lab's ap: the connection-splitting PEP the papers
 //! compare against (PEPsal in Sidekick (NSDI '24) §5.1 and Fig. 6; split TCP in Packrat
-//! (CoNEXT '26) Fig. 5a and PEMI's comparison). No maintained PEPsal-like package exists on
-//! crates.io or in Debian, so this is ours.
+//! (CoNEXT '26) Fig. 5a and PEMI's comparison). PEPsal itself is maintained (by CNES) only as
+//! source on GitHub; no PEPsal-like package exists in Debian or on crates.io, and the project
+//! takes third-party software from registries only, so this one is ours.
 //!
 //! TCP segments arriving from the client side are diverted to a local listener with nftables'
 //! TPROXY; the proxy accepts the client's connection *as the server* (the accepted socket's local
