@@ -35,7 +35,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::tcp_sys::{set_congestion, set_ip_transparent};
+use crate::tcp_sys::{set_congestion, set_ip_transparent, tcp_counters};
 
 /// Name of the nftables tables (ip and bridge families) the proxy owns.
 pub const TABLE: &str = "sidekick_tcp_split";
@@ -291,6 +291,11 @@ pub struct SplitCounters {
     pub bytes_to_server: AtomicU64,
     /// Bytes copied server → client, over finished connections.
     pub bytes_to_client: AtomicU64,
+    /// Segments the proxy retransmitted on its client-side halves (`TCP_INFO`), over finished
+    /// connections: the last-hop losses it repaired for a download.
+    pub client_side_retrans: AtomicU64,
+    /// Segments the proxy retransmitted on its server-side halves, over finished connections.
+    pub server_side_retrans: AtomicU64,
 }
 
 impl SplitCounters {
@@ -298,13 +303,16 @@ impl SplitCounters {
     pub fn fields(&self) -> String {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         format!(
-            "accepted={} connected={} refused={} failed={} bytes_to_server={} bytes_to_client={}",
+            "accepted={} connected={} refused={} failed={} bytes_to_server={} bytes_to_client={} \
+             client_side_retrans={} server_side_retrans={}",
             g(&self.accepted),
             g(&self.connected),
             g(&self.refused),
             g(&self.failed),
             g(&self.bytes_to_server),
-            g(&self.bytes_to_client)
+            g(&self.bytes_to_client),
+            g(&self.client_side_retrans),
+            g(&self.server_side_retrans)
         )
     }
 }
@@ -390,6 +398,14 @@ async fn splice(
     let (up, down) = r.context("splicing")?;
     counters.bytes_to_server.fetch_add(up, Ordering::Relaxed);
     counters.bytes_to_client.fetch_add(down, Ordering::Relaxed);
+    if let (Ok(c), Ok(s)) = (tcp_counters(&client), tcp_counters(&server)) {
+        counters
+            .client_side_retrans
+            .fetch_add(c.total_retrans, Ordering::Relaxed);
+        counters
+            .server_side_retrans
+            .fetch_add(s.total_retrans, Ordering::Relaxed);
+    }
     Ok(())
 }
 

@@ -114,6 +114,12 @@ fn check(test: &str, m: &BTreeMap<String, BTreeMap<String, f64>>, upload: bool, 
         e2e["connect_ms"]
     );
     assert!(!e2e.contains_key("proxy_log_accepted"), "{test}: {e2e:?}");
+    // The data sender's counters of the split download are the server's lossless half; the
+    // ap's half repairs the last hop and reports its own.
+    assert!(
+        split.contains_key("proxy_log_client_side_retrans"),
+        "{test}: {split:?}"
+    );
 }
 
 #[test]

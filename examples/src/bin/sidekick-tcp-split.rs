@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Logs `splitting …` once the rules are in place and the listener is up, and on SIGTERM/SIGINT
-//! `stopped accepted=… connected=… refused=… failed=… bytes_to_server=… bytes_to_client=…`
+//! `stopped accepted=… connected=… refused=… failed=… bytes_to_server=… bytes_to_client=…
+//! client_side_retrans=… server_side_retrans=…`
 //! after removing its rules.
 
 use std::sync::Arc;
