@@ -1,5 +1,6 @@
 //! Loopback transfers between every stack pair (quinn/quiche client × quinn/quiche server), both
-//! directions, raw stream and HTTP/3, through the real `sidekick-transfer` binary.
+//! directions, raw stream and HTTP/3, and kernel TCP (`--stack tcp`), through the real
+//! `sidekick-transfer` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apps;
