@@ -2,7 +2,10 @@
 //! bulk transfer and RTC frames over QUIC. Each application is a binary usable alone and by the
 //! lab.
 //!
-//! - [`transfer`]: bulk transfer over QUIC (quinn and quiche), binary `sidekick-transfer`.
+//! - [`transfer`]: bulk transfer over QUIC (quinn and quiche) and, as the papers' baseline, over
+//!   kernel TCP ([`transfer::tcp_stack`]), binary `sidekick-transfer`.
+//! - [`tcp_split`]: a transparent split-TCP proxy for the lab's ap (the papers' PEPsal
+//!   baseline), binary `sidekick-tcp-split`; [`tcp_sys`]: the TCP socket options both need.
 //! - [`media`]: Robin #1 low-latency media with NACKs and de-jitter delay, binary `sidekick-media`;
 //!   [`media_sidekick`]: its Robin sender on the SDK (`--sidekick`).
 //! - [`fec`]: Packrat media with FEC by repetition, stalls, binary `sidekick-media-fec`.
@@ -24,6 +27,8 @@ pub mod multicast;
 pub mod nack;
 pub mod rtc;
 pub mod stats;
+pub mod tcp_split;
+pub mod tcp_sys;
 pub mod transfer;
 pub mod webrtc;
 pub mod wire;

@@ -1,5 +1,6 @@
 //! Loopback transfers between every stack pair (quinn/quiche client × quinn/quiche server), both
-//! directions, raw stream and HTTP/3, through the real `sidekick-transfer` binary.
+//! directions, raw stream and HTTP/3, and kernel TCP (`--stack tcp`), through the real
+//! `sidekick-transfer` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apps;
@@ -198,5 +199,40 @@ fn ttfb_with_large_certificate_and_hello_delay() {
             fast < delayed,
             "{srv_stack}->{cli_stack}: ttfb {fast} ms without delay, {delayed} ms with"
         );
+    }
+}
+
+/// Kernel TCP (`--stack tcp`, the papers' baseline) through the binary: both directions with the
+/// QUIC transfer's report keys plus `connect_ms`; the QUIC-only flags are refused.
+#[test]
+fn tcp_stack_both_directions_and_quic_flags_refused() {
+    let (_srv, addr) = server("tcp", false);
+    for (dir, direction) in [("--download", "download"), ("--upload", "upload")] {
+        let v = client("tcp", addr, dir, BYTES, false);
+        assert_eq!(v["stack"], "tcp");
+        assert_eq!(v["direction"], direction);
+        assert_eq!(v["bytes"], BYTES);
+        let (d, g) = (
+            v["duration_s"].as_f64().unwrap(),
+            v["goodput_mbps"].as_f64().unwrap(),
+        );
+        assert!(d > 0.0 && g > 1.0, "{v}");
+        assert!((g - BYTES as f64 * 8.0 / d / 1e6).abs() < 1e-6 * g);
+        // Loopback segments are up to 64 KiB: at least one per 64 KiB of payload.
+        assert!(v["sent_packets"].as_u64().unwrap() >= BYTES / 65_536, "{v}");
+        for k in ["retransmissions", "lost_packets", "receiver_sent_packets"] {
+            assert!(v[k].as_u64().is_some(), "{k}: {v}");
+        }
+        assert!(v["connect_ms"].as_f64().is_some_and(|c| c >= 0.0), "{v}");
+    }
+    for flag in ["--http3", "--sidekick"] {
+        let out = Command::new(BIN)
+            .args(["client", "--stack", "tcp", "--connect", &addr.to_string()])
+            .args(["--download", "1000", "--json", flag])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--stack tcp takes neither"), "{flag}: {err}");
     }
 }

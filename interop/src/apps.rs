@@ -56,7 +56,7 @@ pub struct TransferStack {
     pub sdk: bool,
 }
 
-/// The `transfer` stacks: quinn and quiche (`sidekick-transfer`), quic-go
+/// The `transfer` stacks: quinn, quiche and kernel TCP (`sidekick-transfer`), quic-go
 /// (`sidekick-transfer-quicgo`, examples/quic-go/transfer, built by scripts/build-quicgo.sh),
 /// ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's `gtlsserver`/`gtlsclient`: HTTP/3 only,
 /// no upload measurement on its server) and libcurl (`sidekick-curl`, a client over HTTP/3).
@@ -94,6 +94,14 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         sdk: false,
     },
     TransferStack {
+        name: TCP,
+        server: Some("sidekick-transfer"),
+        client: Some("sidekick-transfer"),
+        raw: true,
+        serves_uploads: true,
+        sdk: false,
+    },
+    TransferStack {
         name: CURL,
         server: None,
         client: Some(CURL_BINARY),
@@ -102,6 +110,11 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         sdk: true,
     },
 ];
+
+/// The stack name of the kernel-TCP baseline (`sidekick-transfer --stack tcp`: the raw-stream
+/// protocol over one TCP connection, CUBIC; the papers' TCP rows, and with `sidekick-tcp-split`
+/// on the ap their split-TCP PEP).
+pub const TCP: &str = "tcp";
 
 /// The stack name of ngtcp2 (Debian's example programs, HTTP/3 only).
 pub const NGTCP2: &str = "ngtcp2";
@@ -145,6 +158,17 @@ pub fn transfer_pair(
             "app.client_stack = {:?} has no client",
             client.name
         ));
+    }
+    if (server.name == TCP) != (client.name == TCP) {
+        return Err(format!(
+            "app.stack = {:?} with app.client_stack = {:?}: TCP talks only to TCP              (set both to {TCP:?})",
+            server.name, client.name
+        ));
+    }
+    if server.name == TCP && app.http3 {
+        return Err(
+            "app.stack = \"tcp\" speaks the raw stream protocol: set app.http3 = false".into(),
+        );
     }
     if !app.http3 {
         for (key, s) in [("app.stack", server), ("app.client_stack", client)] {
@@ -600,6 +624,31 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn tcp_runs_only_against_tcp_on_the_raw_protocol() {
+        let app = transfer_app(TCP, None, false, "upload");
+        assert_eq!(
+            app_binaries(&app),
+            Some(("sidekick-transfer", "sidekick-transfer"))
+        );
+        let (srv, cli) = app_args(&app, 4433);
+        assert_eq!(&srv[..3], ["server", "--stack", "tcp"]);
+        assert_eq!(&cli[..3], ["client", "--stack", "tcp"]);
+        assert!(transfer_pair(&transfer_app(TCP, None, false, "download"), &[]).is_ok());
+        for (srv, cli) in [
+            (TCP, Some("quinn")),
+            ("quinn", Some(TCP)),
+            ("quiche", Some(TCP)),
+        ] {
+            let e = transfer_pair(&transfer_app(srv, cli, false, "upload"), &[]).unwrap_err();
+            assert!(e.contains("TCP talks only to TCP"), "{e}");
+        }
+        let e = transfer_pair(&transfer_app(TCP, None, true, "upload"), &[]).unwrap_err();
+        assert!(e.contains("app.http3 = false"), "{e}");
+        let e = transfer_pair(&app, &["--sidekick".into()]).unwrap_err();
+        assert!(e.contains("--sidekick"), "{e}");
     }
 
     #[test]

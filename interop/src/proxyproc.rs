@@ -121,7 +121,8 @@ pub fn log_fields(line: &str) -> BTreeMap<String, f64> {
 
 impl ProxyProcess {
     /// Starts `bin args…` in namespace `ns` and waits until it logs that it captures
-    /// (`sniffing` / `bridging`), or fails with the proxy's last log lines.
+    /// (`sniffing` / `bridging`; the split-TCP proxy `sidekick-tcp-split`: `splitting`), or fails
+    /// with the proxy's last log lines.
     pub fn start(ns: &str, bin: &Path, args: &[String]) -> Result<Self, LabError> {
         let mut child = Command::new("ip")
             .args(["netns", "exec", ns])
@@ -145,7 +146,9 @@ impl ProxyProcess {
                 let mut ready_tx = Some(ready_tx);
                 for line in BufReader::new(err).lines() {
                     let Ok(line) = line else { break };
-                    if (line.contains("sniffing") || line.contains("bridging"))
+                    if (line.contains("sniffing")
+                        || line.contains("bridging")
+                        || line.contains("splitting"))
                         && let Some(tx) = ready_tx.take()
                     {
                         let _ = tx.send(());

@@ -77,6 +77,16 @@ pub struct RunResult {
     pub variants: Vec<VariantResult>,
 }
 
+/// A variant ready to run: its index in the results, the variant, the scenario as it sees it,
+/// its proxy binary and its application's (server, client) binaries.
+type Runnable = (
+    usize,
+    Variant,
+    Scenario,
+    Option<PathBuf>,
+    (PathBuf, PathBuf),
+);
+
 /// Runs `scn`, calling `on_trial(variant, trial)` after each trial.
 pub fn run(
     scn: &Scenario,
@@ -84,16 +94,17 @@ pub fn run(
     mut on_trial: impl FnMut(&str, &Trial),
 ) -> Result<RunResult, LabError> {
     let trials = opts.trials.unwrap_or(scn.trials).max(1);
-    // (server, client) binaries; a missing one skips every variant.
-    let app_names = app_binaries(&scn.app);
-    let app_bin = app_names
-        .and_then(|(s, c)| Some((find_bin(&opts.bin_dir, s)?, find_bin(&opts.bin_dir, c)?)));
     let mut results: Vec<VariantResult> = Vec::new();
-    let mut runnable: Vec<(usize, Variant, Scenario, Option<PathBuf>)> = Vec::new();
+    let mut runnable: Vec<Runnable> = Vec::new();
     for v in &scn.variants {
         let vs = scn
             .for_variant(v)
             .map_err(|e| LabError::Config(e.to_string()))?;
+        // (server, client) binaries of the variant's application (a variant may change the
+        // stack, e.g. `app.stack=tcp`); a missing one skips the variant.
+        let app_names = app_binaries(&vs.app);
+        let app_bin = app_names
+            .and_then(|(s, c)| Some((find_bin(&opts.bin_dir, s)?, find_bin(&opts.bin_dir, c)?)));
         let mut skipped = None;
         let mut proxy = None;
         if app_bin.is_none() {
@@ -121,7 +132,13 @@ pub fn run(
         if let Some(s) = &skipped {
             tracing::warn!("variant {}: skipped: {s}", v.name);
         } else {
-            runnable.push((results.len(), v.clone(), vs, proxy));
+            runnable.push((
+                results.len(),
+                v.clone(),
+                vs,
+                proxy,
+                app_bin.unwrap_or_default(),
+            ));
         }
         results.push(VariantResult {
             name: v.name.clone(),
@@ -170,15 +187,14 @@ pub fn run(
                 )));
             }
         }
-        let (server_bin, client_bin) = app_bin.unwrap_or_default();
         'outer: for t in 0..trials {
-            for (idx, v, vs, proxy) in &runnable {
+            for (idx, v, vs, proxy, (server_bin, client_bin)) in &runnable {
                 if opts.stop.load(Ordering::Relaxed) {
                     break 'outer;
                 }
                 let bins = AppBins {
-                    server: &server_bin,
-                    client: &client_bin,
+                    server: server_bin,
+                    client: client_bin,
                 };
                 let trial = run_trial(&mut topo, vs, v, proxy.as_deref(), bins, t, &opts.stop);
                 if opts.progress {

@@ -68,7 +68,8 @@ pub struct AppSpec {
     /// on str0m with sidekick-webrtc; `direction` says who sends).
     pub kind: String,
     /// QUIC stack of the server: `transfer` takes `quinn`, `quiche`, `quic-go` and `ngtcp2`
-    /// (HTTP/3 only; see [`crate::apps::TRANSFER_STACKS`]); `rtc` takes `quinn`, `quiche` and
+    /// (HTTP/3 only; see [`crate::apps::TRANSFER_STACKS`]), or `tcp` (kernel TCP with CUBIC, the
+    /// papers' baseline; client and server both `tcp`, raw protocol); `rtc` takes `quinn`, `quiche` and
     /// `quic-go` (the quic-go server, examples/quic-go, measured by the `client_stack` client).
     #[serde(default = "default_stack")]
     pub stack: String,
@@ -306,14 +307,32 @@ impl Scenario {
             return Err(ScenarioError::Invalid("no variants".into()));
         }
         for v in &variants {
-            if app.kind == "transfer" {
-                let args: Vec<String> = app
+            // A variant may change the application (`set = ["app.stack=tcp", ...]`): its pair
+            // is checked as it will run.
+            let vapp = if v.set.iter().any(|s| s.trim_start().starts_with("app.")) {
+                let mut t = table.clone();
+                for s in &v.set {
+                    apply_set(&mut t, s)?;
+                }
+                t.get("app")
+                    .cloned()
+                    .map(toml::Value::try_into::<AppSpec>)
+                    .transpose()
+                    .map_err(|e| {
+                        ScenarioError::Invalid(format!("variant `{}`: [app]: {e}", v.name))
+                    })?
+                    .unwrap_or_else(|| app.clone())
+            } else {
+                app.clone()
+            };
+            if vapp.kind == "transfer" {
+                let args: Vec<String> = vapp
                     .client_args
                     .iter()
                     .chain(&v.client_args)
                     .cloned()
                     .collect();
-                crate::apps::transfer_pair(&app, &args)
+                crate::apps::transfer_pair(&vapp, &args)
                     .map_err(|e| ScenarioError::Invalid(format!("variant `{}`: {e}", v.name)))?;
             }
             if let Some(f) = v.kill_proxy_at
@@ -373,12 +392,16 @@ impl Scenario {
         })
     }
 
-    /// The scenario as a variant sees it (the variant's overrides applied).
+    /// The scenario as a variant sees it (the variant's overrides applied; `variants` holds
+    /// that variant only, since the others' settings need not fit its application).
     pub fn for_variant(&self, v: &Variant) -> Result<Scenario, ScenarioError> {
         let mut t = self.table.clone();
         for s in &v.set {
             apply_set(&mut t, s)?;
         }
+        let only = toml::Value::try_from(vec![v.clone()])
+            .map_err(|e| ScenarioError::Invalid(format!("variant `{}`: {e}", v.name)))?;
+        t.insert("variants".into(), only);
         Self::from_table(t)
     }
 }
@@ -517,6 +540,31 @@ set = ["lan.loss=0%"]
                 &sets(&["app.stack=quic-go", "app.client_stack=quiche"])
             )
             .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_variant_may_run_tcp_beside_sidekick_variants() {
+        let text = format!(
+            "{S}client_args = [\"--sidekick\"]\n[[variants]]\nname = \"tcp-e2e\"\n\
+             set = [\"app.stack=tcp\", \"app.client_stack=tcp\", \"app.http3=false\"]\n"
+        );
+        // The `clean` variant asks for the SDK (quinn has it), `tcp-e2e` runs TCP.
+        let s = Scenario::parse(&text, &["app.http3=true".into()]).unwrap();
+        let tcp = s.for_variant(&s.variants[2]).unwrap();
+        assert_eq!(tcp.app.stack, "tcp");
+        assert!(!tcp.app.http3);
+        assert_eq!(tcp.variants.len(), 1);
+        assert_eq!(s.for_variant(&s.variants[1]).unwrap().app.stack, "quinn");
+        // The SDK on the TCP variant is refused, naming it.
+        let bad = text.replace(
+            "name = \"tcp-e2e\"",
+            "name = \"tcp-e2e\"\nclient_args = [\"--sidekick\"]",
+        );
+        let e = Scenario::parse(&bad, &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("variant `tcp-e2e`") && e.contains("--sidekick"),
+            "{e}"
         );
     }
 

@@ -189,6 +189,7 @@ pub fn skip_reason(scn: &Scenario) -> Option<String> {
              run in virtual time"
                 .into(),
         ),
+        "tcp" => Some("kernel TCP (the TCP baselines) runs in the lab only".into()),
         other => Some(format!("stack `{other}` runs as a separate binary")),
     }
 }

@@ -1,10 +1,11 @@
 //! `sidekick-transfer`: bulk transfer over QUIC (raw stream, or HTTP/3 with `--http3`) with quinn
-//! or quiche.
+//! or quiche, or over kernel TCP (`--stack tcp`, the same raw-stream protocol on one TCP
+//! connection: the papers' TCP baseline; no `--http3`, no `--sidekick`).
 //!
 //! ```text
-//! sidekick-transfer server --stack quinn|quiche --listen IP:PORT [--once] [--cert-bytes B]
+//! sidekick-transfer server --stack quinn|quiche|tcp --listen IP:PORT [--once] [--cert-bytes B]
 //!                          [--hello-delay-ms MS]
-//! sidekick-transfer client --stack quinn|quiche --connect IP:PORT (--download BYTES | --upload BYTES)
+//! sidekick-transfer client --stack quinn|quiche|tcp --connect IP:PORT (--download BYTES | --upload BYTES)
 //!                          [--json] [--cc cubic|reno|bbr] [--timeout SECS] [--http3]
 //!                          [--sidekick [--sidekick-quack-interval-ms MS] [--sidekick-quack-threshold T]
 //!                           [--sidekick-quack-every-packets N]
@@ -22,10 +23,33 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use sidekick_examples::transfer::sidekick::SidekickParams;
 use sidekick_examples::transfer::{
-    Cc, Direction, Request, Stack, TransportOptions, quiche_stack, quinn_stack,
+    Cc, Direction, Request, Stack, TransportOptions, quiche_stack, quinn_stack, tcp_stack,
 };
 
-/// Bulk transfer over QUIC with quinn or quiche; goodput measured at the receiving application.
+/// The transport of an endpoint: a QUIC stack, or kernel TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StackArg {
+    /// quinn 0.11 (rustls with ring).
+    Quinn,
+    /// quiche 0.24 (BoringSSL).
+    Quiche,
+    /// Kernel TCP (the congestion controller of `--cc`, CUBIC by default): the papers' baseline.
+    Tcp,
+}
+
+impl StackArg {
+    /// The QUIC stack, or `None` for TCP.
+    fn quic(self) -> Option<Stack> {
+        match self {
+            StackArg::Quinn => Some(Stack::Quinn),
+            StackArg::Quiche => Some(Stack::Quiche),
+            StackArg::Tcp => None,
+        }
+    }
+}
+
+/// Bulk transfer over QUIC with quinn or quiche, or over kernel TCP; goodput measured at the
+/// receiving application.
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
@@ -43,9 +67,9 @@ enum Cmd {
 
 #[derive(Args)]
 struct Common {
-    /// QUIC implementation.
+    /// QUIC implementation, or `tcp`.
     #[arg(long, value_enum)]
-    stack: Stack,
+    stack: StackArg,
     /// Congestion controller of this endpoint (applies to the data it sends).
     #[arg(long, value_enum, default_value = "cubic")]
     cc: Cc,
@@ -215,7 +239,14 @@ fn main() -> anyhow::Result<()> {
             let mut opts = options(&a.common);
             opts.cert_bytes = a.cert_bytes;
             opts.hello_delay = Duration::from_millis(a.hello_delay_ms);
-            match a.common.stack {
+            let Some(stack) = a.common.stack.quic() else {
+                refuse_quic_only(&a.common)?;
+                if a.cert_bytes > 0 || a.hello_delay_ms > 0 {
+                    anyhow::bail!("--cert-bytes and --hello-delay-ms are QUIC options, not TCP's");
+                }
+                return tcp_stack::serve(a.listen, a.once, a.common.cc);
+            };
+            match stack {
                 Stack::Quiche => quiche_stack::serve(a.listen, a.once, &opts),
                 Stack::Quinn => {
                     let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
@@ -250,9 +281,13 @@ fn main() -> anyhow::Result<()> {
                 (None, None) => anyhow::bail!("one of --download or --upload is required"),
             };
             let timeout = Duration::try_from_secs_f64(a.timeout).context("--timeout")?;
-            let report = match a.common.stack {
-                Stack::Quiche => quiche_stack::run_client(a.connect, req, &opts, timeout)?,
-                Stack::Quinn => {
+            let report = match a.common.stack.quic() {
+                None => {
+                    refuse_quic_only(&a.common)?;
+                    tcp_stack::run_client(a.connect, req, a.common.cc, timeout)?
+                }
+                Some(Stack::Quiche) => quiche_stack::run_client(a.connect, req, &opts, timeout)?,
+                Some(Stack::Quinn) => {
                     let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
                     rt.block_on(async {
                         tokio::time::timeout(
@@ -281,6 +316,9 @@ fn main() -> anyhow::Result<()> {
                 if let Some(t) = report.ttfb_ms {
                     println!("time to first byte: {t:.1} ms");
                 }
+                if let Some(c) = report.connect_ms {
+                    println!("TCP handshake: {c:.1} ms");
+                }
                 if let Some(sk) = &report.sidekick {
                     println!("sidekick: {}", serde_json::to_string(sk)?);
                 }
@@ -288,6 +326,15 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `--stack tcp` speaks the raw-stream protocol over one TCP connection: HTTP/3 and the sidekick
+/// SDK are QUIC's.
+fn refuse_quic_only(c: &Common) -> anyhow::Result<()> {
+    if c.http3 || c.sidekick {
+        anyhow::bail!("--stack tcp takes neither --http3 nor --sidekick (they are QUIC's)");
+    }
+    Ok(())
 }
 
 /// A counter for the human-readable line: its value, or `?` when the server did not report it.

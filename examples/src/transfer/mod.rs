@@ -33,6 +33,7 @@ pub mod quiche_stack;
 mod quinn_h3;
 pub mod quinn_stack;
 pub mod sidekick;
+pub mod tcp_stack;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -329,6 +330,11 @@ pub struct TransferReport {
     /// (ReACKed QUICer (IMC '24) §3 measures it for a 10 KB request). Raw-stream downloads only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttfb_ms: Option<f64>,
+    /// TCP only ([`tcp_stack`]): duration of the client's TCP handshake, ms — one round trip to
+    /// whoever answers the SYN (the server end to end, the ap when a split-TCP proxy terminates
+    /// the connection there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_ms: Option<f64>,
 }
 
 /// Sender-side transport statistics.
@@ -357,6 +363,18 @@ impl TransferReport {
         duration: Duration,
         stats: SenderStats,
     ) -> Self {
+        Self::named(stack.name(), direction, bytes, duration, stats)
+    }
+
+    /// [`TransferReport::new`] for a stack named by a string (the TCP baseline, which is not a
+    /// QUIC [`Stack`]).
+    pub fn named(
+        stack: &'static str,
+        direction: Direction,
+        bytes: u64,
+        duration: Duration,
+        stats: SenderStats,
+    ) -> Self {
         let secs = duration.as_secs_f64();
         let goodput_mbps = if secs > 0.0 {
             bytes as f64 * 8.0 / secs / 1e6
@@ -364,7 +382,7 @@ impl TransferReport {
             0.0
         };
         Self {
-            stack: stack.name(),
+            stack,
             direction: direction.name(),
             bytes,
             duration_s: secs,
@@ -373,6 +391,7 @@ impl TransferReport {
             lost_packets: (!stats.sender_unknown).then_some(stats.lost_packets),
             sidekick: None,
             ttfb_ms: None,
+            connect_ms: None,
             sent_packets: (!stats.sender_unknown).then_some(stats.sent_packets),
             receiver_sent_packets: stats.receiver_sent_packets,
         }

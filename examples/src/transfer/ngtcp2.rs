@@ -290,6 +290,7 @@ fn report(
         sidekick: None,
         // gtlsclient's log gives no first-byte time of its own in this wrapper.
         ttfb_ms: None,
+        connect_ms: None,
     }
 }
 
