@@ -13,6 +13,9 @@
 // Largest eACK symbol count `sk_packrat_new` accepts (the protocol's cap).
 #define SK_PACKRAT_MAX_SYMBOLS 65536
 
+// The largest `max_held` and `max_gaps` a Packrat configuration may ask for.
+#define SK_PACKRAT_MAX_CAP 65536
+
 // Largest threshold `sk_quack_new` accepts.
 #define SK_QUACK_MAX_THRESHOLD 4096
 
@@ -376,9 +379,9 @@ typedef struct SkPackratConfig {
     uint64_t reorder_window_us;
     // Packets added to the open gaps when sizing an eACK.
     size_t inflight_allowance;
-    // Cap on held datagrams.
+    // Cap on held datagrams, at most `SK_PACKRAT_MAX_CAP`.
     size_t max_held;
-    // Cap on tracked missing packet numbers.
+    // Cap on tracked missing packet numbers, at most `SK_PACKRAT_MAX_CAP`.
     size_t max_gaps;
 } SkPackratConfig;
 

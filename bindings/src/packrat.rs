@@ -19,6 +19,13 @@ use crate::robin::SkIdentifier;
 /// Largest eACK symbol count `sk_packrat_new` accepts (the protocol's cap).
 pub const SK_PACKRAT_MAX_SYMBOLS: usize = 65_536;
 
+/// The largest `max_held` and `max_gaps` a Packrat configuration may ask for.
+pub const SK_PACKRAT_MAX_CAP: usize = 65_536;
+const _: () = assert!(
+    SK_PACKRAT_MAX_CAP == sidekick_sdk::packrat::MAX_GAPS_LIMIT
+        && SK_PACKRAT_MAX_CAP == sidekick_sdk::packrat::MAX_HELD_LIMIT
+);
+
 /// Cap on released datagrams waiting for `sk_packrat_poll_ready`.
 const MAX_READY: usize = 4096;
 
@@ -42,9 +49,9 @@ pub struct SkPackratConfig {
     pub reorder_window_us: u64,
     /// Packets added to the open gaps when sizing an eACK.
     pub inflight_allowance: usize,
-    /// Cap on held datagrams.
+    /// Cap on held datagrams, at most `SK_PACKRAT_MAX_CAP`.
     pub max_held: usize,
-    /// Cap on tracked missing packet numbers.
+    /// Cap on tracked missing packet numbers, at most `SK_PACKRAT_MAX_CAP`.
     pub max_gaps: usize,
 }
 
@@ -82,6 +89,8 @@ impl SkPackratConfig {
             || self.local_symbols > SK_PACKRAT_MAX_SYMBOLS
             || !(p.is_finite() && p > 0.0 && p < 1.0)
             || self.inflight_allowance > SK_PACKRAT_MAX_SYMBOLS
+            || self.max_gaps > SK_PACKRAT_MAX_CAP
+            || self.max_held > SK_PACKRAT_MAX_CAP
         {
             return Err(SkStatus::InvalidArgument);
         }

@@ -55,3 +55,27 @@ proptest! {
         }
     }
 }
+
+/// Regression (fuzz target `c_api_calls`, an out-of-memory): a Packrat configuration whose caps
+/// exceed `SK_PACKRAT_MAX_CAP` is refused; at the limit it is accepted.
+#[test]
+fn packrat_caps_beyond_the_limit_are_refused() {
+    // SAFETY: every pointer is valid for the call; handles are freed once.
+    unsafe {
+        let mut cfg = std::mem::zeroed::<SkPackratConfig>();
+        assert_eq!(sk_packrat_config_default(&mut cfg), SkStatus::Ok);
+        for (gaps, held, want) in [
+            (SK_PACKRAT_MAX_CAP + 1, 16, SkStatus::InvalidArgument),
+            (16, usize::MAX, SkStatus::InvalidArgument),
+            (SK_PACKRAT_MAX_CAP, SK_PACKRAT_MAX_CAP, SkStatus::Ok),
+        ] {
+            cfg.max_gaps = gaps;
+            cfg.max_held = held;
+            let mut p = null_mut();
+            assert_eq!(sk_packrat_new(&cfg, &mut p), want, "{gaps} {held}");
+            if want == SkStatus::Ok {
+                sk_packrat_free(p);
+            }
+        }
+    }
+}

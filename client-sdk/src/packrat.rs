@@ -56,11 +56,22 @@ pub struct PackratConfig {
     /// Packets added to the open gaps when sizing an eACK: those in flight from the proxy when
     /// the eACK is built also differ from the proxy's set unless the proxy discounts them.
     pub inflight_allowance: usize,
-    /// Cap on held datagrams; beyond it the oldest is released early.
+    /// Cap on held datagrams; beyond it the oldest is released early. At most
+    /// [`MAX_HELD_LIMIT`] (larger values are clamped).
     pub max_held: usize,
-    /// Cap on tracked missing packet numbers; beyond it new gaps are not tracked.
+    /// Cap on tracked missing packet numbers; beyond it new gaps are not tracked. At most
+    /// [`MAX_GAPS_LIMIT`] (larger values are clamped).
     pub max_gaps: usize,
 }
+
+/// The largest [`PackratConfig::max_gaps`] a receiver honours. One datagram whose packet number
+/// jumps ahead opens a gap entry for every number skipped, up to the cap: an unbounded cap let
+/// one datagram allocate without limit (found by the `c_api_calls` fuzz target: `max_gaps` near
+/// `usize::MAX` and a jump of billions, 545 MB after one call).
+pub const MAX_GAPS_LIMIT: usize = 1 << 16;
+
+/// The largest [`PackratConfig::max_held`] a receiver honours (each held datagram is a copy).
+pub const MAX_HELD_LIMIT: usize = 1 << 16;
 
 impl Default for PackratConfig {
     fn default() -> Self {
@@ -147,8 +158,10 @@ pub struct PackratReceiver {
 }
 
 impl PackratReceiver {
-    /// A receiver in epoch 0.
-    pub fn new(config: PackratConfig) -> Self {
+    /// A receiver in epoch 0 (caps above [`MAX_GAPS_LIMIT`] / [`MAX_HELD_LIMIT`] are clamped).
+    pub fn new(mut config: PackratConfig) -> Self {
+        config.max_gaps = config.max_gaps.min(MAX_GAPS_LIMIT);
+        config.max_held = config.max_held.min(MAX_HELD_LIMIT);
         Self {
             eack: ReceiverEack::new(config.local_symbols),
             config,
@@ -405,6 +418,26 @@ impl PackratReceiver {
 
 #[cfg(test)]
 mod tests {
+
+    /// Regression (fuzz target `c_api_calls`, an out-of-memory): a cap configured near
+    /// `usize::MAX` and one datagram jumping billions of packet numbers ahead allocated a gap
+    /// entry per number skipped. The receiver clamps its caps.
+    #[test]
+    fn a_huge_gap_cap_is_clamped_and_a_jump_costs_at_most_the_limit() {
+        let t0 = Instant::now();
+        let mut r = PackratReceiver::new(PackratConfig {
+            max_gaps: usize::MAX,
+            max_held: usize::MAX,
+            ..PackratConfig::default()
+        });
+        r.on_datagram(t0, vec![0x41; 40], Some(0));
+        r.on_datagram(t0, vec![0x41; 40], Some(5_000_000_000));
+        assert_eq!(r.stats().gaps_opened, MAX_GAPS_LIMIT as u64);
+        assert_eq!(
+            r.stats().gaps_untracked,
+            5_000_000_000 - 1 - MAX_GAPS_LIMIT as u64
+        );
+    }
     use super::*;
     use eack::ProxyEack;
 
