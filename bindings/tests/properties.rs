@@ -63,7 +63,7 @@ fn packrat_caps_beyond_the_limit_are_refused() {
     // SAFETY: every pointer is valid for the call; handles are freed once.
     unsafe {
         let mut cfg = std::mem::zeroed::<SkPackratConfig>();
-        assert_eq!(sk_packrat_config_default(&mut cfg), SkStatus::Ok);
+        assert_eq!(sk_packrat_config_default(&raw mut cfg), SkStatus::Ok);
         for (gaps, held, want) in [
             (SK_PACKRAT_MAX_CAP + 1, 16, SkStatus::InvalidArgument),
             (16, usize::MAX, SkStatus::InvalidArgument),
@@ -72,7 +72,7 @@ fn packrat_caps_beyond_the_limit_are_refused() {
             cfg.max_gaps = gaps;
             cfg.max_held = held;
             let mut p = null_mut();
-            assert_eq!(sk_packrat_new(&cfg, &mut p), want, "{gaps} {held}");
+            assert_eq!(sk_packrat_new(&raw const cfg, &raw mut p), want, "{gaps} {held}");
             if want == SkStatus::Ok {
                 sk_packrat_free(p);
             }
