@@ -72,7 +72,11 @@ fn packrat_caps_beyond_the_limit_are_refused() {
             cfg.max_gaps = gaps;
             cfg.max_held = held;
             let mut p = null_mut();
-            assert_eq!(sk_packrat_new(&raw const cfg, &raw mut p), want, "{gaps} {held}");
+            assert_eq!(
+                sk_packrat_new(&raw const cfg, &raw mut p),
+                want,
+                "{gaps} {held}"
+            );
             if want == SkStatus::Ok {
                 sk_packrat_free(p);
             }
