@@ -5,39 +5,20 @@
 //! as root (else they print why they skip and pass) and need `sidekick-transfer` and
 //! `sidekick-tcp-split` (`cargo build -p sidekick-examples`) and `nft`.
 
-use sidekick_lab::netem::LinkBackend;
-use sidekick_lab::runner::{self, RunOptions, Trial};
+mod common;
+
+use common::{run_trials, skip};
+use sidekick_lab::runner::Trial;
 use sidekick_lab::scenario::Scenario;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The request (`Request::LEN`) and the server's summary (`Summary::LEN`) around the payload.
 const REQUEST_BYTES: f64 = 13.0;
 const SUMMARY_BYTES: f64 = 52.0;
-
-fn skip(test: &str) -> bool {
-    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
-        eprintln!("{test}: skipped (run with SIDEKICK_LAB=1 as root)");
-        return true;
-    }
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    assert!(
-        root,
-        "{test}: SIDEKICK_LAB=1 needs root for network namespaces"
-    );
-    false
-}
 
 /// Runs `scenario`'s `tcp-split` and `tcp-e2e` variants (in that order: the end-to-end trial
 /// after the split one also shows that the splitter left the ap as it was) once each with
@@ -61,15 +42,7 @@ fn run_tcp_variants(test: &str, scenario: &str) -> BTreeMap<String, BTreeMap<Str
     scn.variants.retain(|v| v.name.starts_with("tcp-"));
     scn.variants.sort_by_key(|v| v.name != "tcp-split");
     assert_eq!(scn.variants.len(), 2, "{test}: the scenario's TCP variants");
-    let opts = RunOptions {
-        trials: Some(1),
-        bin_dir: dir,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: true,
-        check_links: false,
-        link_backend: LinkBackend::Userspace,
-    };
-    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
+    let r = run_trials(test, &scn, dir, 1);
     r.variants
         .iter()
         .map(|v| {
