@@ -92,8 +92,10 @@ fn media_without_proxy_falls_back_to_nacks() {
     assert_eq!(v["packets_missing"], 0, "{v}");
 }
 
-#[test]
-fn fec_player_eacks_drive_proxy_retransmissions() {
+/// A 4 s `sidekick-media-fec` call with `--sidekick` and `extra` client flags, through a relay
+/// that drops every 10th datagram on the near link and runs the proxy; the client's JSON report
+/// and the relay (its counters).
+fn fec_call_with_proxy(extra: &[&str]) -> (serde_json::Value, common::Running) {
     let addr = std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -127,6 +129,7 @@ fn fec_player_eacks_drive_proxy_retransmissions() {
             "500",
             "--sidekick",
         ])
+        .args(extra)
         .output()
         .unwrap();
     assert!(
@@ -134,8 +137,12 @@ fn fec_player_eacks_drive_proxy_retransmissions() {
         "client failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value =
-        serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    (apps::one_json_line(&out), relay)
+}
+
+#[test]
+fn fec_player_eacks_drive_proxy_retransmissions() {
+    let (v, relay) = fec_call_with_proxy(&[]);
     let st = &relay.stats;
     eprintln!(
         "media-fec with sidekick: {v}\nrelay: dropped {} eacks {} proxy retx {}",
@@ -160,54 +167,14 @@ fn fec_player_eacks_drive_proxy_retransmissions() {
 /// the losses, with far fewer eACKs than the periodic cadence (one per 2 packets: ≈ 100 in 4 s).
 #[test]
 fn fec_player_nack_driven_eacks_repair_losses_with_few_eacks() {
-    let addr = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let _server = Server(
-        Command::new(FEC_BIN)
-            .args(["server", "--once", "--listen"])
-            .arg(addr.to_string())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let relay = common::start(
-        addr,
-        true,
-        common::Links {
-            loss_every: 10,
-            far_delay: Duration::from_millis(30),
-            ..common::Links::default()
-        },
-    );
-    let out = Command::new(FEC_BIN)
-        .args(["client", "--connect"])
-        .arg(relay.front.to_string())
-        .args([
-            "--duration",
-            "4",
-            "--json",
-            "--linger-ms",
-            "500",
-            "--sidekick",
-        ])
-        .args([
-            "--sidekick-eack",
-            "nack",
-            "--sidekick-eack-interval-ms",
-            "25",
-        ])
-        .args(["--sidekick-reorder-ms", "60"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = apps::one_json_line(&out);
+    let (v, relay) = fec_call_with_proxy(&[
+        "--sidekick-eack",
+        "nack",
+        "--sidekick-eack-interval-ms",
+        "25",
+        "--sidekick-reorder-ms",
+        "60",
+    ]);
     let st = &relay.stats;
     let dropped = st.dropped.load(Ordering::Relaxed);
     let retx = st.proxy_retransmissions.load(Ordering::Relaxed);
