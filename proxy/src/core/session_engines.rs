@@ -321,15 +321,11 @@ impl<S: SessionLayer> ProxyCore<S> {
     /// instead of judging the gap. Call after the frames of a turn and before
     /// [`ProxyCore::handle_timeout`] emits quACKs. O(sessions), only when drops occurred.
     pub fn on_capture_drops(&mut self, now: Instant) {
-        let robin_sessions: Vec<S::Id> = self
-            .by_session
-            .keys()
-            .copied()
-            .collect::<Vec<_>>()
-            .into_iter()
-            .filter(|&id| self.engines_of(id).is_some_and(|s| s.robin.is_some()))
-            .collect();
-        for id in robin_sessions {
+        let sessions: Vec<S::Id> = self.by_session.keys().copied().collect();
+        for id in sessions {
+            if !self.engines_of(id).is_some_and(|s| s.robin.is_some()) {
+                continue;
+            }
             match self.sessions.send(now, id, Outgoing::Reset) {
                 Ok(Some(epoch)) => {
                     self.counters.resets_sent += 1;
