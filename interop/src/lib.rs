@@ -36,3 +36,4 @@ pub mod stats;
 pub mod sweep;
 pub mod sys;
 pub mod topo;
+pub mod trial_metrics;

@@ -4,11 +4,12 @@
 
 use crate::appproc::{AppBins, client_error, find_bin, join_reader, read_all, spawn_in};
 use crate::apps::{app_args, app_binaries};
-use crate::element::ElementStats;
 use crate::proxyproc::ProxyProcess;
 use crate::scenario::{Scenario, Variant};
 use crate::stats::{Summary, summarize};
 use crate::topo::{ApMode, IfCounters, LabError, TopoConfig, Topology};
+use crate::trial_metrics::add_element_metrics;
+pub use crate::trial_metrics::{add_client_json, derive_metrics};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -418,157 +419,6 @@ fn collect_proxy_metrics(p: &mut ProxyProcess, metrics: &mut BTreeMap<String, f6
         metrics.insert(format!("proxy_log_{k}"), v);
     }
     metrics.insert("proxy_ran".into(), 1.0);
-}
-
-/// Stores every numeric field of the client's JSON line, and the fields of nested objects
-/// (the `sidekick` counters of `sidekick-transfer --sidekick`) as `<object>_<field>`, booleans as
-/// 0/1, a nested field's short lower-case word value as `<object>_<field>_<word>` = 1.
-pub fn add_client_json(metrics: &mut BTreeMap<String, f64>, j: &serde_json::Value) {
-    fn num(v: &serde_json::Value) -> Option<f64> {
-        v.as_f64()
-            .or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
-    }
-    for (k, val) in j.as_object().into_iter().flatten() {
-        if let Some(obj) = val.as_object() {
-            for (k2, v2) in obj {
-                if let Some(f) = num(v2) {
-                    metrics.insert(format!("{k}_{k2}"), f);
-                } else if let Some(word) = v2.as_str().filter(|w| is_metric_word(w)) {
-                    // A named state (`"fallback_cause": "holds_unrepaired"`) as a 0/1 metric:
-                    // `sidekick_fallback_cause_holds_unrepaired = 1`.
-                    metrics.insert(format!("{k}_{k2}_{word}"), 1.0);
-                }
-            }
-        } else if let Some(f) = num(val) {
-            metrics.insert(k.clone(), f);
-        }
-    }
-}
-
-/// A short identifier-like word (`holds_unrepaired`): fit to be part of a metric name.
-fn is_metric_word(w: &str) -> bool {
-    !w.is_empty()
-        && w.len() <= 40
-        && w.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-}
-
-/// The metric names of issue 9, derived from the raw per-trial figures:
-///
-/// - `client_pkts_sent`: packets the client's interface transmitted (base connection and
-///   sidekick socket together).
-/// - `proxy_pkts_sent`: packets the proxy sent: quACKs, resets and injected frames (discovery
-///   replies, Packrat retransmissions); 0 without a proxy; from the metrics endpoint, or the
-///   quACK count of its final log line when metrics are off.
-/// - `sidekick_overhead_pct`: `proxy_pkts_sent` as a percentage of `client_pkts_sent`
-///   (Sidekick (NSDI '24) Fig. 7's link overhead, for uploads).
-/// - `spurious_retx`: an estimate of the data sender's end-to-end loss declarations for packets
-///   that had in fact arrived: `lost_packets` minus the packets still missing, i.e. the frames the
-///   emulated links dropped in the data direction (loss and queue drops) less the repairs of the
-///   sidekick: the client's early resends (`sidekick_retransmissions`, Robin) and the proxy's
-///   retransmissions (`proxy_retransmissions_total`, Packrat); 0 when negative. For a quinn
-///   upload this counts quinn's retransmissions of packets the sidekick already repaired; for a
-///   download, the server's loss declarations for packets the proxy repaired.
-/// - `bytes_per_link_<link>_<down|up>`: bytes each emulated link direction delivered.
-/// - `retx_amplification`: frames the box sent on in the data direction per frame it received
-///   (download: `lan0_down_offered / wan_down_delivered`; upload: `wan_up_offered /
-///   lan0_up_delivered`): 1.0 for a plain bridge, `1 + retransmissions / forwarded` with PEMI or
-///   Packrat (PEMI §4.6 caps PEMI's share at 10 %); PEMI's ICMP probes are left out.
-pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
-    let get = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
-    if let Some(c) = m.get("cli0_tx_packets").copied() {
-        m.insert("client_pkts_sent".into(), c);
-    }
-    let proxy_sent = if m.contains_key("proxy_quacks_sent_total") {
-        get(m, "proxy_quacks_sent_total")
-            + get(m, "proxy_resets_sent_total")
-            + get(m, "proxy_injected_total")
-    } else {
-        get(m, "proxy_log_quacks") + get(m, "proxy_log_retransmissions")
-    };
-    m.insert("proxy_pkts_sent".into(), proxy_sent);
-    let base = get(m, "client_pkts_sent");
-    if base > 0.0 {
-        m.insert("sidekick_overhead_pct".into(), 100.0 * proxy_sent / base);
-    }
-    let dir = if direction == "upload" { "up" } else { "down" };
-    let mut dropped = 0.0;
-    for (k, v) in m.iter() {
-        if k.ends_with(&format!("_{dir}_dropped_loss"))
-            || k.ends_with(&format!("_{dir}_dropped_queue"))
-            || k.ends_with(&format!("_{dir}_dropped_rule"))
-        {
-            dropped += v;
-        }
-    }
-    let repaired = get(m, "sidekick_retransmissions") + get(m, "proxy_retransmissions_total");
-    let missing = (dropped - repaired).max(0.0);
-    if let Some(lost) = m.get("lost_packets").copied() {
-        m.insert("spurious_retx".into(), (lost - missing).max(0.0));
-    }
-    // PEMI §4.6 bounds what an in-network box may add: frames the client-side link was
-    // offered in the data direction per frame the wide-area link delivered to the box (1.0 for
-    // a plain bridge; PEMI's retransmissions and discovery replies add to it). Upload: the
-    // other way round (the client side offers, the wide-area side carries what left the box).
-    let (num, den) = if direction == "upload" {
-        ("wan_up_offered", "lan0_up_delivered")
-    } else {
-        ("lan0_down_offered", "wan_down_delivered")
-    };
-    // PEMI's ICMP calibration probes (tiny, towards the receiver) are overhead, not
-    // retransmissions: they are reported as `proxy_pemi_icmp_probes_total`.
-    let probes = if direction == "upload" {
-        0.0
-    } else {
-        get(m, "proxy_pemi_icmp_probes_total")
-    };
-    if get(m, den) > 0.0 && m.contains_key(num) {
-        m.insert(
-            "retx_amplification".into(),
-            (get(m, num) - probes) / get(m, den),
-        );
-    }
-}
-
-fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementStats) {
-    // Direction names: a→b is towards the client (down) for both wan and lan elements.
-    m.insert(
-        format!("{link}_down_dropped_loss"),
-        s.a_to_b.dropped_loss as f64,
-    );
-    m.insert(
-        format!("{link}_down_dropped_queue"),
-        s.a_to_b.dropped_queue as f64,
-    );
-    m.insert(
-        format!("{link}_up_dropped_loss"),
-        s.b_to_a.dropped_loss as f64,
-    );
-    m.insert(
-        format!("{link}_up_dropped_queue"),
-        s.b_to_a.dropped_queue as f64,
-    );
-    m.insert(
-        format!("{link}_down_dropped_rule"),
-        s.a_to_b.dropped_rule as f64,
-    );
-    m.insert(
-        format!("{link}_up_dropped_rule"),
-        s.b_to_a.dropped_rule as f64,
-    );
-    m.insert(format!("{link}_late_p99_us"), s.late_p99_us);
-    m.insert(format!("{link}_down_offered"), s.a_to_b.offered as f64);
-    m.insert(format!("{link}_down_delivered"), s.a_to_b.delivered as f64);
-    m.insert(format!("{link}_up_offered"), s.b_to_a.offered as f64);
-    m.insert(format!("{link}_up_delivered"), s.b_to_a.delivered as f64);
-    m.insert(
-        format!("bytes_per_link_{link}_down"),
-        s.a_to_b.delivered_bytes as f64,
-    );
-    m.insert(
-        format!("bytes_per_link_{link}_up"),
-        s.b_to_a.delivered_bytes as f64,
-    );
 }
 
 /// A plain-text table of the median and IQR of `metric` per variant, with each variant's median
