@@ -323,7 +323,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     pub fn on_capture_drops(&mut self, now: Instant) {
         let sessions: Vec<S::Id> = self.by_session.keys().copied().collect();
         for id in sessions {
-            if !self.engines_of(id).is_some_and(|s| s.robin.is_some()) {
+            if self.engines_of(id).is_none_or(|s| s.robin.is_none()) {
                 continue;
             }
             match self.sessions.send(now, id, Outgoing::Reset) {
