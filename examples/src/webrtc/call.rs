@@ -72,10 +72,9 @@ pub struct OfferResponse {
 
 const SIGNAL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long ICE and DTLS may take. At Packrat's media links (10 % loss each way on the last hop)
-/// a DTLS flight of several datagrams often loses one, and OpenSSL's DTLS retransmission timer
-/// (str0m's default crypto) starts at 1 s and doubles: 10 s was missed by one of six 12 s calls (26 Nov 2026), a failed trial
-/// that had nothing to do with the variant under test.
+/// How long ICE and DTLS may take. With str0m's default DTLS timers (first resend after 1 s) a
+/// 10 %-loss last hop left one call in fifty unconnected after 30 s; with [`super::dtls`]'s
+/// prompt ones a handshake that needs this long means the path is broken.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn source_config(

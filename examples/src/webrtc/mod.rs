@@ -4,6 +4,7 @@
 //! - [`source`]: video-like frames (30 fps, keyframes, several packets per frame), paced.
 //! - [`playout`]: the receiver's jitter buffer and metrics (de-jitter delay, frame delay,
 //!   frozen time).
+//! - [`dtls`]: str0m's DTLS with handshake flights retransmitted as promptly as libwebrtc's.
 //! - [`peer`]: the str0m loop (socket, timers, NACK/RTX counters).
 //! - [`sidekick`]: Robin on the sender, Packrat on the receiver, through the SDK's sans-IO API.
 //! - [`rtp_lens`]: what the sidekick reads from SRTP without keys (RTP sequence numbers).
@@ -13,6 +14,7 @@
 
 pub mod browser;
 pub mod call;
+pub mod dtls;
 pub mod peer;
 pub mod playout;
 pub mod rtp_lens;

@@ -113,7 +113,7 @@ pub struct PeerReport {
 /// for the NACK/RTX counters, the crate's crypto provider.
 pub fn new_rtc(now: Instant) -> Rtc {
     RtcConfig::new()
-        .set_crypto_provider(Arc::new(str0m::crypto::from_feature_flags()))
+        .set_crypto_provider(Arc::new(super::dtls::crypto_provider()))
         .clear_codecs()
         .enable_vp8(true)
         .set_rtp_mode(true)
