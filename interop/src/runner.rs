@@ -401,13 +401,12 @@ fn eth0_tx_bytes(ns: &str) -> Result<u64, LabError> {
         .map_or(0, |c| c.tx_bytes))
 }
 
-/// Scrapes the proxy's metrics (after its next once-a-second refresh, so the whole transfer is
-/// counted), stops it and stores `proxy_*` metrics (the Prometheus names without `sidekick_`,
+/// Scrapes the proxy's metrics (each scrape has the workers publish fresh counters, so the whole
+/// transfer is counted), stops it and stores `proxy_*` metrics (the Prometheus names without `sidekick_`,
 /// e.g. `proxy_quacks_sent_total`), plus the fields of its final log line
 /// (`proxy_log_frames`, `proxy_log_quacks`, `proxy_log_retransmissions`).
 fn collect_proxy_metrics(p: &mut ProxyProcess, metrics: &mut BTreeMap<String, f64>) {
     if p.is_running() {
-        std::thread::sleep(Duration::from_millis(1100));
         if let Some(m) = p.scrape() {
             for (k, v) in m {
                 let k = k.strip_prefix("sidekick_").unwrap_or(&k);

@@ -70,12 +70,48 @@ pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<Protoco
     core
 }
 
+/// Fresh counters for each scrape: the metrics thread bumps `requested` and waits (at most
+/// [`SCRAPE_WAIT`]) until every worker's `served` has caught up; a worker publishes at its next
+/// turn (at most 100 ms away) when `requested` is ahead of what it last served. Without it a
+/// scrape shows counters up to a second old, and whoever reads them after a burst of traffic
+/// (an operator checking a test flow, the lab after a trial) has to wait the second out.
+struct Freshness {
+    requested: AtomicU64,
+    served: Vec<AtomicU64>,
+}
+
+impl Freshness {
+    fn new(workers: usize) -> Self {
+        Self {
+            requested: AtomicU64::new(0),
+            served: (0..workers).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// A scrape: asks for fresh counters and waits until every worker has published them or
+    /// [`SCRAPE_WAIT`] has passed (a busy or hung worker's last counters are served then).
+    fn request(&self) {
+        let want = self.requested.fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = Instant::now() + SCRAPE_WAIT;
+        while self.served.iter().any(|s| s.load(Ordering::Acquire) < want)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// How long a scrape waits for the workers' fresh counters (a worker turns at least every
+/// 100 ms).
+const SCRAPE_WAIT: Duration = Duration::from_millis(250);
+
 /// Serve the workers' merged counters as Prometheus metrics on `listener` from a background
-/// thread; `per_worker` frames counters are added with a `worker` label.
+/// thread, fresh for each scrape; `per_worker` frames counters are added with a `worker` label.
 fn spawn_metrics(
     listener: TcpListener,
     slots: Arc<Mutex<Vec<Counters>>>,
     reloads: Arc<Reloads>,
+    fresh: Arc<Freshness>,
 ) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("metrics".into())
@@ -86,6 +122,7 @@ fn spawn_metrics(
                 let _ = s.set_write_timeout(Some(Duration::from_millis(500)));
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
+                fresh.request();
                 let mut body = slots.lock().map(|v| render(&v)).unwrap_or_default();
                 body.push_str(
                     "# HELP sidekick_config_reloads_total Configuration reloads (SIGHUP), by outcome.\n\
@@ -149,8 +186,8 @@ struct Shared {
 }
 
 /// A worker's loop until `stop`: turns, each with a heartbeat (ms since `origin`) in
-/// `beats[k]`, and once a second its counters into `slots[k]`; a reloaded configuration in
-/// `shared` is applied between turns.
+/// `beats[k]`, and its counters into `slots[k]` once a second and whenever a scrape asks
+/// (`fresh`); a reloaded configuration in `shared` is applied between turns.
 fn work(
     mut w: Worker,
     stop: &AtomicBool,
@@ -158,6 +195,7 @@ fn work(
     beats: &[AtomicU64],
     origin: Instant,
     shared: &Shared,
+    fresh: &Freshness,
 ) -> anyhow::Result<()> {
     let fds = w.fds();
     let mut last_housekeeping = Instant::now();
@@ -176,9 +214,15 @@ fn work(
         }
         w.turn(now);
         beat(&w, beats, origin, now);
-        if now.saturating_duration_since(last_housekeeping) >= HOUSEKEEPING {
+        let wanted = fresh.requested.load(Ordering::Acquire);
+        let served = fresh.served.get(w.index);
+        let asked = served.is_some_and(|s| s.load(Ordering::Relaxed) < wanted);
+        if asked || now.saturating_duration_since(last_housekeeping) >= HOUSEKEEPING {
             last_housekeeping = now;
             publish(&mut w, slots, beats, origin, now);
+            if let Some(s) = served {
+                s.store(wanted, Ordering::Release);
+            }
         }
     }
     publish(&mut w, slots, beats, origin, Instant::now());
@@ -295,8 +339,14 @@ pub fn run_reloading(cfg: &Config, reload: Option<&Reloader>) -> anyhow::Result<
     tracing::info!("capabilities dropped");
     let slots = Arc::new(Mutex::new(vec![Counters::default(); n]));
     let reloads = Arc::new(Reloads::default());
+    let fresh = Arc::new(Freshness::new(n));
     if let Some(l) = metrics_listener {
-        spawn_metrics(l, Arc::clone(&slots), Arc::clone(&reloads))?;
+        spawn_metrics(
+            l,
+            Arc::clone(&slots),
+            Arc::clone(&reloads),
+            Arc::clone(&fresh),
+        )?;
     }
     let shared = Arc::new(Shared {
         generation: AtomicU64::new(0),
@@ -310,12 +360,12 @@ pub fn run_reloading(cfg: &Config, reload: Option<&Reloader>) -> anyhow::Result<
     let mut handles = Vec::with_capacity(n);
     for w in workers {
         let (stop, slots, beats) = (Arc::clone(&stop), Arc::clone(&slots), Arc::clone(&beats));
-        let shared = Arc::clone(&shared);
+        let (shared, fresh) = (Arc::clone(&shared), Arc::clone(&fresh));
         let name = format!("worker-{}", w.index);
         handles.push(
             std::thread::Builder::new()
                 .name(name)
-                .spawn(move || work(w, &stop, &slots, &beats, origin, &shared))
+                .spawn(move || work(w, &stop, &slots, &beats, origin, &shared, &fresh))
                 .context("spawn worker")?,
         );
     }

@@ -358,7 +358,6 @@ fn flood(secs: u64) {
     stop.store(true, Ordering::Relaxed);
     g.join().unwrap();
     let flood_secs = start.elapsed().as_secs_f64();
-    std::thread::sleep(Duration::from_millis(1100));
     let rss1 = rss_kib(pid);
     rss_max = rss_max.max(rss1);
     let m1 = metrics();
