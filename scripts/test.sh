@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-stage() { printf '\n==> %s\n' "$*"; }
+# Each stage prints the seconds since the start (the CI log shows where the time goes).
+stage() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
 stage "setup"
 bash scripts/setup.sh
@@ -64,3 +65,4 @@ if [ "$(id -u)" -eq 0 ]; then
 else
     echo "lab tests: skipped (need root for network namespaces; run as root, as CI does)"
 fi
+stage "done"
