@@ -14,7 +14,8 @@
 # committed); crashing inputs land in <crate>/fuzz/artifacts/TARGET. libFuzzer runs with
 # -rss_limit_mb=512 and a per-input timeout (SIDEKICK_FUZZ_TIMEOUT, default 10 s);
 # SIDEKICK_FUZZ_RUNS=N also stops a target after N executions; SIDEKICK_FUZZ_NO_BUILD=1 runs the
-# binaries as they are. Prints a summary table and exits non-zero when any target crashed,
+# binaries as they are; SIDEKICK_FUZZ_PROFILE=dev|release picks cargo-fuzz's build profile
+# (default release; dev for --smoke). Prints a summary table and exits non-zero when any target crashed,
 # leaked, ran out of memory or timed out.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -30,6 +31,10 @@ FUZZ_TIMEOUT=${SIDEKICK_FUZZ_TIMEOUT:-10}
 FUZZ_RSS_MB=512
 # Seconds per target in the smoke run of scripts/test.sh.
 FUZZ_SMOKE_SECONDS=${SIDEKICK_FUZZ_SMOKE_SECONDS:-3}
+# cargo-fuzz's build profile: `release` (optimised, debug assertions on) for campaigns; the smoke
+# run builds `dev` (same instrumentation and assertions, unoptimised: a cold build of the proxy's
+# targets took 151 s against 233 s, and a few seconds per target need no speed).
+FUZZ_PROFILE=${SIDEKICK_FUZZ_PROFILE:-release}
 
 # The nightly toolchain and cargo-fuzz, installed only when missing.
 fuzz_setup() {
@@ -63,7 +68,9 @@ fuzz_build_crate() {
     if [ ! -e "$lock" ] || [ "$FUZZ_ROOT/Cargo.lock" -nt "$lock" ]; then
         cp "$FUZZ_ROOT/Cargo.lock" "$lock"
     fi
-    (cd "$FUZZ_ROOT/$c" && cargo +nightly fuzz build --fuzz-dir fuzz --target-dir "$FUZZ_DIR")
+    local dev=()
+    [ "$FUZZ_PROFILE" = dev ] && dev=(--dev)
+    (cd "$FUZZ_ROOT/$c" && cargo +nightly fuzz build "${dev[@]}" --fuzz-dir fuzz --target-dir "$FUZZ_DIR")
 }
 
 fuzz_build() {
@@ -75,7 +82,9 @@ fuzz_build() {
 }
 
 fuzz_bin() {
-    echo "$FUZZ_DIR/x86_64-unknown-linux-gnu/release/$1"
+    local dir=release
+    [ "$FUZZ_PROFILE" = dev ] && dir=debug
+    echo "$FUZZ_DIR/x86_64-unknown-linux-gnu/$dir/$1"
 }
 
 # Value of a libFuzzer final statistic (`stat::NAME: value`) in a log.
@@ -94,7 +103,7 @@ fuzz_run_one() {
     local bin seeds work artifacts log rc=0 result execs rate corpus start elapsed
     bin=$(fuzz_bin "$t")
     seeds="$FUZZ_ROOT/$c/fuzz/corpus/$t"
-    work="$FUZZ_DIR/corpus/$t"
+    work="$FUZZ_DIR/${FUZZ_WORK:-corpus}/$t"
     artifacts="$FUZZ_ROOT/$c/fuzz/artifacts/$t"
     log="$FUZZ_DIR/logs/$t.log"
     mkdir -p "$seeds" "$work" "$artifacts" "${log%/*}"
@@ -165,6 +174,11 @@ fuzz_run() {
 fuzz_smoke() {
     local start
     start=$(date +%s)
+    FUZZ_PROFILE=${SIDEKICK_FUZZ_PROFILE:-dev}
+    # From the committed seeds only, as in a clean clone: the campaigns' corpora (thousands of
+    # inputs) would take an unoptimised build longer to replay than the smoke's seconds.
+    FUZZ_WORK=smoke-corpus
+    rm -rf "${FUZZ_DIR:?}/smoke-corpus"
     fuzz_build
     echo "fuzz: build $(($(date +%s) - start))s"
     # Built just now: no second cargo pass per crate.
@@ -178,7 +192,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         --setup) fuzz_setup ;;
         --build) fuzz_build ;;
         --smoke) fuzz_smoke ;;
-        -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
+        -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' ;;
         *) fuzz_run "$@" ;;
     esac
 fi
