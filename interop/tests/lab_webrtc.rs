@@ -32,7 +32,10 @@ fn webrtc_trial(
 /// two thirds of the call's 180 frames must have been seen.
 fn complete_share(test: &str, m: &BTreeMap<String, f64>) -> f64 {
     let seen = m["frames_complete"] + m["frames_incomplete"];
-    assert!(seen >= 120.0, "{test}: the receiver saw {seen} frames: {m:?}");
+    assert!(
+        seen >= 120.0,
+        "{test}: the receiver saw {seen} frames: {m:?}"
+    );
     m["frames_complete"] / seen
 }
 
