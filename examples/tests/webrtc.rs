@@ -51,13 +51,27 @@ fn client(connect: SocketAddr, direction: &str, secs: &str, extra: &[&str]) -> s
 }
 
 fn assert_every_frame(v: &serde_json::Value) {
+    assert_every_frame_but_tail(v, 0);
+}
+
+/// Every frame sent arrived complete but for a loss of the stream's last `tail` datagrams: after
+/// them the sender sends no more RTP, so no later packet reveals the gap, neither to str0m's
+/// NACKs nor to the receiver's eACKs (which go out while a gap is open). A lost datagram inside
+/// the stream is still a failure (`lost` counts the gaps below the highest sequence number).
+fn assert_every_frame_but_tail(v: &serde_json::Value, tail: u64) {
     let expected = v["frames_expected"].as_u64().unwrap();
     assert!(expected > 0, "{v}");
     assert_eq!(v["frames_sent"].as_u64(), Some(expected), "{v}");
-    assert_eq!(v["frames_complete"].as_u64(), Some(expected), "{v}");
-    assert_eq!(v["frames_incomplete"], 0, "{v}");
     assert_eq!(v["lost"], 0, "{v}");
-    assert_eq!(v["packets"], v["packets_sent"], "{v}");
+    let missing = v["packets_sent"].as_u64().unwrap() - v["packets"].as_u64().unwrap();
+    assert!(missing <= tail, "{v}");
+    let complete = v["frames_complete"].as_u64().unwrap();
+    assert!(complete + missing.min(1) >= expected, "{v}");
+    assert_eq!(
+        complete + v["frames_incomplete"].as_u64().unwrap(),
+        expected,
+        "{v}"
+    );
     for k in [
         "dejitter_p50_ms",
         "dejitter_p99_ms",
@@ -160,7 +174,9 @@ fn packrat_proxy_resends_cached_srtp() {
     assert!(sk["eacks_sent"].as_u64().unwrap() > 5, "{v}");
     assert!(sk["gaps_opened"].as_u64().unwrap() > 0, "{v}");
     assert!(repaired > dropped / 2, "{v}");
-    assert_every_frame(&v);
+    // The relay drops every 10th datagram once the session is up, so one call in ten loses the
+    // stream's last one (seen on 26 Nov 2026: 566 of 567 datagrams, 89 of 90 frames).
+    assert_every_frame_but_tail(&v, 1);
 }
 
 #[test]
