@@ -22,12 +22,13 @@
 
 pub mod multicast;
 mod ring;
+mod view;
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use eack::{Decoder, Difference, HashKey, Sketch};
-use quack::IdSource;
+use eack::HashKey;
+use quack::{IdSource, Width};
 
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
 use crate::packet::segment_frame;
@@ -41,6 +42,9 @@ pub struct PackratConfig {
     pub cache_bytes: usize,
     /// How to compute identifiers.
     pub id: IdSource,
+    /// Identifier width the session negotiated (2, 4 or 8 bytes; Sidekick (NSDI '24) §3): the
+    /// eACKs the client sends must carry it, and identifiers are read at it with `id`.
+    pub width: Width,
     /// rIBLT hash key shared with the client.
     pub key: HashKey,
     /// Retransmission budget: the bytes retransmitted to the client stay within this percentage
@@ -57,6 +61,7 @@ impl Default for PackratConfig {
             local_symbols: 160,
             cache_bytes: 48 * 1024,
             id: IdSource::QUIC_DEFAULT,
+            width: Width::U32,
             key: HashKey::DEFAULT,
             retx_budget_percent: DEFAULT_RETX_BUDGET_PERCENT,
         }
@@ -184,7 +189,8 @@ struct Cached {
     retx_mark: Option<u64>,
     at: usize,
     len: usize,
-    id: u32,
+    /// Identifier at the session's width, zero-extended.
+    id: u64,
 }
 
 /// Smallest frame that carries a UDP datagram (IPv4 + UDP headers): bounds the number of index
@@ -205,13 +211,11 @@ pub struct PackratEngine {
     ring: ring::FrameRing,
     max_entries: usize,
     next_seq: u64,
-    /// Cached packets with `seq < encoded_upto` are already in `evicted`.
+    /// Cached packets with `seq < encoded_upto` are already in the local view.
     encoded_upto: u64,
-    evicted: Sketch,
-    remote: Sketch,
-    decoder: Decoder,
-    diff: Difference,
-    missing: Vec<u32>,
+    /// The local eACK view, the received eACK and the decoder at the session's width.
+    views: view::Views,
+    missing: Vec<u64>,
     budget: RetxBudget,
     /// Counters.
     pub counters: PackratCounters,
@@ -227,10 +231,7 @@ impl PackratEngine {
             max_entries: cfg.cache_bytes / MIN_FRAME + 1,
             next_seq: 0,
             encoded_upto: 0,
-            evicted: Sketch::with_key(cfg.local_symbols, cfg.key),
-            remote: Sketch::with_key(0, cfg.key),
-            decoder: Decoder::new(),
-            diff: Difference::default(),
+            views: view::Views::new(cfg.width, cfg.local_symbols, cfg.key),
             missing: Vec::new(),
             budget: RetxBudget::default(),
             counters: PackratCounters::default(),
@@ -242,7 +243,7 @@ impl PackratEngine {
     pub fn memory_cap(cfg: &PackratConfig) -> usize {
         cfg.cache_bytes
             + (cfg.cache_bytes / MIN_FRAME + 1) * std::mem::size_of::<Cached>()
-            + 3 * cfg.local_symbols * 16
+            + 3 * cfg.local_symbols * view::Views::symbol_bytes(cfg.width)
             + std::mem::size_of::<Self>()
     }
 
@@ -253,7 +254,12 @@ impl PackratEngine {
 
     /// The current epoch.
     pub fn epoch(&self) -> u32 {
-        self.evicted.epoch()
+        self.views.epoch()
+    }
+
+    /// The identifier width of this engine's eACKs.
+    pub fn width(&self) -> Width {
+        self.cfg.width
     }
 
     /// Bytes cached.
@@ -269,8 +275,7 @@ impl PackratEngine {
     /// Start `epoch`: clear the local eACK and the cache (client Reset, or after a proxy Reset
     /// the session layer numbered).
     pub fn reset(&mut self, epoch: u32) {
-        self.evicted.clear();
-        self.evicted.set_epoch(epoch);
+        self.views.reset(epoch);
         self.cache.clear();
         self.ring.clear();
         self.encoded_upto = self.next_seq;
@@ -281,13 +286,13 @@ impl PackratEngine {
     pub fn cache_packet(&mut self, payload: &[u8], frame_bytes: &[u8]) {
         self.budget.on_forwarded(frame_bytes.len());
         self.counters.forwarded_bytes += frame_bytes.len() as u64;
-        let Ok(id) = self.cfg.id.extract::<u32>(payload) else {
+        let Ok(id) = self.views.extract(&self.cfg.id, payload) else {
             self.counters.not_cached += 1;
             return;
         };
         if frame_bytes.len() > self.cfg.cache_bytes {
             // Cannot be cached; encode it as forwarded so the views stay in sync.
-            self.evicted.insert(id);
+            self.views.insert(id);
             self.counters.not_cached += 1;
             return;
         }
@@ -299,7 +304,7 @@ impl PackratEngine {
             };
             self.ring.pop_front(old.len);
             if old.seq >= self.encoded_upto {
-                self.evicted.insert(old.id);
+                self.views.insert(old.id);
             }
             self.counters.evicted_optimistic += 1;
         }
@@ -320,38 +325,43 @@ impl PackratEngine {
     /// [`Outgoing::Reset`] — the session layer then assigns the new epoch with
     /// [`PackratEngine::reset`].
     pub fn on_eack(&mut self, bytes: &[u8], out: &mut Vec<Action>) {
-        if let Err(e) = self.remote.decode_prefix_into(bytes) {
-            tracing::debug!(error = %e, "malformed eACK");
-            self.fail(out);
-            return;
-        }
-        if self.remote.epoch() != self.evicted.epoch() {
+        let remote_epoch = match self.views.parse(bytes) {
+            Ok(epoch) => epoch,
+            Err(e) => {
+                // Malformed, or another identifier width than the session's.
+                tracing::debug!(error = %e, "malformed eACK");
+                self.fail(out);
+                return;
+            }
+        };
+        if remote_epoch != self.views.epoch() {
             self.counters.eacks_stale += 1;
             return;
         }
         // The proxy's view is every packet forwarded in this epoch: evicted ones plus the cached
         // ones. Cached packets are encoded once, at the first eACK after they were forwarded (the
-        // delta of §7.3.4), so `evicted` then holds the whole view and eviction on
+        // delta of §7.3.4), so the local view then holds every packet and eviction on
         // acknowledgement costs nothing.
-        for c in self.cache.iter().rev() {
-            if c.seq < self.encoded_upto {
-                break;
-            }
-            self.evicted.insert(c.id);
-        }
+        let upto = self.encoded_upto;
+        self.views.insert_all(
+            self.cache
+                .iter()
+                .rev()
+                .take_while(|c| c.seq >= upto)
+                .map(|c| c.id),
+        );
         self.encoded_upto = self.next_seq;
-        if let Err(e) = self
-            .decoder
-            .decode_difference(&self.evicted, &self.remote, &mut self.diff)
-        {
-            tracing::debug!(error = %e, "eACK did not decode");
-            self.fail(out);
-            return;
-        }
-        self.counters.eacks_decoded += 1;
-        self.counters.extra += self.diff.extra.len() as u64;
         self.missing.clear();
-        self.missing.extend_from_slice(&self.diff.missing);
+        let extra = match self.views.decode(&mut self.missing) {
+            Ok(extra) => extra,
+            Err(e) => {
+                tracing::debug!(error = %e, "eACK did not decode");
+                self.fail(out);
+                return;
+            }
+        };
+        self.counters.eacks_decoded += 1;
+        self.counters.extra += extra as u64;
         self.missing.sort_unstable();
         // Highest acknowledged sequence number among cached packets.
         let max_acked = self
@@ -408,7 +418,7 @@ impl PackratEngine {
     fn fail(&mut self, out: &mut Vec<Action>) {
         self.counters.eacks_failed += 1;
         self.counters.resets += 1;
-        let next = self.evicted.epoch().wrapping_add(1);
+        let next = self.views.epoch().wrapping_add(1);
         self.reset(next);
         out.push(Action::Message(Outgoing::Reset));
     }
@@ -442,31 +452,50 @@ impl FlowEngine for PackratEngine {
     fn memory_bytes(&self) -> usize {
         self.ring.allocated()
             + self.cache.capacity() * std::mem::size_of::<Cached>()
-            + 3 * self.cfg.local_symbols * 16
+            + 3 * self.cfg.local_symbols * view::Views::symbol_bytes(self.cfg.width)
             + std::mem::size_of::<Self>()
     }
 }
 
 /// Fuzz body: feed arbitrary bytes as an eACK to an engine holding some cached packets; must never
 /// panic and must leave the cache within its cap.
+/// Engines of every identifier width (2, 4, 8 bytes) get the same bytes: an eACK of another
+/// width than the engine's must be a reset, never a panic.
 pub fn fuzz_eack(data: &[u8]) {
-    let mut e = PackratEngine::new(PackratConfig {
-        local_symbols: 40,
-        cache_bytes: 4096,
-        ..PackratConfig::default()
-    });
-    for i in 0..20u32 {
-        let p = i.to_le_bytes();
-        e.cache_packet(&p, &[0u8; 300]);
+    for width in [Width::U16, Width::U32, Width::U64] {
+        let mut e = PackratEngine::new(PackratConfig {
+            local_symbols: 40,
+            cache_bytes: 4096,
+            id: IdSource::Offset(-(width.bytes() as isize)),
+            width,
+            ..PackratConfig::default()
+        });
+        for i in 0..20u64 {
+            let p = i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+            e.cache_packet(&p, &[0u8; 300]);
+        }
+        let mut out = Vec::new();
+        e.on_eack(data, &mut out);
+        assert!(e.cache_bytes() <= 4096);
+        if data
+            .get(1)
+            .is_some_and(|w| usize::from(*w) != width.bytes())
+        {
+            assert_eq!(
+                e.counters.eacks_failed, 1,
+                "an eACK of another width was used"
+            );
+        }
     }
-    let mut out = Vec::new();
-    e.on_eack(data, &mut out);
-    assert!(e.cache_bytes() <= 4096);
 }
 
 #[cfg(test)]
 #[path = "packrat/budget_tests.rs"]
 mod budget_tests;
+
+#[cfg(test)]
+#[path = "packrat/width_tests.rs"]
+mod width_tests;
 
 #[cfg(test)]
 mod tests {
