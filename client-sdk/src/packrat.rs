@@ -129,6 +129,9 @@ pub struct PackratStats {
     pub eacks: u64,
     /// Coded symbols sent in eACKs.
     pub eack_symbols: u64,
+    /// Bytes of the eACKs produced (their wire form: 12-byte header and `width + 5` bytes per
+    /// symbol; the session's framing not included).
+    pub eack_bytes: u64,
     /// Resets (new epochs).
     pub resets: u64,
 }
@@ -416,6 +419,7 @@ impl PackratReceiver {
             .encode_for(expected, self.config.success_probability, &mut buf);
         self.stats.eacks += 1;
         self.stats.eack_symbols += n as u64;
+        self.stats.eack_bytes += buf.len() as u64;
         self.packets_since_eack = 0;
         self.first_unreported = None;
         self.last_eack = Some(now);

@@ -285,6 +285,12 @@ impl Counters {
             self.packrat.evicted_optimistic,
         );
         m(
+            "eack_id_collisions_total",
+            "counter",
+            "Cached packets beyond the first sharing an identifier an eACK showed missing.",
+            self.packrat.id_collisions,
+        );
+        m(
             "missing_uncached_total",
             "counter",
             "Missing packets no longer cached.",

@@ -158,6 +158,10 @@ pub struct PackratCounters {
     /// Retransmissions refused because they would exceed the retransmission budget (the packet
     /// stays cached and may be retransmitted once the budget allows).
     pub retx_refused_budget: u64,
+    /// Identifier collisions seen by decoded eACKs: cached packets beyond the first that share a
+    /// missing identifier (each is treated as missing, so a received one may be retransmitted
+    /// needlessly). Grows as the identifier narrows (Sidekick (NSDI '24) §3).
+    pub id_collisions: u64,
 }
 
 impl PackratCounters {
@@ -178,6 +182,7 @@ impl PackratCounters {
         self.forwarded_bytes += b.forwarded_bytes;
         self.retransmitted_bytes += b.retransmitted_bytes;
         self.retx_refused_budget += b.retx_refused_budget;
+        self.id_collisions += b.id_collisions;
     }
 }
 
@@ -216,6 +221,9 @@ pub struct PackratEngine {
     /// The local eACK view, the received eACK and the decoder at the session's width.
     views: view::Views,
     missing: Vec<u64>,
+    /// Identifiers of the cached packets an eACK found missing (collision count; at most the
+    /// cache's entries).
+    matched: Vec<u64>,
     budget: RetxBudget,
     /// Counters.
     pub counters: PackratCounters,
@@ -233,6 +241,7 @@ impl PackratEngine {
             encoded_upto: 0,
             views: view::Views::new(cfg.width, cfg.local_symbols, cfg.key),
             missing: Vec::new(),
+            matched: Vec::new(),
             budget: RetxBudget::default(),
             counters: PackratCounters::default(),
         }
@@ -379,10 +388,12 @@ impl PackratEngine {
             cache,
             ring,
             missing,
+            matched,
             counters,
             budget,
             ..
         } = self;
+        matched.clear();
         let mut kept_bytes = 0usize;
         cache.retain_mut(|c| {
             if missing.binary_search(&c.id).is_err() {
@@ -390,6 +401,7 @@ impl PackratEngine {
                 return false;
             }
             found += 1;
+            matched.push(c.id);
             c.at = ring.relocate(c.at, c.len, kept_bytes);
             kept_bytes += c.len;
             let eligible =
@@ -412,6 +424,9 @@ impl PackratEngine {
             true
         });
         ring.truncate(kept_bytes);
+        self.matched.sort_unstable();
+        self.counters.id_collisions +=
+            self.matched.windows(2).filter(|w| w[0] == w[1]).count() as u64;
         self.counters.missing_uncached += (self.missing.len().saturating_sub(found)) as u64;
     }
 

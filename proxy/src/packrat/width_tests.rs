@@ -113,3 +113,49 @@ fn memory_accounts_for_the_symbol_width() {
         assert!(e.memory_bytes() <= PackratEngine::memory_cap(&e.cfg));
     }
 }
+
+#[test]
+fn colliding_identifiers_are_counted_and_both_treated_as_missing() {
+    // Two-byte identifiers: datagrams 2 and 6 end in the same two bytes; 2 is lost, 6 arrives.
+    let width = Width::U16;
+    let mut e = engine(width);
+    let src = IdSource::Offset(-2);
+    let mut client = WidthReceiverEack::new(width, 160, HashKey::DEFAULT);
+    let dg = |i: u64| {
+        let tag = if i == 6 { 2 } else { i } as u16;
+        let mut d = vec![i as u8; 100];
+        d.extend_from_slice(&(0x7000 + tag).to_le_bytes());
+        d
+    };
+    for i in 0..10u64 {
+        let d = dg(i);
+        e.cache_packet(&d, &d);
+        if i != 2 {
+            client.on_datagram(&src, &d).unwrap();
+        }
+    }
+    let mut wire = Vec::new();
+    client.encode(40, &mut wire).unwrap();
+    let mut out = Vec::new();
+    e.on_eack(&wire, &mut out);
+    assert_eq!(injected(&out), vec![dg(2), dg(6)]);
+    assert_eq!(e.counters.id_collisions, 1);
+    // The same at four bytes: no collision, one retransmission.
+    let mut e = engine(Width::U32);
+    let src = IdSource::Offset(-4);
+    let mut client = WidthReceiverEack::new(Width::U32, 160, HashKey::DEFAULT);
+    for i in 0..10u64 {
+        let mut d = dg(i);
+        d.extend_from_slice(&[i as u8, 0]);
+        e.cache_packet(&d, &d);
+        if i != 2 {
+            client.on_datagram(&src, &d).unwrap();
+        }
+    }
+    let mut wire = Vec::new();
+    client.encode(40, &mut wire).unwrap();
+    let mut out = Vec::new();
+    e.on_eack(&wire, &mut out);
+    assert_eq!(injected(&out).len(), 1);
+    assert_eq!(e.counters.id_collisions, 0);
+}
