@@ -287,7 +287,8 @@ impl Counters {
         m(
             "eack_id_collisions_total",
             "counter",
-            "Cached packets beyond the first sharing an identifier an eACK showed missing.",
+            "Identifier collisions: packets forwarded with an identifier an eACK showed missing, \
+             and cached packets beyond the first sharing one.",
             self.packrat.id_collisions,
         );
         m(

@@ -158,9 +158,12 @@ pub struct PackratCounters {
     /// Retransmissions refused because they would exceed the retransmission budget (the packet
     /// stays cached and may be retransmitted once the budget allows).
     pub retx_refused_budget: u64,
-    /// Identifier collisions seen by decoded eACKs: cached packets beyond the first that share a
-    /// missing identifier (each is treated as missing, so a received one may be retransmitted
-    /// needlessly). Grows as the identifier narrows (Sidekick (NSDI '24) §3).
+    /// Identifier collisions the engine can see (Sidekick (NSDI '24) §3: they grow as the
+    /// identifier narrows): a packet forwarded with the identifier of one the last decoded eACK
+    /// showed missing (QUIC never sends the same datagram twice, so the two are different
+    /// packets: the new one will look missing too), and cached packets beyond the first that
+    /// share a missing identifier. Either kind makes a packet the client has look missing, so it
+    /// may be retransmitted needlessly.
     pub id_collisions: u64,
 }
 
@@ -285,6 +288,7 @@ impl PackratEngine {
     /// the session layer numbered).
     pub fn reset(&mut self, epoch: u32) {
         self.views.reset(epoch);
+        self.missing.clear();
         self.cache.clear();
         self.ring.clear();
         self.encoded_upto = self.next_seq;
@@ -299,6 +303,9 @@ impl PackratEngine {
             self.counters.not_cached += 1;
             return;
         };
+        if !self.missing.is_empty() && self.missing.binary_search(&id).is_ok() {
+            self.counters.id_collisions += 1;
+        }
         if frame_bytes.len() > self.cfg.cache_bytes {
             // Cannot be cached; encode it as forwarded so the views stay in sync.
             self.views.insert(id);

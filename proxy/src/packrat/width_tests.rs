@@ -159,3 +159,36 @@ fn colliding_identifiers_are_counted_and_both_treated_as_missing() {
     assert_eq!(injected(&out).len(), 1);
     assert_eq!(e.counters.id_collisions, 0);
 }
+
+#[test]
+fn a_new_packet_with_a_missing_identifier_is_a_collision() {
+    let width = Width::U16;
+    let mut e = engine(width);
+    let src = IdSource::Offset(-2);
+    let mut client = WidthReceiverEack::new(width, 160, HashKey::DEFAULT);
+    let dg = |i: u64, tag: u16| {
+        let mut d = vec![i as u8; 100];
+        d.extend_from_slice(&tag.to_le_bytes());
+        d
+    };
+    for i in 0..10u64 {
+        let d = dg(i, 0x100 + i as u16);
+        e.cache_packet(&d, &d);
+        if i != 4 {
+            client.on_datagram(&src, &d).unwrap();
+        }
+    }
+    let mut wire = Vec::new();
+    client.encode(40, &mut wire).unwrap();
+    let mut out = Vec::new();
+    e.on_eack(&wire, &mut out);
+    assert_eq!(e.counters.id_collisions, 0);
+    // A later packet ends in the missing packet's two bytes; another does not.
+    e.cache_packet(&dg(11, 0x104), &dg(11, 0x104));
+    e.cache_packet(&dg(12, 0x10c), &dg(12, 0x10c));
+    assert_eq!(e.counters.id_collisions, 1);
+    // A new epoch forgets what was missing.
+    e.reset(1);
+    e.cache_packet(&dg(13, 0x104), &dg(13, 0x104));
+    assert_eq!(e.counters.id_collisions, 1);
+}
