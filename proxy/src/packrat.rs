@@ -481,20 +481,20 @@ impl FlowEngine for PackratEngine {
 
 /// Fuzz body: feed arbitrary bytes as an eACK to an engine holding some cached packets; must never
 /// panic and must leave the cache within its cap.
-/// Engines of every identifier width (2, 4, 8 bytes) get the same bytes: an eACK of another
-/// width than the engine's must be a reset, never a panic.
+/// Engines of every identifier width (2, 4, 8 bytes) get the same bytes, each holding packets
+/// with identifiers 0..20 at its width: an eACK of another width than the engine's must be a
+/// reset, never a panic.
 pub fn fuzz_eack(data: &[u8]) {
     for width in [Width::U16, Width::U32, Width::U64] {
         let mut e = PackratEngine::new(PackratConfig {
             local_symbols: 40,
             cache_bytes: 4096,
-            id: IdSource::Offset(-(width.bytes() as isize)),
+            id: IdSource::Offset(0),
             width,
             ..PackratConfig::default()
         });
         for i in 0..20u64 {
-            let p = i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
-            e.cache_packet(&p, &[0u8; 300]);
+            e.cache_packet(&i.to_le_bytes(), &[0u8; 300]);
         }
         let mut out = Vec::new();
         e.on_eack(data, &mut out);
