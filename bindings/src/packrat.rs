@@ -57,14 +57,16 @@ pub struct SkPackratConfig {
 
 impl SkPackratConfig {
     fn from_rust(c: &PackratConfig) -> Self {
+        let width = c.width.bytes() as u8;
         let identifier = match c.id_source {
             IdSource::Offset(o) => SkIdentifier {
-                offset: i32::try_from(o).unwrap_or(-4),
+                offset: i32::try_from(o).unwrap_or(-i32::from(width)),
+                width,
                 ..SkIdentifier::quic_default()
             },
             IdSource::KeyedHash(k) => SkIdentifier {
                 mode: 1,
-                width: 4,
+                width,
                 offset: 0,
                 hash_key: k,
             },
@@ -96,13 +98,11 @@ impl SkPackratConfig {
         }
         Ok(PackratConfig {
             local_symbols: self.local_symbols,
-            id_source: {
-                // Packrat's eACKs take 4-byte identifiers (Packrat (CoNEXT '26) §5.2.1).
-                if self.identifier.width()? != quack::Width::U32 {
-                    return Err(SkStatus::InvalidArgument);
-                }
-                self.identifier.to_source()?
-            },
+            // 2-, 4- or 8-byte identifiers (Sidekick (NSDI '24) §3; 4 is Packrat (CoNEXT '26)
+            // §5.2.1's default): the eACKs name the width, and the proxy's engine must run at
+            // the same one (the session negotiates it).
+            id_source: self.identifier.to_source()?,
+            width: self.identifier.width()?,
             eack_interval: micros(self.eack_interval_us),
             eack_every_packets: self.eack_every_packets,
             selective: self.selective != 0,

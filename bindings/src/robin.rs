@@ -24,7 +24,8 @@ pub struct SkIdentifier {
     pub mode: u8,
     /// Identifier width in bytes: 2, 4 or 8 (0 reads as 4, the default). Narrower identifiers
     /// make shorter quACKs and collide more often within a quACK window (Sidekick (NSDI '24)
-    /// §3); the proxy must grant the same width. Packrat engines take 4 only.
+    /// §3); the proxy must grant the same width. Robin's quACKs and Packrat's eACKs both use
+    /// it (a multicast group's session takes 4 only).
     pub width: u8,
     /// Byte offset into the UDP payload; negative counts from the end (-4, the QUIC default:
     /// the AEAD tag of the datagram's last packet).

@@ -514,3 +514,93 @@ fn packrat_session_through_the_c_api_asks_for_its_multicast_group() {
     // SAFETY: freed once.
     unsafe { sk_client_free(lab.client) };
 }
+
+/// Packrat through the C API at identifier width `width` bytes (`SkIdentifier::width`; Sidekick
+/// (NSDI '24) §3): the real protocol proxy grants the session at that width, the datagrams the
+/// client receives go into an eACK of that width (its header says so), and a proxy view of that
+/// width decodes it to exactly the datagram the client missed.
+fn c_api_packrat_at_width(width: u8) {
+    let mut cfg = std::mem::MaybeUninit::<SkSessionConfig>::uninit();
+    // SAFETY: valid output pointer.
+    assert_eq!(
+        unsafe { sk_session_config_packrat(cfg.as_mut_ptr()) },
+        SkStatus::Ok
+    );
+    // SAFETY: written by the call above.
+    let mut cfg = unsafe { cfg.assume_init() };
+    cfg.identifier.width = width;
+    cfg.identifier.offset = -i32::from(width);
+    let mut lab = established(&cfg);
+    let sid = lab.sid.expect("session");
+    let granted = lab
+        .proxy
+        .session(&sid)
+        .and_then(|s| s.config().identifier.clone());
+    assert_eq!(granted.map(|i| i.width), Some(u32::from(width)));
+    let w = match width {
+        2 => quack::Width::U16,
+        4 => quack::Width::U32,
+        _ => quack::Width::U64,
+    };
+    let src = quack::IdSource::Offset(-isize::from(width));
+    let ms = Duration::from_millis;
+    let datagrams: Vec<Vec<u8>> = (0..20u64)
+        .map(|i| {
+            let mut d = vec![0x42u8; 30];
+            d.extend_from_slice(
+                &(0xb000_0000_0000_0000 + i * 0x0101_0101_0101_0101).to_le_bytes()
+                    [..usize::from(width)],
+            );
+            d
+        })
+        .collect();
+    for (i, d) in datagrams.iter().enumerate() {
+        if i == 6 {
+            continue; // lost on the last hop
+        }
+        // SAFETY: valid datagram; `client` is live.
+        let s = unsafe {
+            sk_client_on_base_received(lab.client, Lab::us(ms(2 + i as u64)), d.as_ptr(), d.len())
+        };
+        assert_eq!(s, SkStatus::Ok);
+    }
+    // SAFETY: `client` is live.
+    assert_eq!(
+        unsafe { sk_client_handle_timeout(lab.client, Lab::us(ms(40))) },
+        SkStatus::Ok
+    );
+    let mut eacks = Vec::new();
+    for (dest, bytes, _) in lab.transmits() {
+        if dest != SkDestination::Sidekick {
+            continue;
+        }
+        if let Ok(ProxyEvent::Eack { data, .. }) =
+            lab.proxy
+                .handle_datagram(lab.t0 + ms(40), lab.base.client, &bytes)
+        {
+            eacks.push(data);
+        }
+    }
+    let wire = eacks.last().expect("an eACK");
+    assert_eq!(eack::peek_width(wire), Ok(w), "width {width}");
+    let mut view = eack::WidthProxyEack::new(w, 160, 4096, eack::HashKey::DEFAULT);
+    view.reset(u32::from_le_bytes(wire[2..6].try_into().unwrap()));
+    for d in &datagrams {
+        view.insert_from(&src, d).unwrap();
+    }
+    let d = view.on_eack(wire).unwrap();
+    let want = datagrams[6][datagrams[6].len() - usize::from(width)..]
+        .iter()
+        .rev()
+        .fold(0u64, |v, b| v << 8 | u64::from(*b));
+    assert_eq!(d.missing, vec![want], "width {width}");
+    // SAFETY: freed once.
+    unsafe { sk_client_free(lab.client) };
+}
+
+#[test]
+fn packrat_session_through_the_c_api_at_every_identifier_width() {
+    c_api_packrat_at_width(2);
+    c_api_packrat_at_width(4);
+    c_api_packrat_at_width(8);
+}

@@ -27,8 +27,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use eack::ReceiverEack;
-use quack::IdSource;
+use eack::{HashKey, WidthReceiverEack};
+use quack::{IdSource, Width};
 
 /// Packrat receiver parameters (defaults: the WiFi scenario of Packrat (CoNEXT '26) Table 3/4).
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +37,10 @@ pub struct PackratConfig {
     pub local_symbols: usize,
     /// How identifiers are read from datagrams.
     pub id_source: IdSource,
+    /// Identifier width the session negotiated (2, 4 or 8 bytes; Sidekick (NSDI '24) §3): read
+    /// at this width with `id_source`, and named in every eACK's header (the proxy refuses an
+    /// eACK of another width).
+    pub width: Width,
     /// Send an eACK at least this often while packets arrive.
     pub eack_interval: Duration,
     /// …or after this many packets.
@@ -78,6 +82,7 @@ impl Default for PackratConfig {
         Self {
             local_symbols: 160,
             id_source: IdSource::QUIC_DEFAULT,
+            width: Width::U32,
             eack_interval: Duration::from_millis(10),
             eack_every_packets: 16,
             selective: false,
@@ -124,6 +129,9 @@ pub struct PackratStats {
     pub eacks: u64,
     /// Coded symbols sent in eACKs.
     pub eack_symbols: u64,
+    /// Bytes of the eACKs produced (their wire form: 12-byte header and `width + 5` bytes per
+    /// symbol; the session's framing not included).
+    pub eack_bytes: u64,
     /// Resets (new epochs).
     pub resets: u64,
 }
@@ -138,7 +146,7 @@ struct Held {
 #[derive(Debug)]
 pub struct PackratReceiver {
     config: PackratConfig,
-    eack: ReceiverEack,
+    eack: WidthReceiverEack,
     largest: Option<u64>,
     /// Missing packet number → when the gap was seen.
     gaps: BTreeMap<u64, Instant>,
@@ -163,7 +171,7 @@ impl PackratReceiver {
         config.max_gaps = config.max_gaps.min(MAX_GAPS_LIMIT);
         config.max_held = config.max_held.min(MAX_HELD_LIMIT);
         Self {
-            eack: ReceiverEack::new(config.local_symbols),
+            eack: WidthReceiverEack::new(config.width, config.local_symbols, HashKey::DEFAULT),
             config,
             largest: None,
             gaps: BTreeMap::new(),
@@ -227,9 +235,12 @@ impl PackratReceiver {
         self.stats.received += 1;
         self.packets_since_eack = self.packets_since_eack.saturating_add(1);
         self.first_unreported.get_or_insert(now);
-        match self.config.id_source.extract::<u32>(&datagram) {
-            Ok(id) => self.eack.on_receive(id),
-            Err(_) => self.stats.unidentifiable += 1,
+        if self
+            .eack
+            .on_datagram(&self.config.id_source, &datagram)
+            .is_err()
+        {
+            self.stats.unidentifiable += 1;
         }
         self.expire(now);
         let Some(pn) = pn else {
@@ -408,6 +419,7 @@ impl PackratReceiver {
             .encode_for(expected, self.config.success_probability, &mut buf);
         self.stats.eacks += 1;
         self.stats.eack_symbols += n as u64;
+        self.stats.eack_bytes += buf.len() as u64;
         self.packets_since_eack = 0;
         self.first_unreported = None;
         self.last_eack = Some(now);
@@ -415,6 +427,10 @@ impl PackratReceiver {
         Some(buf)
     }
 }
+
+#[cfg(test)]
+#[path = "packrat_width_tests.rs"]
+mod width_tests;
 
 #[cfg(test)]
 mod tests {

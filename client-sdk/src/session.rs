@@ -507,6 +507,11 @@ impl SidekickClient {
             return;
         }
         let ids = id_source(config.identifier.as_ref());
+        let width = match config.identifier.as_ref().map_or(4, |i| i.width) {
+            2 => quack::Width::U16,
+            8 => quack::Width::U64,
+            _ => quack::Width::U32,
+        };
         if let Some(mut old) = self.packrat.take() {
             // A reconfiguration: what the old engine holds is released in order, not dropped.
             old.release_all();
@@ -520,11 +525,7 @@ impl SidekickClient {
             let mut c = self.config.robin.clone();
             c.threshold = r.threshold as usize;
             c.id_source = ids;
-            c.width = match config.identifier.as_ref().map_or(4, |i| i.width) {
-                2 => quack::Width::U16,
-                8 => quack::Width::U64,
-                _ => quack::Width::U32,
-            };
+            c.width = width;
             if r.interval_ms > 0 {
                 c.quack_interval = Duration::from_millis(u64::from(r.interval_ms));
             }
@@ -537,6 +538,7 @@ impl SidekickClient {
         self.packrat = config.packrat.as_ref().map(|p| {
             let mut c = self.config.packrat.clone();
             c.id_source = ids;
+            c.width = width;
             c.local_symbols = p.local_symbols as usize;
             if p.eack_interval_ms > 0 {
                 c.eack_interval = Duration::from_millis(u64::from(p.eack_interval_ms));

@@ -98,8 +98,9 @@ impl SidekickConfig {
     /// Ask for `bytes`-byte identifiers (2, 4 or 8; Sidekick (NSDI '24) §3): shorter quACKs
     /// against a higher chance that two packets of one quACK window share an identifier. In
     /// offset mode the identifier becomes the datagram's last `bytes` bytes (for QUIC, part of
-    /// the AEAD tag). Robin takes every width; a proxy whose Packrat engine takes 4-byte
-    /// identifiers only refuses a Packrat session at 2 or 8 (the client then falls back).
+    /// the AEAD tag). Robin's quACKs and Packrat's eACKs both use it (the eACK header names
+    /// the width); a proxy that does not take the width for an engine refuses the session (its
+    /// `packrat_identifier_widths`; a multicast group takes 4 only), and the client falls back.
     ///
     /// ```
     /// use sidekick::session::SidekickConfig;

@@ -6,6 +6,7 @@
 //!   the prefix length the sizing function recommends for p = 0.99 (the rateless eACK), and
 //!   `decode_full160/m` with all 160 local symbols (Fig. 3b);
 //! - the symbols-per-missing multiplier distribution (Fig. 4) at m = 10, 20, 40;
+//! - `insert_width/b` and `on_eack_width/b`: the same at 16- and 64-bit identifiers;
 //! - the power-sum vs rIBLT comparison at Table 2's conditions (`table2/...`, plus a printed
 //!   summary with the gain).
 //!
@@ -20,8 +21,8 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use eack::experiment::{NeededDistribution, SplitMix};
 use eack::{
-    Decoder, Difference, EackScheme, PowerSumEack, ProxyEack, ReceiverEack, RibltEack, Sketch,
-    symbols_for,
+    Decoder, Difference, EackScheme, HashKey, Id, PowerSumEack, ProxyEack, ReceiverEack, RibltEack,
+    Sketch, symbols_for,
 };
 use sidekick_bench_support::{CpuTime, thread_cpu_time};
 
@@ -109,6 +110,53 @@ fn on_eack(c: &mut C) {
             out.missing.len()
         });
     });
+}
+
+/// Insert (t = 160) and `on_eack/20` at the other identifier widths (2 and 8 bytes), beside the
+/// 32-bit figures above: `insert_width/{16,64}`, `on_eack_width/{16,64}`.
+fn widths(c: &mut C) {
+    fn at<I: Id>(c: &mut C, bits: u32) {
+        let mut rng = SplitMix::new(1);
+        let ids: Vec<I> = (0..1000).map(|_| I::from_u64(rng.next_u64())).collect();
+        let mut g = c.benchmark_group("insert_width");
+        g.throughput(Throughput::Elements(ids.len() as u64));
+        let mut s = Sketch::<I>::with_key(160, HashKey::DEFAULT);
+        g.bench_with_input(BenchmarkId::from_parameter(bits), &bits, |b, _| {
+            b.iter(|| {
+                for &id in &ids {
+                    s.insert(black_box(id));
+                }
+            });
+        });
+        black_box(&s);
+        g.finish();
+        let mut client = ReceiverEack::<I>::with_key(160, HashKey::DEFAULT);
+        let mut proxy = ProxyEack::<I>::with_key(160, 0, HashKey::DEFAULT);
+        // Distinct identifiers (16-bit ones collide otherwise), 20 missing.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut rng = SplitMix::new(7);
+        while seen.len() < 1000 {
+            seen.insert(I::from_u64(rng.next_u64()));
+        }
+        for (k, &id) in seen.iter().enumerate() {
+            proxy.insert(id);
+            if k % 50 != 3 {
+                client.on_receive(id);
+            }
+        }
+        let mut wire = Vec::new();
+        client.encode(160, &mut wire).unwrap();
+        let mut out = Difference::default();
+        c.benchmark_group("on_eack_width")
+            .bench_function(BenchmarkId::from_parameter(bits), |b| {
+                b.iter(|| {
+                    proxy.on_eack_into(black_box(&wire), &mut out).unwrap();
+                    out.missing.len()
+                });
+            });
+    }
+    at::<u16>(c, 16);
+    at::<u64>(c, 64);
 }
 
 fn multiplier_distribution() {
@@ -238,6 +286,7 @@ fn figures(c: &mut C) {
     insert(c);
     decode(c);
     on_eack(c);
+    widths(c);
 }
 
 criterion_group! {

@@ -4,6 +4,7 @@ use thiserror::Error;
 
 use crate::decode::{DecodeError, Decoder, Difference};
 use crate::hash::HashKey;
+use crate::id::Id;
 use crate::sizing::symbols_for;
 use crate::sketch::Sketch;
 use crate::wire::{EncodeError, WireError};
@@ -31,6 +32,10 @@ pub enum EackError {
 /// Client-side eACK: records every received datagram's identifier and serialises a prefix sized
 /// to the number of packets the client believes are missing (rateless eACKs, Packrat (CoNEXT '26) §5.2.2).
 ///
+/// Generic over the identifier width (`u32` by default; `u16` and `u64` for the 2- and 8-byte
+/// identifiers a session may negotiate, Sidekick (NSDI '24) §3). The wire form names the width,
+/// and a view of another width refuses it ([`WireError::IdWidth`]).
+///
 /// ```
 /// use eack::{ProxyEack, ReceiverEack};
 ///
@@ -48,18 +53,21 @@ pub enum EackError {
 /// assert_eq!(diff.missing, vec![42]);
 /// ```
 #[derive(Clone, Debug)]
-pub struct ReceiverEack {
-    sketch: Sketch,
+pub struct ReceiverEack<I: Id = u32> {
+    sketch: Sketch<I>,
 }
 
-impl ReceiverEack {
+impl ReceiverEack<u32> {
     /// A receiver keeping `local_symbols` coded symbols (the negotiated local eACK size: 160 for
-    /// the HTTP/3 download, 40 for media; Packrat (CoNEXT '26) Table 4), default hash key, epoch 0.
+    /// the HTTP/3 download, 40 for media; Packrat (CoNEXT '26) Table 4), `u32` identifiers,
+    /// default hash key, epoch 0.
     pub fn new(local_symbols: usize) -> Self {
         ReceiverEack::with_key(local_symbols, HashKey::DEFAULT)
     }
+}
 
-    /// As [`ReceiverEack::new`] with a negotiated hash key.
+impl<I: Id> ReceiverEack<I> {
+    /// As [`ReceiverEack::new`] for identifiers of type `I`, with a negotiated hash key.
     pub fn with_key(local_symbols: usize, key: HashKey) -> Self {
         ReceiverEack {
             sketch: Sketch::with_key(local_symbols, key),
@@ -68,7 +76,7 @@ impl ReceiverEack {
 
     /// Records a received datagram's identifier.
     #[inline]
-    pub fn on_receive(&mut self, id: u32) {
+    pub fn on_receive(&mut self, id: I) {
         self.sketch.insert(id);
     }
 
@@ -94,7 +102,7 @@ impl ReceiverEack {
     }
 
     /// The local sketch.
-    pub fn sketch(&self) -> &Sketch {
+    pub fn sketch(&self) -> &Sketch<I> {
         &self.sketch
     }
 
@@ -131,24 +139,26 @@ impl ReceiverEack {
 /// in [`ProxyEack::ids_dropped`]) and longer prefixes are decoded on their first
 /// `local_symbols` symbols only.
 #[derive(Clone, Debug)]
-pub struct ProxyEack {
-    sketch: Sketch,
-    ids: Vec<u32>,
+pub struct ProxyEack<I: Id = u32> {
+    sketch: Sketch<I>,
+    ids: Vec<I>,
     max_ids: usize,
     ids_dropped: u64,
-    decoder: Decoder,
-    remote: Sketch,
-    extended: Sketch,
+    decoder: Decoder<I>,
+    remote: Sketch<I>,
+    extended: Sketch<I>,
 }
 
-impl ProxyEack {
+impl ProxyEack<u32> {
     /// A proxy view of `local_symbols` coded symbols keeping at most `max_ids` identifiers for
-    /// extension, default hash key, epoch 0.
+    /// extension, `u32` identifiers, default hash key, epoch 0.
     pub fn new(local_symbols: usize, max_ids: usize) -> Self {
         ProxyEack::with_key(local_symbols, max_ids, HashKey::DEFAULT)
     }
+}
 
-    /// As [`ProxyEack::new`] with a negotiated hash key.
+impl<I: Id> ProxyEack<I> {
+    /// As [`ProxyEack::new`] for identifiers of type `I`, with a negotiated hash key.
     pub fn with_key(local_symbols: usize, max_ids: usize, key: HashKey) -> Self {
         ProxyEack {
             sketch: Sketch::with_key(local_symbols, key),
@@ -163,7 +173,7 @@ impl ProxyEack {
 
     /// Records an identifier in the proxy's view.
     #[inline]
-    pub fn insert(&mut self, id: u32) {
+    pub fn insert(&mut self, id: I) {
         self.sketch.insert(id);
         if self.ids.len() < self.max_ids {
             self.ids.push(id);
@@ -201,13 +211,13 @@ impl ProxyEack {
     }
 
     /// The local sketch.
-    pub fn sketch(&self) -> &Sketch {
+    pub fn sketch(&self) -> &Sketch<I> {
         &self.sketch
     }
 
     /// Decodes a received wire eACK: `missing` = identifiers the proxy recorded that the
     /// client has not, `extra` = identifiers the client has that the proxy never recorded.
-    pub fn on_eack(&mut self, bytes: &[u8]) -> Result<Difference, EackError> {
+    pub fn on_eack(&mut self, bytes: &[u8]) -> Result<Difference<I>, EackError> {
         let mut out = Difference::default();
         self.on_eack_into(bytes, &mut out)?;
         Ok(out)
@@ -215,7 +225,7 @@ impl ProxyEack {
 
     /// As [`ProxyEack::on_eack`], writing into `out` and reusing internal scratch (no allocation
     /// in steady state).
-    pub fn on_eack_into(&mut self, bytes: &[u8], out: &mut Difference) -> Result<(), EackError> {
+    pub fn on_eack_into(&mut self, bytes: &[u8], out: &mut Difference<I>) -> Result<(), EackError> {
         out.clear();
         self.remote.decode_prefix_into(bytes)?;
         self.decode_remote(out)
@@ -224,15 +234,15 @@ impl ProxyEack {
     /// Decodes an already-parsed remote sketch (see [`ProxyEack::on_eack`]).
     pub fn decode_sketch(
         &mut self,
-        remote: &Sketch,
-        out: &mut Difference,
+        remote: &Sketch<I>,
+        out: &mut Difference<I>,
     ) -> Result<(), EackError> {
         out.clear();
         self.remote.clone_from(remote);
         self.decode_remote(out)
     }
 
-    fn decode_remote(&mut self, out: &mut Difference) -> Result<(), EackError> {
+    fn decode_remote(&mut self, out: &mut Difference<I>) -> Result<(), EackError> {
         if self.remote.epoch() != self.sketch.epoch() {
             return Err(EackError::Epoch {
                 expected: self.sketch.epoch(),

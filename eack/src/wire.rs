@@ -190,23 +190,46 @@ impl Sketch<u32> {
 }
 
 /// The fuzz target's body (also run by the unit and property tests): arbitrary bytes must never
-/// panic; anything that parses must re-encode to the same bytes, and decoding it alone or
-/// against a local sketch must return (not panic).
+/// panic. At each identifier width (16, 32, 64 bits): anything that parses must re-encode to
+/// the same bytes, and decoding it alone, against a local sketch and through a proxy view must
+/// return (not panic); a view of any other width must refuse it with [`WireError::IdWidth`].
 pub fn fuzz_parse(data: &[u8]) {
-    if let Ok(s) = Sketch::decode_prefix(data) {
-        let mut again = Vec::new();
-        let written = s.encode_prefix(s.num_symbols(), &mut again);
-        assert_eq!(written, Ok(data.len()));
-        assert_eq!(again.as_slice(), data, "re-encoding changed the bytes");
-        let _ = s.decode();
-        let mut local = Sketch::new(64);
-        local.insert_all(0..32u32);
-        let _ = local.difference(&s).decode();
-        let _ =
-            crate::Decoder::new().decode_difference(&local, &s, &mut crate::Difference::default());
+    let parsed = [
+        fuzz_width::<u16>(data),
+        fuzz_width::<u32>(data),
+        fuzz_width::<u64>(data),
+    ];
+    assert!(
+        parsed.iter().filter(|p| **p).count() <= 1,
+        "one eACK parsed at two widths"
+    );
+}
+
+fn fuzz_width<I: Id>(data: &[u8]) -> bool {
+    let s = match Sketch::<I>::decode_prefix_with_key(data, HashKey::DEFAULT) {
+        Ok(s) => s,
+        Err(WireError::IdWidth { expected, got }) => {
+            assert_eq!(expected, I::BYTES);
+            assert_eq!(Some(&(got as u8)), data.get(1));
+            return false;
+        }
+        Err(_) => return false,
+    };
+    let mut again = Vec::new();
+    let written = s.encode_prefix(s.num_symbols(), &mut again);
+    assert_eq!(written, Ok(data.len()));
+    assert_eq!(again.as_slice(), data, "re-encoding changed the bytes");
+    let _ = s.decode();
+    let mut local = Sketch::<I>::with_key(64, HashKey::DEFAULT);
+    local.insert_all((0..32u64).map(I::from_u64));
+    let _ = local.difference(&s).decode();
+    let _ = crate::Decoder::new().decode_difference(&local, &s, &mut crate::Difference::default());
+    let mut proxy = crate::ProxyEack::<I>::with_key(16, 64, HashKey::DEFAULT);
+    for i in 0..40u64 {
+        proxy.insert(I::from_u64(i.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
     }
-    let _ = Sketch::<u64>::decode_prefix_with_key(data, HashKey::DEFAULT).map(|s| s.decode());
-    let _ = Sketch::<u16>::decode_prefix_with_key(data, HashKey::DEFAULT).map(|s| s.decode());
+    let _ = proxy.on_eack(data);
+    true
 }
 
 #[cfg(test)]

@@ -58,6 +58,21 @@ fn eack_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut w = Vec::new();
     s16.encode_prefix(6, &mut w).unwrap();
     v.push(("u16-6", w));
+    // Receiver views at the two other widths a session may negotiate, a few packets lost.
+    let mut r16 = ReceiverEack::<u16>::with_key(40, HashKey::DEFAULT);
+    let mut r64 = ReceiverEack::<u64>::with_key(40, HashKey::DEFAULT);
+    r16.reset(3);
+    r64.reset(3);
+    for i in (0..60u64).filter(|i| i % 11 != 5) {
+        r16.on_receive(i as u16 * 1031);
+        r64.on_receive(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    }
+    let mut w = Vec::new();
+    r16.encode(24, &mut w).unwrap();
+    v.push(("u16-receiver-24of40", w));
+    let mut w = Vec::new();
+    r64.encode(24, &mut w).unwrap();
+    v.push(("u64-receiver-24of40", w));
     v
 }
 

@@ -91,15 +91,21 @@ fn n(v: &serde_json::Value, k: &str) -> u64 {
 }
 
 fn assisted(stack: &str, dir: &str, http3: bool) {
+    assisted_with(stack, dir, http3, &[]);
+}
+
+/// As [`assisted`], with more client arguments; returns the client's report.
+fn assisted_with(stack: &str, dir: &str, http3: bool, more: &[&str]) -> serde_json::Value {
     // Downloads: a larger eACK allowance than the default 16 for packets still in flight, since
     // on a loaded test machine the client may read its socket late (an undersized eACK fails to
     // decode at the proxy, which resets; 6 resets in a second make the client fall back).
-    let extra: &[&str] = if dir == "--download" {
-        &["--sidekick-eack-inflight", "32"]
+    let mut extra: Vec<&str> = if dir == "--download" {
+        vec!["--sidekick-eack-inflight", "32"]
     } else {
-        &[]
+        Vec::new()
     };
-    let Run { report: v, stats } = run(stack, dir, http3, true, extra);
+    extra.extend_from_slice(more);
+    let Run { report: v, stats } = run(stack, dir, http3, true, &extra);
     eprintln!(
         "{stack} {dir} http3={http3}: {v}\nrelay: dropped {} quacks {} eacks {} proxy retx {}",
         stats.dropped.load(Ordering::Relaxed),
@@ -142,6 +148,25 @@ fn assisted(stack: &str, dir: &str, http3: bool) {
         assert!(n(&v, "gaps_opened") > 0, "{v}");
         assert!(n(&v, "held") > 0, "the reorder window held datagrams: {v}");
         assert_eq!(n(&v, "quacks"), 0);
+    }
+    v
+}
+
+/// Packrat at 2- and 8-byte identifiers (Sidekick (NSDI '24) §3): `--sidekick-id-bytes N` asks
+/// the proxy for N-byte identifiers (the datagram's last N bytes); the session is granted at
+/// that width, the download over the lossy link is repaired from the proxy's cache (the checks
+/// of [`assisted`]: every byte, the proxy retransmitted, the session still active), and the
+/// eACKs are a 12-byte header and `N + 5` bytes per symbol.
+#[test]
+fn quinn_download_packrat_at_2_and_8_byte_identifiers() {
+    for width in [2u64, 8] {
+        let w = width.to_string();
+        let v = assisted_with("quinn", "--download", false, &["--sidekick-id-bytes", &w]);
+        assert_eq!(n(&v, "id_bytes"), width, "{v}");
+        // The engine's own counts (the session's eACK count may differ by the eACKs it could
+        // not send): a 12-byte header per eACK, `width + 5` bytes per symbol.
+        let headers = n(&v, "eack_bytes") - (width + 5) * n(&v, "eack_symbols");
+        assert!(headers > 0 && headers % 12 == 0, "{v}");
     }
 }
 

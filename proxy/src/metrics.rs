@@ -285,6 +285,13 @@ impl Counters {
             self.packrat.evicted_optimistic,
         );
         m(
+            "eack_id_collisions_total",
+            "counter",
+            "Identifier collisions: packets forwarded with an identifier an eACK showed missing, \
+             and cached packets beyond the first sharing one.",
+            self.packrat.id_collisions,
+        );
+        m(
             "missing_uncached_total",
             "counter",
             "Missing packets no longer cached.",

@@ -22,12 +22,13 @@
 
 pub mod multicast;
 mod ring;
+mod view;
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use eack::{Decoder, Difference, HashKey, Sketch};
-use quack::IdSource;
+use eack::HashKey;
+use quack::{IdSource, Width};
 
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
 use crate::packet::segment_frame;
@@ -41,6 +42,9 @@ pub struct PackratConfig {
     pub cache_bytes: usize,
     /// How to compute identifiers.
     pub id: IdSource,
+    /// Identifier width the session negotiated (2, 4 or 8 bytes; Sidekick (NSDI '24) §3): the
+    /// eACKs the client sends must carry it, and identifiers are read at it with `id`.
+    pub width: Width,
     /// rIBLT hash key shared with the client.
     pub key: HashKey,
     /// Retransmission budget: the bytes retransmitted to the client stay within this percentage
@@ -57,6 +61,7 @@ impl Default for PackratConfig {
             local_symbols: 160,
             cache_bytes: 48 * 1024,
             id: IdSource::QUIC_DEFAULT,
+            width: Width::U32,
             key: HashKey::DEFAULT,
             retx_budget_percent: DEFAULT_RETX_BUDGET_PERCENT,
         }
@@ -153,6 +158,13 @@ pub struct PackratCounters {
     /// Retransmissions refused because they would exceed the retransmission budget (the packet
     /// stays cached and may be retransmitted once the budget allows).
     pub retx_refused_budget: u64,
+    /// Identifier collisions the engine can see (Sidekick (NSDI '24) §3: they grow as the
+    /// identifier narrows): a packet forwarded with the identifier of one the last decoded eACK
+    /// showed missing (QUIC never sends the same datagram twice, so the two are different
+    /// packets: the new one will look missing too), and cached packets beyond the first that
+    /// share a missing identifier. Either kind makes a packet the client has look missing, so it
+    /// may be retransmitted needlessly.
+    pub id_collisions: u64,
 }
 
 impl PackratCounters {
@@ -173,6 +185,7 @@ impl PackratCounters {
         self.forwarded_bytes += b.forwarded_bytes;
         self.retransmitted_bytes += b.retransmitted_bytes;
         self.retx_refused_budget += b.retx_refused_budget;
+        self.id_collisions += b.id_collisions;
     }
 }
 
@@ -184,7 +197,8 @@ struct Cached {
     retx_mark: Option<u64>,
     at: usize,
     len: usize,
-    id: u32,
+    /// Identifier at the session's width, zero-extended.
+    id: u64,
 }
 
 /// Smallest frame that carries a UDP datagram (IPv4 + UDP headers): bounds the number of index
@@ -205,13 +219,14 @@ pub struct PackratEngine {
     ring: ring::FrameRing,
     max_entries: usize,
     next_seq: u64,
-    /// Cached packets with `seq < encoded_upto` are already in `evicted`.
+    /// Cached packets with `seq < encoded_upto` are already in the local view.
     encoded_upto: u64,
-    evicted: Sketch,
-    remote: Sketch,
-    decoder: Decoder,
-    diff: Difference,
-    missing: Vec<u32>,
+    /// The local eACK view, the received eACK and the decoder at the session's width.
+    views: view::Views,
+    missing: Vec<u64>,
+    /// Identifiers of the cached packets an eACK found missing (collision count; at most the
+    /// cache's entries).
+    matched: Vec<u64>,
     budget: RetxBudget,
     /// Counters.
     pub counters: PackratCounters,
@@ -227,11 +242,9 @@ impl PackratEngine {
             max_entries: cfg.cache_bytes / MIN_FRAME + 1,
             next_seq: 0,
             encoded_upto: 0,
-            evicted: Sketch::with_key(cfg.local_symbols, cfg.key),
-            remote: Sketch::with_key(0, cfg.key),
-            decoder: Decoder::new(),
-            diff: Difference::default(),
+            views: view::Views::new(cfg.width, cfg.local_symbols, cfg.key),
             missing: Vec::new(),
+            matched: Vec::new(),
             budget: RetxBudget::default(),
             counters: PackratCounters::default(),
         }
@@ -242,7 +255,7 @@ impl PackratEngine {
     pub fn memory_cap(cfg: &PackratConfig) -> usize {
         cfg.cache_bytes
             + (cfg.cache_bytes / MIN_FRAME + 1) * std::mem::size_of::<Cached>()
-            + 3 * cfg.local_symbols * 16
+            + 3 * cfg.local_symbols * view::Views::symbol_bytes(cfg.width)
             + std::mem::size_of::<Self>()
     }
 
@@ -253,7 +266,12 @@ impl PackratEngine {
 
     /// The current epoch.
     pub fn epoch(&self) -> u32 {
-        self.evicted.epoch()
+        self.views.epoch()
+    }
+
+    /// The identifier width of this engine's eACKs.
+    pub fn width(&self) -> Width {
+        self.cfg.width
     }
 
     /// Bytes cached.
@@ -269,8 +287,8 @@ impl PackratEngine {
     /// Start `epoch`: clear the local eACK and the cache (client Reset, or after a proxy Reset
     /// the session layer numbered).
     pub fn reset(&mut self, epoch: u32) {
-        self.evicted.clear();
-        self.evicted.set_epoch(epoch);
+        self.views.reset(epoch);
+        self.missing.clear();
         self.cache.clear();
         self.ring.clear();
         self.encoded_upto = self.next_seq;
@@ -281,13 +299,16 @@ impl PackratEngine {
     pub fn cache_packet(&mut self, payload: &[u8], frame_bytes: &[u8]) {
         self.budget.on_forwarded(frame_bytes.len());
         self.counters.forwarded_bytes += frame_bytes.len() as u64;
-        let Ok(id) = self.cfg.id.extract::<u32>(payload) else {
+        let Ok(id) = self.views.extract(&self.cfg.id, payload) else {
             self.counters.not_cached += 1;
             return;
         };
+        if !self.missing.is_empty() && self.missing.binary_search(&id).is_ok() {
+            self.counters.id_collisions += 1;
+        }
         if frame_bytes.len() > self.cfg.cache_bytes {
             // Cannot be cached; encode it as forwarded so the views stay in sync.
-            self.evicted.insert(id);
+            self.views.insert(id);
             self.counters.not_cached += 1;
             return;
         }
@@ -299,7 +320,7 @@ impl PackratEngine {
             };
             self.ring.pop_front(old.len);
             if old.seq >= self.encoded_upto {
-                self.evicted.insert(old.id);
+                self.views.insert(old.id);
             }
             self.counters.evicted_optimistic += 1;
         }
@@ -320,38 +341,43 @@ impl PackratEngine {
     /// [`Outgoing::Reset`] — the session layer then assigns the new epoch with
     /// [`PackratEngine::reset`].
     pub fn on_eack(&mut self, bytes: &[u8], out: &mut Vec<Action>) {
-        if let Err(e) = self.remote.decode_prefix_into(bytes) {
-            tracing::debug!(error = %e, "malformed eACK");
-            self.fail(out);
-            return;
-        }
-        if self.remote.epoch() != self.evicted.epoch() {
+        let remote_epoch = match self.views.parse(bytes) {
+            Ok(epoch) => epoch,
+            Err(e) => {
+                // Malformed, or another identifier width than the session's.
+                tracing::debug!(error = %e, "malformed eACK");
+                self.fail(out);
+                return;
+            }
+        };
+        if remote_epoch != self.views.epoch() {
             self.counters.eacks_stale += 1;
             return;
         }
         // The proxy's view is every packet forwarded in this epoch: evicted ones plus the cached
         // ones. Cached packets are encoded once, at the first eACK after they were forwarded (the
-        // delta of §7.3.4), so `evicted` then holds the whole view and eviction on
+        // delta of §7.3.4), so the local view then holds every packet and eviction on
         // acknowledgement costs nothing.
-        for c in self.cache.iter().rev() {
-            if c.seq < self.encoded_upto {
-                break;
-            }
-            self.evicted.insert(c.id);
-        }
+        let upto = self.encoded_upto;
+        self.views.insert_all(
+            self.cache
+                .iter()
+                .rev()
+                .take_while(|c| c.seq >= upto)
+                .map(|c| c.id),
+        );
         self.encoded_upto = self.next_seq;
-        if let Err(e) = self
-            .decoder
-            .decode_difference(&self.evicted, &self.remote, &mut self.diff)
-        {
-            tracing::debug!(error = %e, "eACK did not decode");
-            self.fail(out);
-            return;
-        }
-        self.counters.eacks_decoded += 1;
-        self.counters.extra += self.diff.extra.len() as u64;
         self.missing.clear();
-        self.missing.extend_from_slice(&self.diff.missing);
+        let extra = match self.views.decode(&mut self.missing) {
+            Ok(extra) => extra,
+            Err(e) => {
+                tracing::debug!(error = %e, "eACK did not decode");
+                self.fail(out);
+                return;
+            }
+        };
+        self.counters.eacks_decoded += 1;
+        self.counters.extra += extra as u64;
         self.missing.sort_unstable();
         // Highest acknowledged sequence number among cached packets.
         let max_acked = self
@@ -369,10 +395,12 @@ impl PackratEngine {
             cache,
             ring,
             missing,
+            matched,
             counters,
             budget,
             ..
         } = self;
+        matched.clear();
         let mut kept_bytes = 0usize;
         cache.retain_mut(|c| {
             if missing.binary_search(&c.id).is_err() {
@@ -380,6 +408,7 @@ impl PackratEngine {
                 return false;
             }
             found += 1;
+            matched.push(c.id);
             c.at = ring.relocate(c.at, c.len, kept_bytes);
             kept_bytes += c.len;
             let eligible =
@@ -402,13 +431,16 @@ impl PackratEngine {
             true
         });
         ring.truncate(kept_bytes);
+        self.matched.sort_unstable();
+        self.counters.id_collisions +=
+            self.matched.windows(2).filter(|w| w[0] == w[1]).count() as u64;
         self.counters.missing_uncached += (self.missing.len().saturating_sub(found)) as u64;
     }
 
     fn fail(&mut self, out: &mut Vec<Action>) {
         self.counters.eacks_failed += 1;
         self.counters.resets += 1;
-        let next = self.evicted.epoch().wrapping_add(1);
+        let next = self.views.epoch().wrapping_add(1);
         self.reset(next);
         out.push(Action::Message(Outgoing::Reset));
     }
@@ -442,26 +474,41 @@ impl FlowEngine for PackratEngine {
     fn memory_bytes(&self) -> usize {
         self.ring.allocated()
             + self.cache.capacity() * std::mem::size_of::<Cached>()
-            + 3 * self.cfg.local_symbols * 16
+            + 3 * self.cfg.local_symbols * view::Views::symbol_bytes(self.cfg.width)
             + std::mem::size_of::<Self>()
     }
 }
 
 /// Fuzz body: feed arbitrary bytes as an eACK to an engine holding some cached packets; must never
 /// panic and must leave the cache within its cap.
+/// Engines of every identifier width (2, 4, 8 bytes) get the same bytes, each holding packets
+/// with identifiers 0..20 at its width: an eACK of another width than the engine's must be a
+/// reset, never a panic.
 pub fn fuzz_eack(data: &[u8]) {
-    let mut e = PackratEngine::new(PackratConfig {
-        local_symbols: 40,
-        cache_bytes: 4096,
-        ..PackratConfig::default()
-    });
-    for i in 0..20u32 {
-        let p = i.to_le_bytes();
-        e.cache_packet(&p, &[0u8; 300]);
+    for width in [Width::U16, Width::U32, Width::U64] {
+        let mut e = PackratEngine::new(PackratConfig {
+            local_symbols: 40,
+            cache_bytes: 4096,
+            id: IdSource::Offset(0),
+            width,
+            ..PackratConfig::default()
+        });
+        for i in 0..20u64 {
+            e.cache_packet(&i.to_le_bytes(), &[0u8; 300]);
+        }
+        let mut out = Vec::new();
+        e.on_eack(data, &mut out);
+        assert!(e.cache_bytes() <= 4096);
+        if data
+            .get(1)
+            .is_some_and(|w| usize::from(*w) != width.bytes())
+        {
+            assert_eq!(
+                e.counters.eacks_failed, 1,
+                "an eACK of another width was used"
+            );
+        }
     }
-    let mut out = Vec::new();
-    e.on_eack(data, &mut out);
-    assert!(e.cache_bytes() <= 4096);
 }
 
 #[cfg(test)]
@@ -469,297 +516,9 @@ pub fn fuzz_eack(data: &[u8]) {
 mod budget_tests;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use eack::ReceiverEack;
-    use proptest::prelude::*;
-    use std::collections::VecDeque;
+#[path = "packrat/width_tests.rs"]
+mod width_tests;
 
-    /// The loss-rule tests: no retransmission budget in the way (the budget has its own tests).
-    fn unbudgeted() -> PackratConfig {
-        PackratConfig {
-            retx_budget_percent: 100,
-            ..PackratConfig::default()
-        }
-    }
-
-    fn frame_for(id: u32) -> Vec<u8> {
-        let mut f = vec![0xabu8; 100];
-        f.extend_from_slice(&id.to_le_bytes());
-        f
-    }
-
-    fn eack_of(client: &ReceiverEack, n: usize) -> Vec<u8> {
-        let mut w = Vec::new();
-        client.encode(n, &mut w).unwrap();
-        w
-    }
-
-    fn injected(out: &[Action]) -> Vec<u32> {
-        let mut v: Vec<u32> = out
-            .iter()
-            .filter_map(|a| match a {
-                Action::Inject { frame, .. } => {
-                    Some(u32::from_le_bytes(frame[100..104].try_into().unwrap()))
-                }
-                _ => None,
-            })
-            .collect();
-        v.sort_unstable();
-        v
-    }
-
-    #[test]
-    fn retransmits_exactly_the_missing_packets() {
-        let mut e = PackratEngine::new(unbudgeted());
-        let mut client = ReceiverEack::new(160);
-        let lost = [3u32, 7, 11];
-        for id in 0..16u32 {
-            e.cache_packet(&id.to_le_bytes(), &frame_for(id));
-            if !lost.contains(&id) {
-                client.on_receive(id);
-            }
-        }
-        let mut out = Vec::new();
-        e.on_eack(&eack_of(&client, 40), &mut out);
-        assert_eq!(injected(&out), lost.to_vec());
-        assert_eq!(e.counters.retransmissions, 3);
-        assert_eq!(e.counters.evicted_acked, 13);
-        assert_eq!(e.cache_len(), 3);
-        // Same eACK again: no new ack after the retransmission, so no duplicate retransmission.
-        out.clear();
-        e.on_eack(&eack_of(&client, 40), &mut out);
-        assert!(injected(&out).is_empty());
-        // The client receives two retransmissions; the third is lost again. After a later packet
-        // is acknowledged, only the still-missing one is retransmitted.
-        client.on_receive(3);
-        client.on_receive(7);
-        e.cache_packet(&100u32.to_le_bytes(), &frame_for(100));
-        client.on_receive(100);
-        out.clear();
-        e.on_eack(&eack_of(&client, 40), &mut out);
-        assert_eq!(injected(&out), vec![11]);
-        assert_eq!(e.cache_len(), 1);
-    }
-
-    #[test]
-    fn tail_losses_wait_for_a_gap() {
-        let mut e = PackratEngine::new(unbudgeted());
-        let mut client = ReceiverEack::new(160);
-        for id in 0..10u32 {
-            e.cache_packet(&id.to_le_bytes(), &frame_for(id));
-            if id < 8 {
-                client.on_receive(id);
-            }
-        }
-        let mut out = Vec::new();
-        e.on_eack(&eack_of(&client, 40), &mut out);
-        // 8 and 9 may still be in flight: nothing acknowledged after them.
-        assert!(injected(&out).is_empty());
-        assert_eq!(e.counters.missing_in_flight, 2);
-    }
-
-    #[test]
-    fn optimistic_eviction_keeps_views_in_sync() {
-        let cfg = PackratConfig {
-            cache_bytes: 104 * 4,
-            ..unbudgeted()
-        };
-        let mut e = PackratEngine::new(cfg);
-        let mut client = ReceiverEack::new(160);
-        for id in 0..10u32 {
-            e.cache_packet(&id.to_le_bytes(), &frame_for(id));
-            if id != 1 && id != 8 {
-                client.on_receive(id);
-            }
-        }
-        assert_eq!(e.cache_len(), 4);
-        assert!(e.cache_bytes() <= cfg.cache_bytes);
-        assert_eq!(e.counters.evicted_optimistic, 6);
-        let mut out = Vec::new();
-        e.on_eack(&eack_of(&client, 40), &mut out);
-        // 1 was evicted before it could be repaired; 8 is cached and retransmitted.
-        assert_eq!(injected(&out), vec![8]);
-        assert_eq!(e.counters.missing_uncached, 1);
-    }
-
-    #[test]
-    fn undecodable_eack_resets_with_new_epoch() {
-        let mut e = PackratEngine::new(unbudgeted());
-        let mut client = ReceiverEack::new(160);
-        for id in 0..200u32 {
-            e.cache_packet(&id.to_le_bytes(), &frame_for(id));
-            if id % 2 == 0 {
-                client.on_receive(id);
-            }
-        }
-        let mut out = Vec::new();
-        // 100 missing in 4 symbols cannot decode.
-        e.on_eack(&eack_of(&client, 4), &mut out);
-        assert_eq!(out, vec![Action::Message(Outgoing::Reset)]);
-        assert_eq!(e.epoch(), 1);
-        assert_eq!(e.cache_len(), 0);
-        assert_eq!(e.counters.eacks_failed, 1);
-        // A stale eACK of epoch 0 is ignored, not another reset.
-        out.clear();
-        e.on_eack(&eack_of(&client, 40), &mut out);
-        assert!(out.is_empty());
-        assert_eq!(e.counters.eacks_stale, 1);
-        // Garbage resets too.
-        e.on_eack(b"\x01\x02garbage", &mut out);
-        assert_eq!(e.counters.eacks_failed, 2);
-    }
-
-    /// A frame of `len` ≥ 104 bytes carrying `id` at 100..104 and a pattern derived from `id`.
-    fn varied_frame(id: u32, len: usize) -> Vec<u8> {
-        let mut f: Vec<u8> = (0..len).map(|i| (i as u32 ^ id) as u8).collect();
-        f[100..104].copy_from_slice(&id.to_le_bytes());
-        f
-    }
-
-    fn injected_frames(out: &[Action]) -> Vec<Vec<u8>> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Inject { frame, .. } => Some(frame.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn tiny_frames_are_capped_by_count() {
-        let cfg = PackratConfig {
-            cache_bytes: 280,
-            ..unbudgeted()
-        };
-        let mut e = PackratEngine::new(cfg);
-        for id in 0..1000u32 {
-            e.cache_packet(&id.to_le_bytes(), &id.to_le_bytes());
-        }
-        assert_eq!(e.cache_len(), 280 / MIN_FRAME + 1);
-        assert_eq!(e.cache_bytes(), 4 * e.cache_len());
-        assert_eq!(e.counters.evicted_optimistic, 1000 - e.cache_len() as u64);
-        // Zero-length frames too.
-        for id in 0..100u32 {
-            e.cache_packet(&id.to_le_bytes(), &[]);
-        }
-        assert_eq!(e.cache_len(), 280 / MIN_FRAME + 1);
-    }
-
-    #[test]
-    fn retransmissions_are_intact_after_wrap_and_compaction() {
-        // 1000-byte ring, frames of 150..=330 bytes: the ring wraps every few packets; three
-        // new frames always fit, so the lost one is still cached at the eACK.
-        let cfg = PackratConfig {
-            cache_bytes: 1000,
-            ..unbudgeted()
-        };
-        let mut e = PackratEngine::new(cfg);
-        let mut client = ReceiverEack::new(160);
-        let len = |id: u32| 150 + (id as usize * 37) % 181;
-        let mut out = Vec::new();
-        for round in 0..20u32 {
-            for k in 0..3u32 {
-                let id = round * 3 + k;
-                e.cache_packet(&id.to_le_bytes(), &varied_frame(id, len(id)));
-                assert!(e.cache_bytes() <= 1000);
-                // The second packet of each round is lost once.
-                if k != 1 {
-                    client.on_receive(id);
-                }
-            }
-            out.clear();
-            e.on_eack(&eack_of(&client, 40), &mut out);
-            let lost = round * 3 + 1;
-            assert_eq!(
-                injected_frames(&out),
-                vec![varied_frame(lost, len(lost))],
-                "round {round}"
-            );
-            assert_eq!(e.cache_len(), 1);
-            assert_eq!(e.cache_bytes(), len(lost));
-            client.on_receive(lost);
-        }
-        assert!(e.counters.evicted_optimistic > 0);
-        assert_eq!(e.counters.missing_uncached, 0);
-        assert_eq!(e.counters.eacks_decoded, 20);
-        assert_eq!(e.counters.eacks_failed, 0);
-    }
-
-    proptest! {
-        /// The cache against a FIFO model with random frame sizes and losses: the cache holds the
-        /// newest frames that fit in the cap, and an eACK retransmits exactly the missing cached
-        /// frames followed by an acknowledged one, byte for byte; evicted missing packets are
-        /// counted as uncached.
-        #[test]
-        fn cache_matches_fifo_model(
-            cap in 600usize..6000,
-            lens in proptest::collection::vec(104usize..1500, 1..80),
-            losses in proptest::collection::btree_set(0usize..80, 0..10),
-        ) {
-            let mut e = PackratEngine::new(PackratConfig { cache_bytes: cap, ..unbudgeted() });
-            let mut client = ReceiverEack::new(160);
-            let mut model: VecDeque<(u32, Vec<u8>)> = VecDeque::new();
-            let mut bytes = 0usize;
-            for (i, &len) in lens.iter().enumerate() {
-                let id = (i as u32).wrapping_mul(2_654_435_761);
-                let f = varied_frame(id, len);
-                e.cache_packet(&id.to_le_bytes(), &f);
-                if len <= cap {
-                    bytes += len;
-                    model.push_back((id, f));
-                    while bytes > cap {
-                        bytes -= model.pop_front().unwrap().1.len();
-                    }
-                }
-                if !losses.contains(&i) {
-                    client.on_receive(id);
-                }
-                prop_assert!(e.cache_bytes() <= cap);
-                prop_assert_eq!(e.cache_bytes(), bytes);
-                prop_assert_eq!(e.cache_len(), model.len());
-            }
-            let mut out = Vec::new();
-            e.on_eack(&eack_of(&client, 160), &mut out);
-            let idx = |id: u32| lens.iter().enumerate()
-                .position(|(i, _)| (i as u32).wrapping_mul(2_654_435_761) == id).unwrap();
-            let last_acked = model.iter().rev().map(|(id, _)| idx(*id)).find(|i| !losses.contains(i));
-            let expect: Vec<Vec<u8>> = model.iter()
-                .filter(|(id, _)| losses.contains(&idx(*id)) && last_acked.is_some_and(|l| idx(*id) < l))
-                .map(|(_, f)| f.clone())
-                .collect();
-            prop_assert_eq!(injected_frames(&out), expect);
-            let cached_lost = model.iter().filter(|(id, _)| losses.contains(&idx(*id))).count();
-            let lost = losses.iter().filter(|&&i| i < lens.len()).count();
-            prop_assert_eq!(e.counters.missing_uncached, (lost - cached_lost) as u64);
-            prop_assert_eq!(e.cache_len(), cached_lost);
-        }
-
-        #[test]
-        fn fuzz_body_never_panics(data in proptest::collection::vec(any::<u8>(), 0..400)) {
-            fuzz_eack(&data);
-        }
-
-        #[test]
-        fn random_losses_recovered(seed_losses in proptest::collection::btree_set(0u32..64, 0..12)) {
-            let mut e = PackratEngine::new(unbudgeted());
-            let mut client = ReceiverEack::new(160);
-            for id in 0..64u32 {
-                e.cache_packet(&(id * 7919).to_le_bytes(), &frame_for(id * 7919));
-                if !seed_losses.contains(&id) {
-                    client.on_receive(id * 7919);
-                }
-            }
-            let mut out = Vec::new();
-            e.on_eack(&eack_of(&client, 160), &mut out);
-            let last_received = (0..64u32).rev().find(|i| !seed_losses.contains(i));
-            let expect: Vec<u32> = {
-                let mut v: Vec<u32> = seed_losses.iter().copied()
-                    .filter(|&i| last_received.is_some_and(|l| i < l)).map(|i| i * 7919).collect();
-                v.sort_unstable();
-                v
-            };
-            prop_assert_eq!(injected(&out), expect);
-        }
-    }
-}
+#[cfg(test)]
+#[path = "packrat/tests.rs"]
+mod tests;

@@ -183,12 +183,11 @@ const PENDING_CAP: usize = 1024;
 impl ProtocolSessions {
     /// Sessions under `policy`.
     pub fn new(mut policy: ProxyPolicy) -> Self {
-        // Robin's quACKs take 2-, 4- and 8-byte identifiers; Packrat's eACK engine takes 4-byte
-        // ones ([`engines_from`]): a session asking Packrat for another width is refused at
-        // negotiation, so the client hears why and falls back, instead of a session without
-        // engines.
+        // Robin's quACKs and Packrat's eACKs take 2-, 4- and 8-byte identifiers
+        // ([`engines_from`]); a width outside the policy is refused at negotiation, so the
+        // client hears why and falls back, instead of a session without engines.
         policy.identifier_widths &= (1 << 2) | (1 << 4) | (1 << 8);
-        policy.packrat_identifier_widths &= 1 << 4;
+        policy.packrat_identifier_widths &= (1 << 2) | (1 << 4) | (1 << 8);
         Self {
             table: ProxySessionTable::new(policy),
             pending: VecDeque::new(),
@@ -269,9 +268,10 @@ fn to_flow(b: BaseFlow) -> FlowKey {
     }
 }
 
-/// Map a negotiated protocol configuration to engine parameters. Robin's quACKs take 2-, 4- and
-/// 8-byte identifiers (Sidekick (NSDI '24) §3); Packrat's eACKs take 4-byte ones (Packrat
-/// (CoNEXT '26) §5.2.1's default), other widths with Packrat are refused.
+/// Map a negotiated protocol configuration to engine parameters. Robin's quACKs and Packrat's
+/// eACKs take 2-, 4- and 8-byte identifiers (Sidekick (NSDI '24) §3; 4 is Packrat (CoNEXT '26)
+/// §5.2.1's default). A multicast group's shared cache takes 4-byte identifiers only (one
+/// width for every member of the group): a multicast session at another width is refused.
 pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError> {
     let width = match config.identifier.as_ref().map_or(4, |s| s.width) {
         2 => quack::Width::U16,
@@ -283,9 +283,14 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
             )));
         }
     };
-    if config.packrat.is_some() && width != quack::Width::U32 {
+    if config
+        .packrat
+        .as_ref()
+        .is_some_and(|p| !p.multicast_group.is_empty())
+        && width != quack::Width::U32
+    {
         return Err(SessionError(format!(
-            "identifier width {} not supported by Packrat (4 only)",
+            "identifier width {} not supported by a multicast group (4 only)",
             width.bytes()
         )));
     }
@@ -316,6 +321,7 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
         local_symbols: (p.local_symbols as usize).clamp(1, eack::MAX_SYMBOLS),
         cache_bytes: usize::try_from(p.cache_capacity_bytes).unwrap_or(usize::MAX),
         id,
+        width,
         key: HashKey::DEFAULT,
         retx_budget_percent: crate::packrat::DEFAULT_RETX_BUDGET_PERCENT,
     });
@@ -620,7 +626,7 @@ mod tests {
             let r = engines_from(&c).unwrap().robin.unwrap();
             assert_eq!((r.width, r.id), (want, IdSource::Offset(-(w as isize))));
         }
-        // Packrat's eACKs take 4 bytes only.
+        // Packrat's eACKs take every width too.
         c.packrat = Some(WirePackrat {
             eack_interval_ms: 10,
             eack_interval_packets: 16,
@@ -629,10 +635,25 @@ mod tests {
             reorder_delay_ms: 30,
             multicast_group: Vec::new(),
         });
-        assert!(engines_from(&c).is_err());
-        c.identifier = Some(spec(4));
-        assert!(engines_from(&c).unwrap().packrat.is_some());
+        for (w, want) in [
+            (2, quack::Width::U16),
+            (4, quack::Width::U32),
+            (8, quack::Width::U64),
+        ] {
+            c.identifier = Some(spec(w));
+            let p = engines_from(&c).unwrap().packrat.unwrap();
+            assert_eq!((p.width, p.id), (want, IdSource::Offset(-(w as isize))));
+        }
         c.identifier = Some(spec(3));
         assert!(engines_from(&c).is_err());
+        // A multicast group's shared cache: 4 bytes only.
+        if let Some(p) = c.packrat.as_mut() {
+            p.multicast_group =
+                WirePackrat::encode_multicast_group("239.1.2.3:5004".parse().unwrap());
+        }
+        c.identifier = Some(spec(8));
+        assert!(engines_from(&c).is_err());
+        c.identifier = Some(spec(4));
+        assert!(engines_from(&c).unwrap().multicast_group.is_some());
     }
 }

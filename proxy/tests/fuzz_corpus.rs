@@ -110,7 +110,23 @@ fn eack_seeds() -> Vec<(&'static str, Vec<u8>)> {
     rx.encode(40, &mut full).unwrap();
     let mut short = Vec::new();
     rx.encode(6, &mut short).unwrap();
-    vec![("lost-3-11", full), ("lost-3-11-short", short)]
+    // The same client at 2- and 8-byte identifiers (the engines of those widths in the body).
+    let mut r16 = eack::WidthReceiverEack::new(quack::Width::U16, 40, eack::HashKey::DEFAULT);
+    let mut r64 = eack::WidthReceiverEack::new(quack::Width::U64, 40, eack::HashKey::DEFAULT);
+    for id in (0..20u64).filter(|&i| i != 3 && i != 11) {
+        r16.on_receive(id);
+        r64.on_receive(id);
+    }
+    let mut w16 = Vec::new();
+    r16.encode(40, &mut w16).unwrap();
+    let mut w64 = Vec::new();
+    r64.encode(40, &mut w64).unwrap();
+    vec![
+        ("lost-3-11", full),
+        ("lost-3-11-short", short),
+        ("lost-3-11-u16", w16),
+        ("lost-3-11-u64", w64),
+    ]
 }
 
 fn core_frames_seeds() -> Vec<(&'static str, Vec<u8>)> {
@@ -198,10 +214,26 @@ fn core_sessions_seeds() -> Vec<(&'static str, Vec<u8>)> {
         s.extend(step(8, &[0]));
         s
     };
+    // Modes 8 and 14: Packrat at 2- and 8-byte identifiers (IPv6); the datagrams' last bytes
+    // differ at either width.
+    let download_at_width = |mode: u8| {
+        let mut s = vec![mode];
+        for id in 0..12u32 {
+            let lost = if id % 5 == 2 { 0x08 } else { 0 };
+            let mut d = datagram(id);
+            d.extend_from_slice(&(id + 1).wrapping_mul(0x0101_0101).to_le_bytes());
+            s.extend(step(1 | lost, &d));
+        }
+        s.extend(step(5, &[0, 40]));
+        s.extend(step(8, &[0]));
+        s
+    };
     vec![
         ("robin-upload", upload),
         ("packrat-download", download(2, 1)),
         ("multicast", download(4, 2)),
+        ("packrat-download-2-byte-ids", download_at_width(8)),
+        ("packrat-download-8-byte-ids", download_at_width(14)),
     ]
 }
 

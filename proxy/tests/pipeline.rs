@@ -518,13 +518,89 @@ fn robin_quacks_at_every_identifier_width() {
     robin_at_width::<u64>(8);
 }
 
+/// Packrat at each identifier width (2, 4, 8 bytes; Sidekick (NSDI '24) §3): the session is
+/// granted at that width, the proxy caches the datagrams by their last `width` bytes, and the
+/// client's eACK of that width brings back exactly the frames it missed; an eACK of another width
+/// is refused with a Reset.
+fn packrat_at_width(width: quack::Width) {
+    let now = Instant::now();
+    let w = width.bytes();
+    let mut cfg = packrat_config();
+    let spec = cfg.identifier.as_mut().unwrap();
+    spec.width = w as u32;
+    spec.offset = -(w as i32);
+    let mut lab = Lab::new(cfg);
+    lab.establish(now);
+    let src = quack::IdSource::Offset(-(w as isize));
+    let mut rx = eack::WidthReceiverEack::new(width, 160, eack::HashKey::DEFAULT);
+    rx.reset(lab.client.epoch());
+    let mut frames = Vec::new();
+    for i in 0..16u64 {
+        let mut p = vec![0x41u8; 600];
+        p.extend_from_slice(&(0x0123_4567_89ab_0000 + i * 0x1_0001).to_le_bytes()[..w]);
+        frames.push(lab.base_to_client(now, &p));
+        if i != 3 && i != 7 {
+            rx.on_datagram(&src, &p).unwrap();
+        }
+    }
+    let mut wire = Vec::new();
+    rx.encode(40, &mut wire).unwrap();
+    assert_eq!(usize::from(wire[1]), w);
+    lab.client.send_eack(now, &wire).unwrap();
+    lab.pump(now);
+    let mut got = lab.injected.clone();
+    got.sort();
+    let mut want = vec![frames[3].clone(), frames[7].clone()];
+    want.sort();
+    assert_eq!(got, want, "width {w}: the original frames");
+    let snap = lab.core.snapshot();
+    assert_eq!(
+        (snap.packrat.retransmissions, snap.packrat.eacks_decoded),
+        (2, 1)
+    );
+    // The same set at another width: refused (a Reset), nothing retransmitted.
+    let other = if width == quack::Width::U32 {
+        quack::Width::U64
+    } else {
+        quack::Width::U32
+    };
+    let mut wrong = eack::WidthReceiverEack::new(other, 160, eack::HashKey::DEFAULT);
+    wrong.reset(lab.client.epoch());
+    let mut wire = Vec::new();
+    wrong.encode(40, &mut wire).unwrap();
+    lab.injected.clear();
+    lab.client.send_eack(now, &wire).unwrap();
+    lab.pump(now);
+    let snap = lab.core.snapshot();
+    assert_eq!((snap.packrat.eacks_failed, snap.resets_sent), (1, 1));
+    assert!(lab.injected.is_empty());
+}
+
 #[test]
-fn identifier_widths_the_engines_lack_are_refused_at_negotiation() {
-    // Packrat's eACKs take 4-byte identifiers: a session asking for Packrat at 8 bytes is refused.
+fn packrat_at_every_identifier_width() {
+    packrat_at_width(quack::Width::U16);
+    packrat_at_width(quack::Width::U32);
+    packrat_at_width(quack::Width::U64);
+}
+
+#[test]
+fn identifier_widths_outside_the_policy_are_refused_at_negotiation() {
+    // A proxy whose policy grants Packrat 4-byte identifiers only (`packrat_identifier_widths`)
+    // refuses a Packrat session at 8 bytes.
     let now = Instant::now();
     let mut cfg = packrat_config();
     cfg.identifier.as_mut().unwrap().width = 8;
     let mut lab = Lab::new(cfg);
+    let mut policy = ProxyPolicy::new(addr(PROXY));
+    policy.packrat_identifier_widths = 1 << 4;
+    lab.core = ProxyCore::new(
+        CoreConfig {
+            link: LinkType::Ethernet,
+            ..CoreConfig::default()
+        },
+        ProtocolSessions::new(policy),
+        (1, 2),
+    );
     lab.client.start(now).unwrap();
     lab.pump(now);
     // The client hears the refusal (and can fall back); no session, no flow without engines.

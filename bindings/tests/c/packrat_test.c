@@ -154,12 +154,40 @@ static void datagrams_without_packet_numbers_pass_straight_through(void) {
     c.identifier.mode = 7;
     CHECK_EQ(sk_packrat_new(&c, &bad), SK_STATUS_INVALID_ARGUMENT);
     CHECK(bad == NULL);
-    /* Packrat's eACKs take 4-byte identifiers only. */
+    /* Identifier widths are 2, 4 or 8 bytes. */
     sk_packrat_config_default(&c);
-    c.identifier.width = 8;
+    c.identifier.width = 3;
     CHECK_EQ(sk_packrat_new(&c, &bad), SK_STATUS_INVALID_ARGUMENT);
     CHECK(bad == NULL);
     sk_packrat_free(p);
+}
+
+/* The identifier width applies to Packrat (Sidekick (NSDI '24) §3): the eACK's header names it
+ * (byte 1) and its symbols are 5 + width bytes each. */
+static void eacks_carry_the_configured_identifier_width(void) {
+    static const uint8_t widths[3] = {2, 4, 8};
+    size_t lens[3];
+    for (int k = 0; k < 3; k++) {
+        SkPackratConfig c;
+        sk_packrat_config_default(&c);
+        c.identifier.width = widths[k];
+        c.identifier.offset = -(int32_t)widths[k];
+        SkPackrat *p = NULL;
+        CHECK_EQ(sk_packrat_new(&c, &p), SK_STATUS_OK);
+        receive(p, 0, 0);
+        uint8_t buf[4096];
+        size_t len = 0;
+        CHECK_EQ(sk_packrat_poll_eack(p, 0, buf, sizeof buf, &len), SK_STATUS_OK);
+        CHECK(len > 12);
+        CHECK_EQ(buf[1], widths[k]);
+        CHECK_EQ((len - 12) % (5u + widths[k]), 0);
+        lens[k] = len;
+        SkPackratStats st;
+        sk_packrat_stats(p, &st);
+        CHECK_EQ(st.unidentifiable, 0);
+        sk_packrat_free(p);
+    }
+    CHECK(lens[0] < lens[1] && lens[1] < lens[2]);
 }
 
 int main(void) {
@@ -168,5 +196,6 @@ int main(void) {
     RUN(reorder_window_expiry_releases_held_datagrams);
     RUN(eacks_are_produced_on_the_packet_count);
     RUN(datagrams_without_packet_numbers_pass_straight_through);
+    RUN(eacks_carry_the_configured_identifier_width);
     return REPORT();
 }

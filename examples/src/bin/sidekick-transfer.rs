@@ -189,7 +189,7 @@ struct SidekickArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     sidekick_discovery_attempts: u32,
     /// Identifier width in bytes: 2, 4 or 8 (Sidekick (NSDI '24) §3; the datagram's last N
-    /// bytes). The proxy's Packrat takes 4 only.
+    /// bytes); Robin's quACKs and Packrat's eACKs both use it.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["2", "4", "8"]), |s: String| s.parse::<u32>().unwrap_or(4)))]
     sidekick_id_bytes: u32,
 }

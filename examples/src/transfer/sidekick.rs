@@ -199,6 +199,9 @@ pub struct SidekickCounters {
     pub eacks_sent: u64,
     /// Coded symbols in those eACKs.
     pub eack_symbols: u64,
+    /// Bytes of those eACKs on the wire (the eACK itself, without the session's framing); the
+    /// identifier width sets the bytes per symbol (`width + 5`).
+    pub eack_bytes: u64,
     /// Near-segment losses Robin detected (reordering rule + time rule).
     pub losses_detected: u64,
     /// Robin: quACKs that did not decode (more than `t` missing, or power sums inconsistent
@@ -309,6 +312,7 @@ impl SidekickCounters {
             stale_quacks: st.stale_quacks,
             eacks_sent: st.eacks_sent,
             eack_symbols: packrat.eack_symbols,
+            eack_bytes: packrat.eack_bytes,
             losses_detected: robin.lost_by_reordering + robin.lost_by_time,
             quack_undecodable: robin.undecodable,
             quack_bytes: robin.quack_bytes,

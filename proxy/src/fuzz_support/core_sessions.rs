@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use eack::ReceiverEack;
-use quack::IdSource;
+use eack::{HashKey, WidthReceiverEack};
+use quack::{IdSource, Width};
 use sidekick_protocol::messages::{
     IdentifierMode, IdentifierSpec, PackratConfig, RobinConfig, SessionConfig,
 };
@@ -68,8 +68,24 @@ fn packrat(cache: u64, multicast_group: Vec<u8>) -> PackratConfig {
     }
 }
 
-/// The session configurations the script starts from (`sel % 6`).
+/// The identifier width of preset `sel`: the unicast Packrat presets (2 and 3) take 4, 2 or 8
+/// bytes by `sel / 6 % 3` (Sidekick (NSDI '24) §3); the others 4.
+fn preset_width(sel: u8) -> Width {
+    match sel % 6 {
+        2 | 3 => [Width::U32, Width::U16, Width::U64][usize::from(sel / 6 % 3)],
+        _ => Width::U32,
+    }
+}
+
+/// The session configurations the script starts from (`sel % 6`; the width of
+/// [`preset_width`]).
 fn preset(sel: u8) -> SessionConfig {
+    let w = preset_width(sel).bytes() as u32;
+    let sized = IdentifierSpec {
+        width: w,
+        offset: -(w as i32),
+        ..IdentifierSpec::quic_default()
+    };
     let keyed = IdentifierSpec {
         mode: IdentifierMode::KeyedHash as i32,
         offset: 0,
@@ -87,15 +103,11 @@ fn preset(sel: u8) -> SessionConfig {
             None,
             IdentifierSpec::quic_default(),
         ),
-        2 => (
-            None,
-            Some(packrat(8 * 1024, Vec::new())),
-            IdentifierSpec::quic_default(),
-        ),
+        2 => (None, Some(packrat(8 * 1024, Vec::new())), sized),
         3 => (
             Some(robin(0, 4, 4, 0)),
             Some(packrat(4 * 1024, Vec::new())),
-            IdentifierSpec::quic_default(),
+            sized,
         ),
         4 => (
             None,
@@ -187,8 +199,9 @@ struct Harness {
     client: ClientSession,
     flow: Flow,
     pemi: bool,
-    /// The client's view of what it received this epoch (for real eACKs).
-    rx: ReceiverEack,
+    /// The client's view of what it received this epoch (for real eACKs), at the session's
+    /// identifier width.
+    rx: WidthReceiverEack,
     ids: IdSource,
     /// Addresses that sent authentic sidekick frames: the only ones the proxy may answer.
     authentic: HashSet<SocketAddr>,
@@ -253,8 +266,8 @@ impl Harness {
             client: ClientSession::new(ClientConfig::new(config)),
             flow,
             pemi,
-            rx: ReceiverEack::new(SYMBOLS),
-            ids: IdSource::QUIC_DEFAULT,
+            rx: WidthReceiverEack::new(preset_width(mode), SYMBOLS, HashKey::DEFAULT),
+            ids: IdSource::Offset(-(preset_width(mode).bytes() as isize)),
             authentic: HashSet::new(),
             now: Instant::now(),
         }
@@ -289,8 +302,8 @@ impl Harness {
     fn server_sends(&mut self, dst: SocketAddr, payload: &[u8], meta: FrameMeta, received: bool) {
         let f = self.flow.frame(self.flow.server, dst, AP_MAC, payload);
         self.on_frame(Direction::ToClient, &f, meta);
-        if received && let Ok(id) = self.ids.extract::<u32>(payload) {
-            self.rx.on_receive(id);
+        if received {
+            let _ = self.rx.on_datagram(&self.ids, payload);
         }
     }
 
@@ -371,9 +384,7 @@ impl Harness {
                     assert_eq!(p.dst, group_addr(), "retransmission to a stranger");
                     assert_eq!(frame.get(..6), Some(&CLIENT_MAC[..]), "to the member's MAC");
                 }
-                if let Ok(id) = self.ids.extract::<u32>(&payload) {
-                    self.rx.on_receive(id);
-                }
+                let _ = self.rx.on_datagram(&self.ids, &payload);
             }
         }
     }
@@ -476,6 +487,9 @@ pub fn fuzz_core_sessions(data: &[u8]) {
                     // A new session on the same flow (the old one is detached).
                     let sel = payload.get(1).copied().unwrap_or(0);
                     h.client = ClientSession::new(ClientConfig::new(preset(sel)));
+                    let w = preset_width(sel);
+                    h.rx = WidthReceiverEack::new(w, SYMBOLS, HashKey::DEFAULT);
+                    h.ids = IdSource::Offset(-(w.bytes() as isize));
                     let _ = h.client.start(h.now);
                 }
             },
@@ -508,9 +522,10 @@ mod tests {
         v
     }
 
+    /// A datagram whose last 2, 4 and 8 bytes differ between ids below 256.
     fn datagram(id: u32) -> Vec<u8> {
         let mut p = vec![0x40; 60];
-        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&id.wrapping_mul(0x0101_0101).to_le_bytes());
         p
     }
 
@@ -534,22 +549,27 @@ mod tests {
 
     #[test]
     fn real_eacks_reach_the_packrat_engine() {
-        // Packrat preset: lost datagrams come back from the cache after a real eACK.
-        let mut h = Harness::new(2);
-        h.client.start(h.now).unwrap();
-        h.pump();
-        assert_eq!(h.client.state(), ClientState::Established);
-        for id in 0..20u32 {
-            h.server_sends(h.flow.client, &datagram(id), FrameMeta::default(), id != 5);
+        // Packrat preset at 4, 2 and 8 bytes (modes 2, 8, 14): lost datagrams come back from
+        // the cache after a real eACK of the session's width.
+        for (mode, width) in [(2u8, Width::U32), (8, Width::U16), (14, Width::U64)] {
+            assert_eq!(preset_width(mode), width);
+            let mut h = Harness::new(mode);
+            h.client.start(h.now).unwrap();
             h.pump();
+            assert_eq!(h.client.state(), ClientState::Established);
+            for id in 0..20u32 {
+                h.server_sends(h.flow.client, &datagram(id), FrameMeta::default(), id != 5);
+                h.pump();
+            }
+            let mut w = Vec::new();
+            h.rx.encode(SYMBOLS, &mut w).unwrap();
+            assert_eq!(usize::from(w[1]), width.bytes());
+            h.client.send_eack(h.now, &w).unwrap();
+            h.pump();
+            let s = h.core.snapshot();
+            assert_eq!(s.packrat.eacks_decoded, 1, "mode {mode}: {s:?}");
+            assert_eq!(s.packrat.retransmissions, 1, "mode {mode}");
         }
-        let mut w = Vec::new();
-        h.rx.encode(SYMBOLS, &mut w).unwrap();
-        h.client.send_eack(h.now, &w).unwrap();
-        h.pump();
-        let s = h.core.snapshot();
-        assert_eq!(s.packrat.eacks_decoded, 1, "{s:?}");
-        assert_eq!(s.packrat.retransmissions, 1);
     }
 
     proptest! {
