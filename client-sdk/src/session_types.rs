@@ -101,8 +101,9 @@ impl SidekickConfig {
     /// and caches what it forwards to the client, repairing it from the client's eACKs (Packrat
     /// (CoNEXT '26) §5) with [`Self::packrat`]'s defaults. The two engines share the session's
     /// identifiers (4 bytes: Packrat's width), its quota and its epoch: a Reset either way
-    /// restarts both (Sidekick (NSDI '24) §4.2). A proxy that refuses Packrat (e.g. its memory
-    /// budget is spent) refuses the session: the client then falls back as a whole.
+    /// restarts both (Sidekick (NSDI '24) §4.2). When one engine proves useless while the other
+    /// runs (a proxy whose memory budget had no room for Packrat's cache repairs nothing), only
+    /// it stops ([`SdkEvent::EngineDropped`]) and the session goes on with the other.
     ///
     /// ```
     /// use sidekick::session::SidekickConfig;

@@ -61,9 +61,14 @@ struct World {
 
 impl World {
     fn new() -> Self {
+        Self::with(CoreConfig::default(), |_| {})
+    }
+
+    /// A world whose core has `cfg` (on Ethernet) and whose client's settings `tune` adjusts.
+    fn with(cfg: CoreConfig, tune: impl FnOnce(&mut SidekickConfig)) -> Self {
         let cfg = CoreConfig {
             link: LinkType::Ethernet,
-            ..CoreConfig::default()
+            ..cfg
         };
         // The proxy's default retransmission budget (10 % of the bytes forwarded to the client).
         let core = ProxyCore::new(
@@ -73,6 +78,7 @@ impl World {
         );
         let mut sdk = SidekickConfig::robin_and_packrat(10, 16);
         sdk.protocol.refresh_interval = Duration::from_millis(100);
+        tune(&mut sdk);
         let mut client = SidekickClient::new(sdk);
         client.set_base_peer(addr(SERVER));
         Self {
@@ -85,7 +91,7 @@ impl World {
     }
 
     /// A datagram from the client crosses the proxy (unless lost before it) to the server.
-    fn from_client(&mut self, d: &[u8], lose: bool) {
+    fn client_sends(&mut self, d: &[u8], lose: bool) {
         if lose {
             return;
         }
@@ -100,18 +106,18 @@ impl World {
     }
 
     /// A datagram from the server crosses the proxy, then the near link (unless lost there).
-    fn from_server(&mut self, d: &[u8], lose: bool) {
+    fn server_sends(&mut self, d: &[u8], lose: bool) {
         let f = eth(&build_udp_ip(addr(SERVER), addr(CLIENT), d, 64));
         let v = self
             .core
             .handle_frame(self.now, Direction::ToClient, &f, FrameMeta::default());
         assert_eq!(v, Verdict::Forward);
         if !lose {
-            self.to_client(d.to_vec());
+            self.client_receives(d.to_vec());
         }
     }
 
-    fn to_client(&mut self, d: Vec<u8>) {
+    fn client_receives(&mut self, d: Vec<u8>) {
         let pn = seq_of(&d, DOWN);
         self.client.on_base_received_with_pn(self.now, d, pn);
     }
@@ -125,7 +131,7 @@ impl World {
                 match t {
                     // Discovery requests and Robin's early resends (which the link does not
                     // drop: the test counts repairs, not repairs of repairs).
-                    SdkTransmit::Base(d) => self.from_client(&d, false),
+                    SdkTransmit::Base(d) => self.client_sends(&d, false),
                     SdkTransmit::Sidekick(to, bytes) => {
                         assert_eq!(to, addr(PROXY));
                         self.core.handle_sidekick(self.now, addr(CLIENT_SK), &bytes);
@@ -147,7 +153,7 @@ impl World {
                         assert_eq!(dir, Direction::ToClient);
                         let p = parse_frame(&frame, LinkType::Ethernet).unwrap();
                         assert_eq!((p.src, p.dst), (addr(SERVER), addr(CLIENT)));
-                        self.to_client(p.payload(&frame).to_vec());
+                        self.client_receives(p.payload(&frame).to_vec());
                     }
                 }
             }
@@ -167,6 +173,11 @@ impl World {
     }
 
     fn establish(&mut self) {
+        self.establish_with(true);
+    }
+
+    /// Discovery and Init; `packrat` whether the proxy's core runs Packrat for the session.
+    fn establish_with(&mut self, packrat: bool) {
         self.client.start(self.now).unwrap();
         for _ in 0..20 {
             self.pump();
@@ -180,6 +191,10 @@ impl World {
         assert!(s.robin.is_some() && s.packrat.is_some(), "{s:?}");
         assert!(self.client.robin().is_some() && self.client.packrat().is_some());
         assert_eq!(self.core.flows().assisted_len(), 1);
+        let (_, e) = self.core.flows().iter().next().unwrap();
+        let engines = e.value.assistance.session_engines().unwrap();
+        assert!(engines.robin.is_some());
+        assert_eq!(engines.packrat.is_some(), packrat);
     }
 
     /// Datagrams `from..to` both ways, one each way per millisecond.
@@ -187,8 +202,8 @@ impl World {
         for seq in from..to {
             let up = datagram(UP, seq);
             self.client.on_base_sent(self.now, &up);
-            self.from_client(&up, lost(UP, seq));
-            self.from_server(&datagram(DOWN, seq), lost(DOWN, seq));
+            self.client_sends(&up, lost(UP, seq));
+            self.server_sends(&datagram(DOWN, seq), lost(DOWN, seq));
             self.pump();
             self.now += Duration::from_millis(1);
             self.pump();
@@ -300,4 +315,37 @@ fn a_reset_restarts_both_engines_and_both_keep_repairing() {
     assert!(w.client.stats().retransmissions > resent_before);
     assert!(w.core.snapshot().packrat.retransmissions > retx_before);
     assert!(w.client.is_active(), "{:?}", w.client.fallback_cause());
+}
+
+/// The proxy's memory budget holds Robin's few bytes but not a Packrat cache: the core runs the
+/// session with Robin alone. The client's Packrat finds its holds never repaired and stops on
+/// its own (`EngineDropped`), and asks the proxy for a Robin-only configuration; Robin never
+/// stopped repairing the upload.
+#[test]
+fn a_proxy_without_room_for_packrat_leaves_robin_running() {
+    let cfg = CoreConfig {
+        memory_budget: 8 * 1024,
+        ..CoreConfig::default()
+    };
+    let mut w = World::with(cfg, |c| c.hold_assessment_gaps = 16);
+    w.establish_with(false);
+    assert!(w.core.snapshot().memory_refused >= 1);
+    w.exchange(0, N);
+    w.settle(200);
+    let st = w.client.stats();
+    assert_eq!(st.engines_dropped, 1, "{st:?}");
+    assert!(w.client.packrat().is_none());
+    assert!(w.client.is_active(), "{:?}", w.client.fallback_cause());
+    assert_eq!(st.reconfigurations, 1, "{st:?}");
+    let echo = w.client.session_config().unwrap();
+    assert!(echo.robin.is_some() && echo.packrat.is_none(), "{echo:?}");
+    // The upload lost nothing the quACKs did not reveal, before and after the
+    // reconfiguration (whose new epoch's first quACK is again a baseline).
+    let missing_up: Vec<u64> = (0..N).filter(|s| !w.at_server.contains(s)).collect();
+    assert!(missing_up.len() <= 1, "upload not repaired: {missing_up:?}");
+    assert!(st.retransmissions > 0);
+    // The download's losses stay lost (nothing repairs them), but nothing stays held.
+    let dropped_down = lost_count(DOWN, 0..N);
+    assert_eq!(w.at_client.len() as u64, N - dropped_down);
+    assert_eq!(w.core.snapshot().packrat.retransmissions, 0);
 }
