@@ -83,6 +83,12 @@ typedef enum SkClientEventKind {
     SK_CLIENT_EVENT_KIND_DELIVERED = 3,
     // The client fell back to plain end-to-end behaviour (`fallback_cause`).
     SK_CLIENT_EVENT_KIND_FALLBACK = 4,
+    // Robin stopped on its own in a session running both engines (`fallback_cause`: why);
+    // Packrat goes on. No more `NEAR_LOSS` or `DELIVERED` events: PACUBIC acts as CUBIC again.
+    SK_CLIENT_EVENT_KIND_ROBIN_DROPPED = 5,
+    // Packrat stopped on its own in a session running both engines (`fallback_cause`: why);
+    // Robin goes on.
+    SK_CLIENT_EVENT_KIND_PACKRAT_DROPPED = 6,
 } SkClientEventKind;
 
 // Which rule declared a datagram lost.
@@ -186,8 +192,8 @@ typedef struct SkIdentifier {
 } SkIdentifier;
 
 // The session configuration requested from the proxy in Init (Sidekick (NSDI '24) §4.1, Packrat (CoNEXT '26) §6.1).
-// Fill with `sk_session_config_robin` / `sk_session_config_packrat` and adjust; both modes may
-// be enabled.
+// Fill with `sk_session_config_robin`, `sk_session_config_packrat` or
+// `sk_session_config_robin_and_packrat` (both on one session) and adjust.
 typedef struct SkSessionConfig {
     // Non-zero: request Robin (quACKs for uploads).
     uint8_t robin;
@@ -248,7 +254,7 @@ typedef struct SkClientEvent {
     uint64_t delivered_bytes;
     // `DELIVERED`: send time of the newest of them (caller's microseconds).
     uint64_t newest_sent_us;
-    // `FALLBACK`: why.
+    // `FALLBACK`, `ROBIN_DROPPED`, `PACKRAT_DROPPED`: why.
     enum SkFallbackCause fallback_cause;
     // `FALLBACK` with `REJECTED`: the proxy's error code.
     uint32_t fallback_detail;
@@ -486,6 +492,24 @@ enum SkStatus sk_session_config_robin(uint32_t interval_ms,
 // # Safety
 // `out` is valid for a write.
 enum SkStatus sk_session_config_packrat(struct SkSessionConfig *out);
+
+// Fills `out` with Robin and Packrat on one session, for a connection that both sends and
+// receives near the lossy link (an upload beside a download, a call with media both ways): a
+// quACK every `interval_ms` with threshold `t` for what the client sends (as
+// `sk_session_config_robin`), and Packrat's WiFi defaults for what it receives (as
+// `sk_session_config_packrat`, eACKs sized for 16 packets in flight). The engines share the
+// session's identifiers (4 bytes), quota and epoch: a reset restarts both. When one engine's
+// assessment fails while the other runs, only it stops (`SK_CLIENT_EVENT_KIND_ROBIN_DROPPED`
+// or `SK_CLIENT_EVENT_KIND_PACKRAT_DROPPED`).
+//
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
+//
+// # Safety
+// `out` is valid for a write.
+enum SkStatus sk_session_config_robin_and_packrat(uint32_t interval_ms,
+                                                  uint32_t threshold,
+                                                  struct SkSessionConfig *out);
 
 // Asks Packrat assistance for a multicast stream (Packrat (CoNEXT '26) §6.1 "Multicast Proxy"):
 // the server sends the stream to `group` (a `sockaddr_in` / `sockaddr_in6` of a multicast

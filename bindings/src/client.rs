@@ -8,7 +8,9 @@
 
 use sidekick_sdk::lens::Direction;
 use sidekick_sdk::robin::LossRule;
-use sidekick_sdk::session::{FallbackCause, SdkEvent, SidekickClient, SidekickConfig, Transmit};
+use sidekick_sdk::session::{
+    Engine, FallbackCause, SdkEvent, SidekickClient, SidekickConfig, Transmit,
+};
 
 use crate::client_types::{
     SkClientEvent, SkClientEventKind, SkClientStats, SkDestination, SkFallbackCause,
@@ -73,6 +75,34 @@ pub unsafe extern "C" fn sk_session_config_robin(
 pub unsafe extern "C" fn sk_session_config_packrat(out: *mut SkSessionConfig) -> SkStatus {
     guard(|| {
         let c = SidekickConfig::packrat();
+        let s = SkSessionConfig::from_rust(&c.protocol.session);
+        // SAFETY: forwarded caller contract.
+        status(unsafe { write_out(out, s) }.map(|()| SkStatus::Ok))
+    })
+}
+
+/// Fills `out` with Robin and Packrat on one session, for a connection that both sends and
+/// receives near the lossy link (an upload beside a download, a call with media both ways): a
+/// quACK every `interval_ms` with threshold `t` for what the client sends (as
+/// `sk_session_config_robin`), and Packrat's WiFi defaults for what it receives (as
+/// `sk_session_config_packrat`, eACKs sized for 16 packets in flight). The engines share the
+/// session's identifiers (4 bytes), quota and epoch: a reset restarts both. When one engine's
+/// assessment fails while the other runs, only it stops (`SK_CLIENT_EVENT_KIND_ROBIN_DROPPED`
+/// or `SK_CLIENT_EVENT_KIND_PACKRAT_DROPPED`).
+///
+/// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+/// kept. Thread safety: no shared state, callable from any thread at any time.
+///
+/// # Safety
+/// `out` is valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sk_session_config_robin_and_packrat(
+    interval_ms: u32,
+    threshold: u32,
+    out: *mut SkSessionConfig,
+) -> SkStatus {
+    guard(|| {
+        let c = SidekickConfig::robin_and_packrat(interval_ms, threshold);
         let s = SkSessionConfig::from_rust(&c.protocol.session);
         // SAFETY: forwarded caller contract.
         status(unsafe { write_out(out, s) }.map(|()| SkStatus::Ok))
@@ -454,6 +484,17 @@ pub unsafe extern "C" fn sk_client_poll_event(
                             fallback_cause,
                             fallback_detail,
                             ..SkClientEvent::empty(SkClientEventKind::Fallback)
+                        }
+                    }
+                    SdkEvent::EngineDropped(engine, cause) => {
+                        let (fallback_cause, fallback_detail) = fallback_to_c(cause);
+                        SkClientEvent {
+                            fallback_cause,
+                            fallback_detail,
+                            ..SkClientEvent::empty(match engine {
+                                Engine::Robin => SkClientEventKind::RobinDropped,
+                                Engine::Packrat => SkClientEventKind::PackratDropped,
+                            })
                         }
                     }
                 };

@@ -14,8 +14,8 @@ use crate::robin::{SkIdentifier, SkLossRule};
 pub(crate) const DEFAULT_EACK_INFLIGHT_ALLOWANCE: u32 = 16;
 
 /// The session configuration requested from the proxy in Init (Sidekick (NSDI '24) §4.1, Packrat (CoNEXT '26) §6.1).
-/// Fill with `sk_session_config_robin` / `sk_session_config_packrat` and adjust; both modes may
-/// be enabled.
+/// Fill with `sk_session_config_robin`, `sk_session_config_packrat` or
+/// `sk_session_config_robin_and_packrat` (both on one session) and adjust.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SkSessionConfig {
@@ -271,6 +271,12 @@ pub enum SkClientEventKind {
     Delivered = 3,
     /// The client fell back to plain end-to-end behaviour (`fallback_cause`).
     Fallback = 4,
+    /// Robin stopped on its own in a session running both engines (`fallback_cause`: why);
+    /// Packrat goes on. No more `NEAR_LOSS` or `DELIVERED` events: PACUBIC acts as CUBIC again.
+    RobinDropped = 5,
+    /// Packrat stopped on its own in a session running both engines (`fallback_cause`: why);
+    /// Robin goes on.
+    PackratDropped = 6,
 }
 
 /// One session event; fields not meaningful for the kind are zero (`packet_number` -1).
@@ -293,7 +299,7 @@ pub struct SkClientEvent {
     pub delivered_bytes: u64,
     /// `DELIVERED`: send time of the newest of them (caller's microseconds).
     pub newest_sent_us: u64,
-    /// `FALLBACK`: why.
+    /// `FALLBACK`, `ROBIN_DROPPED`, `PACKRAT_DROPPED`: why.
     pub fallback_cause: SkFallbackCause,
     /// `FALLBACK` with `REJECTED`: the proxy's error code.
     pub fallback_detail: u32,

@@ -17,7 +17,7 @@ use crate::client::{
     sk_client_on_sidekick_received, sk_client_poll_deliver, sk_client_poll_event,
     sk_client_poll_timeout, sk_client_poll_transmit, sk_client_rtt_ratio, sk_client_set_dcid_len,
     sk_client_start, sk_client_state, sk_client_stats, sk_client_withdraw_sent,
-    sk_session_config_packrat, sk_session_config_robin,
+    sk_session_config_packrat, sk_session_config_robin, sk_session_config_robin_and_packrat,
 };
 use crate::client_types::{SkClientEvent, SkClientStats, SkDestination, SkSessionConfig};
 use crate::ffi::SkStatus;
@@ -140,7 +140,9 @@ impl Handles {
             match which % 5 {
                 0 => {
                     let mut cfg = MaybeUninit::<SkSessionConfig>::uninit();
-                    ok(if set(0) {
+                    ok(if set(0) && set(9) {
+                        sk_session_config_robin_and_packrat(a.u32(), a.u32(), cfg.as_mut_ptr())
+                    } else if set(0) {
                         sk_session_config_packrat(cfg.as_mut_ptr())
                     } else {
                         sk_session_config_robin(a.u32(), a.u32(), cfg.as_mut_ptr())

@@ -604,3 +604,25 @@ fn packrat_session_through_the_c_api_at_every_identifier_width() {
     c_api_packrat_at_width(4);
     c_api_packrat_at_width(8);
 }
+
+/// Robin and Packrat on one session through the C API: one call fills both halves of the
+/// configuration, and the real protocol proxy grants both.
+#[test]
+fn robin_and_packrat_on_one_session_through_the_c_api() {
+    let mut cfg: SkSessionConfig = unsafe { std::mem::zeroed() };
+    // SAFETY: valid output pointer.
+    assert_eq!(
+        unsafe { sk_session_config_robin_and_packrat(30, 10, &raw mut cfg) },
+        SkStatus::Ok
+    );
+    assert_eq!((cfg.robin, cfg.packrat), (1, 1));
+    assert_eq!((cfg.quack_interval_ms, cfg.quack_threshold), (30, 10));
+    assert_eq!((cfg.eack_interval_ms, cfg.reorder_delay_ms), (10, 30));
+    assert_eq!(cfg.eack_inflight_allowance, 16);
+    let lab = established(&cfg);
+    let session = lab.proxy.session(&lab.sid.unwrap()).unwrap();
+    let granted = session.config();
+    assert!(granted.robin.is_some() && granted.packrat.is_some());
+    // SAFETY: freed once.
+    unsafe { sk_client_free(lab.client) };
+}

@@ -36,7 +36,7 @@ use crate::robin::{QuackError, RobinEvent, RobinSender};
 
 #[path = "session_types.rs"]
 mod types;
-pub use types::{FallbackCause, SdkEvent, SdkStats, SidekickConfig, Transmit};
+pub use types::{Engine, FallbackCause, SdkEvent, SdkStats, SidekickConfig, Transmit};
 
 /// Cap on queued events and transmits.
 const MAX_QUEUE: usize = 4096;
@@ -377,7 +377,7 @@ impl SidekickClient {
         #[allow(clippy::cast_precision_loss)]
         let fraction = repaired as f64 / (repaired + unrepaired) as f64;
         if fraction < self.config.min_repaired_fraction {
-            self.fall_back(now, FallbackCause::HoldsUnrepaired);
+            self.fail_engine(now, Engine::Packrat, FallbackCause::HoldsUnrepaired);
         }
     }
 
@@ -400,8 +400,56 @@ impl SidekickClient {
         #[allow(clippy::cast_precision_loss)]
         let wasted = unneeded as f64 / assessed as f64;
         if wasted >= self.config.max_unneeded_fraction {
-            self.fall_back(now, FallbackCause::ResendsUnneeded);
+            self.fail_engine(now, Engine::Robin, FallbackCause::ResendsUnneeded);
         }
+    }
+
+    /// `engine` failed its assessment. Alone, it takes the session with it (fall back). Beside
+    /// the other engine, only it stops — a proxy that cannot repair what the client receives
+    /// (losses before it, a spent memory budget) may still reveal what the client sends lost
+    /// near it, and the other way round — and the proxy is asked to drop it too (a
+    /// reconfiguration without it: a new epoch, its cache or quACKs freed); a proxy refusing
+    /// that keeps an engine the client no longer feeds or reads.
+    fn fail_engine(&mut self, now: Instant, engine: Engine, cause: FallbackCause) {
+        let other_runs = match engine {
+            Engine::Robin => self.packrat.is_some(),
+            Engine::Packrat => self.robin.is_some(),
+        };
+        if !other_runs {
+            self.fall_back(now, cause);
+            return;
+        }
+        tracing::info!(
+            ?engine,
+            ?cause,
+            "sidekick: one engine stops, the other goes on"
+        );
+        let mut rest = self.session.config().cloned();
+        match engine {
+            Engine::Robin => {
+                self.robin = None;
+                if let Some(c) = rest.as_mut() {
+                    c.robin = None;
+                }
+            }
+            Engine::Packrat => {
+                if let Some(mut p) = self.packrat.take() {
+                    p.release_all();
+                    self.deliver.extend(p.poll_ready());
+                }
+                if let Some(c) = rest.as_mut() {
+                    c.packrat = None;
+                }
+            }
+        }
+        self.stats.engines_dropped += 1;
+        self.push_event(SdkEvent::EngineDropped(engine, cause));
+        if let Some(c) = rest
+            && let Err(e) = self.session.reconfigure(now, c)
+        {
+            tracing::debug!(%e, "the proxy keeps the dropped engine");
+        }
+        self.pump_session();
     }
 
     /// Datagrams the QUIC stack may receive now.

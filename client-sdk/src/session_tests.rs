@@ -606,3 +606,103 @@ fn a_multicast_session_asks_for_its_group_and_a_unicast_one_for_none() {
         (160, Ok(Some(g)))
     );
 }
+
+/// A session with both engines whose lens reads sent packets under `out` and received ones
+/// under `inc`; assessments after 16 gaps or resends.
+fn both_lab_with_keys(out: &[u8], inc: &[u8]) -> Lab {
+    let mut config = SidekickConfig::robin_and_packrat(30, 20);
+    (config.hold_assessment_gaps, config.min_repaired_fraction) = (16, 0.25);
+    (config.resend_assessment, config.max_unneeded_fraction) = (16, 0.75);
+    let mut lab = connect(config);
+    assert!(lab.client.robin().is_some() && lab.client.packrat().is_some());
+    let lens = lab.client.lens_mut();
+    lens.set_secret(crate::lens::Direction::Outgoing, out);
+    lens.set_dcid_len(crate::lens::Direction::Outgoing, 4);
+    lens.set_secret(crate::lens::Direction::Incoming, inc);
+    lens.set_dcid_len(crate::lens::Direction::Incoming, 4);
+    lab.client.on_e2e_rtt(ms(50));
+    lab
+}
+
+impl Lab {
+    /// Moves the client's sidekick frames to the proxy table and its answers back.
+    fn exchange_with_proxy(&mut self, at: u64) {
+        self.flush_to_proxy(at);
+        while let Some(t) = self.proxy.poll_transmit() {
+            self.client
+                .on_sidekick_datagram(self.t0 + ms(at), proxy_addr(), &t.bytes);
+        }
+    }
+}
+
+#[test]
+fn both_engines_come_up_on_one_session() {
+    let lab = connect(SidekickConfig::robin_and_packrat(30, 10));
+    let echo = lab.client.session_config().unwrap();
+    assert!(echo.robin.is_some() && echo.packrat.is_some());
+    assert!(lab.client.robin().is_some() && lab.client.packrat().is_some());
+}
+
+#[test]
+fn unrepaired_holds_beside_robin_stop_packrat_only() {
+    let (out, inc) = ([5u8; 48], [6u8; 48]);
+    let mut lab = both_lab_with_keys(&out, &inc);
+    // Every other received packet lost and never repaired (as in
+    // `holds_never_repaired_make_the_client_fall_back`).
+    let mut now = lab.t0;
+    let mut received = 0;
+    for pn in (0..80u8).step_by(2) {
+        now += ms(40);
+        lab.client.handle_timeout(now);
+        lab.client.on_base_received(now, test_packet(&inc, pn));
+        received += 1;
+        if lab.client.packrat().is_none() {
+            break;
+        }
+    }
+    assert!(lab.client.packrat().is_none());
+    assert!(lab.client.robin().is_some(), "Robin goes on");
+    assert!(lab.client.is_active());
+    assert_eq!(lab.client.fallback_cause(), None);
+    assert!(lab.events().contains(&SdkEvent::EngineDropped(
+        Engine::Packrat,
+        FallbackCause::HoldsUnrepaired
+    )));
+    assert_eq!(lab.client.stats().engines_dropped, 1);
+    // Nothing stays held: every datagram received reaches the stack.
+    assert_eq!(
+        std::iter::from_fn(|| lab.client.poll_deliver()).count(),
+        received
+    );
+    // The proxy is asked to drop Packrat too: a new configuration, Robin only.
+    let at = now.duration_since(lab.t0).as_millis() as u64;
+    lab.exchange_with_proxy(at);
+    assert_eq!(lab.client.stats().reconfigurations, 1);
+    let echo = lab.client.session_config().unwrap();
+    assert!(echo.robin.is_some() && echo.packrat.is_none(), "{echo:?}");
+    assert!(lab.client.robin().is_some() && lab.client.packrat().is_none());
+}
+
+#[test]
+fn unneeded_resends_beside_packrat_stop_robin_only() {
+    let (out, inc) = ([5u8; 48], [6u8; 48]);
+    let mut lab = both_lab_with_keys(&out, &inc);
+    let at = lying_quack_resends(&mut lab, &out);
+    // The receiver acknowledges everything 5 ms after the resends: it had the originals.
+    lab.client
+        .on_base_received(lab.t0 + ms(at + 5), ack_packet(&inc, 0, 39));
+    assert!(lab.client.robin().is_none());
+    assert!(lab.client.packrat().is_some(), "Packrat goes on");
+    assert_eq!(lab.client.fallback_cause(), None);
+    assert!(lab.events().contains(&SdkEvent::EngineDropped(
+        Engine::Robin,
+        FallbackCause::ResendsUnneeded
+    )));
+    lab.exchange_with_proxy(at + 5);
+    let echo = lab.client.session_config().unwrap();
+    assert!(echo.robin.is_none() && echo.packrat.is_some(), "{echo:?}");
+    assert!(lab.client.robin().is_none() && lab.client.packrat().is_some());
+    // A quACK in flight from before is ignored, not a reason to fall back.
+    lab.quack(at + 10);
+    assert!(lab.client.is_active());
+}

@@ -95,6 +95,31 @@ impl SidekickConfig {
         Self::with_session(session)
     }
 
+    /// Robin and Packrat on one session, for a connection that both sends and receives near a
+    /// lossy link (an upload beside a download, a call with media both ways): the proxy quACKs
+    /// what the client sends every `interval_ms` with threshold `t` (Sidekick (NSDI '24) §4.3)
+    /// and caches what it forwards to the client, repairing it from the client's eACKs (Packrat
+    /// (CoNEXT '26) §5) with [`Self::packrat`]'s defaults. The two engines share the session's
+    /// identifiers (4 bytes: Packrat's width), its quota and its epoch: a Reset either way
+    /// restarts both (Sidekick (NSDI '24) §4.2). When one engine proves useless while the other
+    /// runs (a proxy whose memory budget had no room for Packrat's cache repairs nothing), only
+    /// it stops ([`SdkEvent::EngineDropped`]) and the session goes on with the other.
+    ///
+    /// ```
+    /// use sidekick::session::SidekickConfig;
+    /// let c = SidekickConfig::robin_and_packrat(30, 10);
+    /// let s = &c.protocol.session;
+    /// let (r, p) = (s.robin.as_ref().unwrap(), s.packrat.as_ref().unwrap());
+    /// assert_eq!((r.interval_ms, r.threshold), (30, 10));
+    /// assert_eq!((p.eack_interval_ms, p.reorder_delay_ms), (10, 30));
+    /// assert_eq!(s.identifier.as_ref().unwrap().width, 4);
+    /// ```
+    pub fn robin_and_packrat(interval_ms: u32, threshold: u32) -> Self {
+        let mut session = Self::robin(interval_ms, threshold).protocol.session;
+        session.packrat = Self::packrat().protocol.session.packrat;
+        Self::with_session(session)
+    }
+
     /// Ask for `bytes`-byte identifiers (2, 4 or 8; Sidekick (NSDI '24) §3): shorter quACKs
     /// against a higher chance that two packets of one quACK window share an identifier. In
     /// offset mode the identifier becomes the datagram's last `bytes` bytes (for QUIC, part of
@@ -171,6 +196,15 @@ impl SidekickConfig {
     }
 }
 
+/// One of a session's engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// Robin: quACKs of what the client sends (Sidekick (NSDI '24) §4.3).
+    Robin,
+    /// Packrat: the proxy's repairs of what the client receives (Packrat (CoNEXT '26) §5).
+    Packrat,
+}
+
 /// A datagram the adapter must send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transmit {
@@ -196,6 +230,11 @@ pub enum SdkEvent {
     },
     /// Fell back to plain end-to-end behaviour.
     Fallback(FallbackCause),
+    /// One engine of a session running both stopped (its assessment failed: `cause` is
+    /// [`FallbackCause::HoldsUnrepaired`] for Packrat, [`FallbackCause::ResendsUnneeded`] for
+    /// Robin); the session goes on with the other. After Robin stops, no more `NearLoss` or
+    /// `Delivered` events come: PACUBIC should act as CUBIC again, as after a fallback.
+    EngineDropped(Engine, FallbackCause),
 }
 
 /// Counters of the glue.
@@ -236,4 +275,6 @@ pub struct SdkStats {
     /// Received base datagrams that did not open under the connection's keys (forged or
     /// corrupted): handed to the stack, left out of the eACKs.
     pub unauthenticated_datagrams: u64,
+    /// Engines stopped on their own while the other went on ([`SdkEvent::EngineDropped`]).
+    pub engines_dropped: u64,
 }

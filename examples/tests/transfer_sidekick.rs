@@ -210,6 +210,48 @@ fn quiche_http3_download_packrat() {
     assisted("quiche", "--download", true);
 }
 
+/// An upload beside a download on one quinn connection (`--both`): one session runs Robin for
+/// what the client sends and Packrat for what it receives, and the relay loses datagrams near the
+/// client both ways. Both engines act: quACK-revealed losses resent by the client (PACUBIC
+/// applied them), eACK-revealed losses resent by the proxy.
+#[test]
+fn quinn_both_ways_robin_and_packrat_on_one_session() {
+    let Run { report: v, stats } = run(
+        "quinn",
+        "--both",
+        false,
+        true,
+        &["--sidekick-eack-inflight", "32"],
+    );
+    eprintln!(
+        "quinn --both: {v}\nrelay: dropped {} quacks {} eacks {} proxy retx {}",
+        stats.dropped.load(Ordering::Relaxed),
+        stats.quacks.load(Ordering::Relaxed),
+        stats.eacks.load(Ordering::Relaxed),
+        stats.proxy_retransmissions.load(Ordering::Relaxed)
+    );
+    assert_eq!(v["bytes"], 2 * BYTES, "both directions' bytes");
+    assert_eq!(v["direction"], "both");
+    assert!(v["upload_goodput_mbps"].as_f64().unwrap() > 0.0);
+    assert!(v["download_goodput_mbps"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["sidekick"]["mode"], "both");
+    assert_eq!(v["sidekick"]["state"], "active", "{v}");
+    assert_eq!(stats.discovery_replies.load(Ordering::Relaxed), 1);
+    // Robin.
+    assert!(n(&v, "quacks") > 0, "{v}");
+    assert!(n(&v, "losses_detected") > 0, "{v}");
+    assert!(n(&v, "retransmissions") > 0, "early retransmissions: {v}");
+    assert!(n(&v, "cc_events") > 0, "PACUBIC saw quACK losses: {v}");
+    // Packrat.
+    assert!(n(&v, "eacks_sent") > 0, "{v}");
+    assert!(stats.eacks.load(Ordering::Relaxed) > 0);
+    assert!(
+        stats.proxy_retransmissions.load(Ordering::Relaxed) > 0,
+        "the proxy retransmitted from its cache"
+    );
+    assert!(n(&v, "gaps_opened") > 0, "{v}");
+}
+
 /// No proxy on path: discovery goes unanswered, the client falls back and the transfer completes
 /// end to end; the JSON says so.
 fn unassisted(stack: &str, dir: &str) {

@@ -652,5 +652,16 @@ mod tests {
         let mut l = BTreeMap::from([("proxy_log_quacks".to_string(), 17.0)]);
         derive_metrics(&mut l, "upload");
         assert_eq!(l["proxy_pkts_sent"], 17.0);
+        // `both`: the drops of either direction count, against both senders' declarations
+        // (summed in `lost_packets`) and both repairs (Robin's resends, Packrat's).
+        let mut b = BTreeMap::from([
+            ("lost_packets".to_string(), 70.0),
+            ("lan0_down_dropped_loss".to_string(), 30.0),
+            ("lan0_up_dropped_loss".to_string(), 20.0),
+            ("sidekick_retransmissions".to_string(), 15.0),
+            ("proxy_retransmissions_total".to_string(), 25.0),
+        ]);
+        derive_metrics(&mut b, "both");
+        assert_eq!(b["spurious_retx"], 60.0);
     }
 }

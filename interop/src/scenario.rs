@@ -81,7 +81,9 @@ pub struct AppSpec {
     /// ([`crate::apps::transfer_pair`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_stack: Option<String>,
-    /// `download` (server → client) or `upload`.
+    /// `download` (server → client), `upload`, or `both` (`transfer` on quinn's raw stream: an
+    /// upload and a download of `bytes` each at once on one connection,
+    /// `sidekick-transfer client --both`).
     #[serde(default = "default_direction")]
     pub direction: String,
     /// Bytes to transfer.
@@ -276,11 +278,23 @@ impl Scenario {
                 .map_err(|e: toml::de::Error| ScenarioError::Invalid(format!("[app]: {e}")))?,
             None => return Err(ScenarioError::Invalid("missing [app]".into())),
         };
-        if !matches!(app.direction.as_str(), "download" | "upload") {
+        if !matches!(app.direction.as_str(), "download" | "upload" | "both") {
             return Err(ScenarioError::Invalid(format!(
-                "app.direction `{}`: download or upload",
+                "app.direction `{}`: download, upload or both",
                 app.direction
             )));
+        }
+        if app.direction == "both"
+            && (app.kind != "transfer"
+                || app.stack != "quinn"
+                || app.client_stack.as_deref().is_some_and(|c| c != "quinn")
+                || app.http3)
+        {
+            return Err(ScenarioError::Invalid(
+                "app.direction = \"both\" (an upload beside a download on one connection) \
+                 needs app.kind = \"transfer\", app.stack = \"quinn\" and app.http3 = false"
+                    .into(),
+            ));
         }
         if app.client_stack.as_deref() == Some(crate::apps::CURL)
             && (app.kind != "transfer" || !app.http3)
@@ -456,6 +470,22 @@ set = ["lan.loss=0%"]
         let clean = s.for_variant(&s.variants[1]).unwrap();
         assert_eq!(clean.lan.loss.mean_loss(), 0.0);
         assert_eq!(clean.wan.delay, Duration::from_millis(40));
+    }
+
+    #[test]
+    fn both_directions_only_on_the_quinn_raw_transfer() {
+        let both = |extra: &[&str]| {
+            let mut sets = vec!["app.direction=both".to_string()];
+            sets.extend(extra.iter().map(|s| (*s).to_string()));
+            Scenario::parse(S, &sets)
+        };
+        assert_eq!(both(&[]).unwrap().app.direction, "both");
+        for bad in ["app.stack=quiche", "app.http3=true", "app.kind=media"] {
+            assert!(
+                matches!(both(&[bad]), Err(ScenarioError::Invalid(_))),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

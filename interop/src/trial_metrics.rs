@@ -57,7 +57,8 @@ fn is_metric_word(w: &str) -> bool {
 /// - `retx_amplification`: frames the box sent on in the data direction per frame it received
 ///   (download: `lan0_down_offered / wan_down_delivered`; upload: `wan_up_offered /
 ///   lan0_up_delivered`): 1.0 for a plain bridge, `1 + retransmissions / forwarded` with PEMI or
-///   Packrat (PEMI §4.6 caps PEMI's share at 10 %); PEMI's ICMP probes are left out.
+///   Packrat (PEMI §4.6 caps PEMI's share at 10 %); PEMI's ICMP probes are left out. `both`
+///   (an upload beside a download): the download's form, where the box's retransmissions go.
 pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     let get = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
     if let Some(c) = m.get("cli0_tx_packets").copied() {
@@ -75,14 +76,21 @@ pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
     if base > 0.0 {
         m.insert("sidekick_overhead_pct".into(), 100.0 * proxy_sent / base);
     }
-    let dir = if direction == "upload" { "up" } else { "down" };
+    // `both`: data flows either way, and `lost_packets` is both senders' sum.
+    let dirs: &[&str] = match direction {
+        "upload" => &["up"],
+        "both" => &["up", "down"],
+        _ => &["down"],
+    };
     let mut dropped = 0.0;
     for (k, v) in m.iter() {
-        if k.ends_with(&format!("_{dir}_dropped_loss"))
-            || k.ends_with(&format!("_{dir}_dropped_queue"))
-            || k.ends_with(&format!("_{dir}_dropped_rule"))
-        {
-            dropped += v;
+        for dir in dirs {
+            if k.ends_with(&format!("_{dir}_dropped_loss"))
+                || k.ends_with(&format!("_{dir}_dropped_queue"))
+                || k.ends_with(&format!("_{dir}_dropped_rule"))
+            {
+                dropped += v;
+            }
         }
     }
     let repaired = get(m, "sidekick_retransmissions") + get(m, "proxy_retransmissions_total");

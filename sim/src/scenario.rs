@@ -178,6 +178,13 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
 
 /// Why a variant cannot run in the simulator at all, if so (reported as skipped).
 pub fn skip_reason(scn: &Scenario) -> Option<String> {
+    if scn.app.direction == "both" {
+        return Some(
+            "an upload beside a download on one connection (app.direction = \"both\") runs in \
+             the lab only"
+                .into(),
+        );
+    }
     if MEDIA_KINDS.contains(&scn.app.kind.as_str()) {
         // UDP applications: no QUIC stack.
         return None;
@@ -388,6 +395,9 @@ client_args = ["--sidekick", "--sidekick-quack-threshold", "12"]
         }
         let s = Scenario::parse(S, &["app.stack=quiche".into()]).unwrap();
         assert!(skip_reason(&s).unwrap().contains("clock"));
+        // Not read as a download: skipped.
+        let s = Scenario::parse(S, &["app.direction=both".into()]).unwrap();
+        assert!(skip_reason(&s).unwrap().contains("both"));
         let e = client_params("v", &["--sidekick-wobble".into()]).unwrap_err();
         assert!(e.to_string().contains("--sidekick-wobble"), "{e}");
     }

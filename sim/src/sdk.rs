@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use sidekick::integrations::quinn_cc::SharedSignals;
 use sidekick::keylog::KeyLogStore;
-use sidekick::session::{SdkEvent, SidekickClient, Transmit};
+use sidekick::session::{Engine, SdkEvent, SidekickClient, Transmit};
 use sidekick_examples::transfer::sidekick::{EngineSample, Mode, SidekickCounters};
 
 /// A datagram the client must send.
@@ -142,8 +142,9 @@ impl SdkGlue {
                 match &e {
                     SdkEvent::NearLoss(l) => s.near_loss(l.sent),
                     SdkEvent::Delivered { bytes, .. } => s.delivered(*bytes),
-                    SdkEvent::Fallback(_) => s.clear(),
-                    SdkEvent::Established => {}
+                    // Robin stopped (alone or with the session): PACUBIC acts as CUBIC again.
+                    SdkEvent::Fallback(_) | SdkEvent::EngineDropped(Engine::Robin, _) => s.clear(),
+                    SdkEvent::Established | SdkEvent::EngineDropped(Engine::Packrat, _) => {}
                 }
             }
         }

@@ -38,7 +38,7 @@ use quinn::{AsyncUdpSocket, UdpPoller};
 
 use super::quinn_cc::SharedSignals;
 use crate::keylog::KeyLogStore;
-use crate::session::{SdkEvent, SidekickClient, Transmit as SdkTransmit};
+use crate::session::{Engine, SdkEvent, SidekickClient, Transmit as SdkTransmit};
 
 struct Shared {
     client: Mutex<SidekickClient>,
@@ -207,8 +207,9 @@ impl SidekickSocket {
                 match &e {
                     SdkEvent::NearLoss(l) => s.near_loss(l.sent),
                     SdkEvent::Delivered { bytes, .. } => s.delivered(*bytes),
-                    SdkEvent::Fallback(_) => s.clear(),
-                    SdkEvent::Established => {}
+                    // Robin stopped (alone or with the session): PACUBIC acts as CUBIC again.
+                    SdkEvent::Fallback(_) | SdkEvent::EngineDropped(Engine::Robin, _) => s.clear(),
+                    SdkEvent::Established | SdkEvent::EngineDropped(Engine::Packrat, _) => {}
                 }
             }
             if kept.len() < MAX_KEPT_EVENTS && !matches!(e, SdkEvent::Delivered { .. }) {

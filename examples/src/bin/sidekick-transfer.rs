@@ -5,7 +5,7 @@
 //! ```text
 //! sidekick-transfer server --stack quinn|quiche|tcp --listen IP:PORT [--once] [--cert-bytes B]
 //!                          [--hello-delay-ms MS]
-//! sidekick-transfer client --stack quinn|quiche|tcp --connect IP:PORT (--download BYTES | --upload BYTES)
+//! sidekick-transfer client --stack quinn|quiche|tcp --connect IP:PORT (--download BYTES | --upload BYTES | --both BYTES)
 //!                          [--json] [--cc cubic|reno|bbr] [--timeout SECS] [--http3]
 //!                          [--sidekick [--sidekick-quack-interval-ms MS] [--sidekick-quack-threshold T]
 //!                           [--sidekick-quack-every-packets N]
@@ -13,15 +13,20 @@
 //!                           [--sidekick-eack-packets N] [--sidekick-eack-symbols N]
 //!                           [--sidekick-cache-bytes B] [--sidekick-reorder-ms MS] [--sidekick-selective]
 //!                           [--sidekick-eack-inflight N]
-//!                           [--sidekick-discovery-retry-ms MS] [--sidekick-discovery-attempts N]]
+//!                           [--sidekick-discovery-retry-ms MS] [--sidekick-discovery-attempts N]
+//!                           [--sidekick-engines robin|packrat|both]]
 //! ```
+//!
+//! `--both BYTES` (quinn, raw stream): an upload and a download of BYTES each at once on one
+//! connection; with `--sidekick` one session runs Robin for the upload and Packrat for the
+//! download (`--sidekick-engines` picks one of them instead, for comparison).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use sidekick_examples::transfer::sidekick::SidekickParams;
+use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
 use sidekick_examples::transfer::{
     Cc, Direction, Request, Stack, TransportOptions, quiche_stack, quinn_stack, tcp_stack,
 };
@@ -109,7 +114,7 @@ struct ServerArgs {
 }
 
 #[derive(Args)]
-#[group(id = "dir", required = true, multiple = false, args = ["download", "upload"])]
+#[group(id = "dir", required = true, multiple = false, args = ["download", "upload", "both"])]
 struct ClientArgs {
     #[command(flatten)]
     common: Common,
@@ -122,6 +127,10 @@ struct ClientArgs {
     /// Upload this many bytes (client → server).
     #[arg(long, value_name = "BYTES")]
     upload: Option<u64>,
+    /// Upload and download this many bytes each, at once on one connection (quinn, raw
+    /// stream).
+    #[arg(long, value_name = "BYTES")]
+    both: Option<u64>,
     /// Print exactly one JSON line.
     #[arg(long)]
     json: bool,
@@ -192,6 +201,21 @@ struct SidekickArgs {
     /// bytes); Robin's quACKs and Packrat's eACKs both use it.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["2", "4", "8"]), |s: String| s.parse::<u32>().unwrap_or(4)))]
     sidekick_id_bytes: u32,
+    /// The engines the session asks for [default: Robin for an upload, Packrat for a download,
+    /// both for --both].
+    #[arg(long, value_enum)]
+    sidekick_engines: Option<Engines>,
+}
+
+/// `--sidekick-engines`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Engines {
+    /// Robin only (quACKs of what the client sends).
+    Robin,
+    /// Packrat only (repairs of what the client receives).
+    Packrat,
+    /// Both on one session.
+    Both,
 }
 
 impl SidekickArgs {
@@ -211,6 +235,11 @@ impl SidekickArgs {
             eack_inflight: self.sidekick_eack_inflight,
             discovery_retry_ms: self.sidekick_discovery_retry_ms,
             discovery_attempts: self.sidekick_discovery_attempts,
+            engines: self.sidekick_engines.map(|e| match e {
+                Engines::Robin => Mode::Robin,
+                Engines::Packrat => Mode::Packrat,
+                Engines::Both => Mode::Both,
+            }),
         }
     }
 }
@@ -269,18 +298,35 @@ fn main() -> anyhow::Result<()> {
                      and --sidekick-ack-reduction need --stack quinn"
                 );
             }
-            let req = match (a.download, a.upload) {
-                (Some(b), _) => Request {
+            let timeout = Duration::try_from_secs_f64(a.timeout).context("--timeout")?;
+            let req = match (a.download, a.upload, a.both) {
+                (Some(b), _, _) => Request {
                     direction: Direction::Download,
                     bytes: b,
                 },
-                (None, Some(b)) => Request {
+                (None, Some(b), _) => Request {
                     direction: Direction::Upload,
                     bytes: b,
                 },
-                (None, None) => anyhow::bail!("one of --download or --upload is required"),
+                (None, None, Some(b)) => {
+                    if a.common.stack.quic() != Some(Stack::Quinn) {
+                        anyhow::bail!("--both needs --stack quinn");
+                    }
+                    let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
+                    let report = rt.block_on(async {
+                        tokio::time::timeout(
+                            timeout,
+                            quinn_stack::run_client_both(a.connect, b, &opts),
+                        )
+                        .await
+                        .with_context(|| format!("timed out after {timeout:?}"))?
+                    })?;
+                    return print_report(&report, a.json);
+                }
+                (None, None, None) => {
+                    anyhow::bail!("one of --download, --upload or --both is required")
+                }
             };
-            let timeout = Duration::try_from_secs_f64(a.timeout).context("--timeout")?;
             let report = match a.common.stack.quic() {
                 None => {
                     refuse_quic_only(&a.common)?;
@@ -299,33 +345,44 @@ fn main() -> anyhow::Result<()> {
                     })?
                 }
             };
-            if a.json {
-                println!("{}", serde_json::to_string(&report)?);
-            } else {
-                println!(
-                    "{} {} {} bytes in {:.3} s: {:.2} Mbit/s (sender: {} packets sent, {} lost, {} retransmissions)",
-                    report.stack,
-                    report.direction,
-                    report.bytes,
-                    report.duration_s,
-                    report.goodput_mbps,
-                    opt(report.sent_packets),
-                    opt(report.lost_packets),
-                    opt(report.retransmissions)
-                );
-                if let Some(t) = report.ttfb_ms {
-                    println!("time to first byte: {t:.1} ms");
-                }
-                if let Some(c) = report.connect_ms {
-                    println!("TCP handshake: {c:.1} ms");
-                }
-                if let Some(sk) = &report.sidekick {
-                    println!("sidekick: {}", serde_json::to_string(sk)?);
-                }
-            }
-            Ok(())
+            print_report(&report, a.json)
         }
     }
+}
+
+/// Print the report: one JSON line, or a human-readable summary.
+fn print_report(
+    report: &sidekick_examples::transfer::TransferReport,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{} {} {} bytes in {:.3} s: {:.2} Mbit/s (sender: {} packets sent, {} lost, {} retransmissions)",
+        report.stack,
+        report.direction,
+        report.bytes,
+        report.duration_s,
+        report.goodput_mbps,
+        opt(report.sent_packets),
+        opt(report.lost_packets),
+        opt(report.retransmissions)
+    );
+    if let Some(t) = report.ttfb_ms {
+        println!("time to first byte: {t:.1} ms");
+    }
+    if let Some(c) = report.connect_ms {
+        println!("TCP handshake: {c:.1} ms");
+    }
+    if let (Some(u), Some(d)) = (report.upload_goodput_mbps, report.download_goodput_mbps) {
+        println!("upload {u:.2} Mbit/s, download {d:.2} Mbit/s");
+    }
+    if let Some(sk) = &report.sidekick {
+        println!("sidekick: {}", serde_json::to_string(sk)?);
+    }
+    Ok(())
 }
 
 /// `--stack tcp` speaks the raw-stream protocol over one TCP connection: HTTP/3 and the sidekick

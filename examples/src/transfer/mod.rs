@@ -335,6 +335,12 @@ pub struct TransferReport {
     /// the connection there).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connect_ms: Option<f64>,
+    /// `both` only ([`TransferReport::both`]): the upload's goodput, Mbit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upload_goodput_mbps: Option<f64>,
+    /// `both` only: the download's goodput, Mbit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub download_goodput_mbps: Option<f64>,
 }
 
 /// Sender-side transport statistics.
@@ -394,7 +400,56 @@ impl TransferReport {
             connect_ms: None,
             sent_packets: (!stats.sender_unknown).then_some(stats.sent_packets),
             receiver_sent_packets: stats.receiver_sent_packets,
+            upload_goodput_mbps: None,
+            download_goodput_mbps: None,
         }
+    }
+
+    /// The report of an upload and a download of `bytes` each on one connection (direction
+    /// `both`): `goodput_mbps` counts both directions' bytes over the time until the later one
+    /// ended (`duration_s`), each direction's goodput is reported beside it, and the sender
+    /// counters are both data senders' summed (the client's for the upload, the server's for the
+    /// download; `receiver_sent_packets` likewise sums both receivers').
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sidekick_examples::transfer::{SenderStats, Stack, TransferReport};
+    /// let s = SenderStats { lost_packets: 3, ..SenderStats::default() };
+    /// let up = (Duration::from_secs(2), s);
+    /// let down = (Duration::from_secs(4), s);
+    /// let r = TransferReport::both(Stack::Quinn, 10_000_000, up, down);
+    /// assert_eq!(r.direction, "both");
+    /// assert_eq!((r.goodput_mbps, r.duration_s), (40.0, 4.0));
+    /// assert_eq!((r.upload_goodput_mbps, r.download_goodput_mbps), (Some(40.0), Some(20.0)));
+    /// assert_eq!(r.lost_packets, Some(6));
+    /// ```
+    pub fn both(
+        stack: Stack,
+        bytes: u64,
+        upload: (Duration, SenderStats),
+        download: (Duration, SenderStats),
+    ) -> Self {
+        let (u, d) = (upload.1, download.1);
+        let stats = SenderStats {
+            sent_packets: u.sent_packets + d.sent_packets,
+            lost_packets: u.lost_packets + d.lost_packets,
+            retransmissions: u.retransmissions + d.retransmissions,
+            receiver_sent_packets: u.receiver_sent_packets + d.receiver_sent_packets,
+            sender_unknown: u.sender_unknown || d.sender_unknown,
+        };
+        let up = Self::new(stack, Direction::Upload, bytes, upload.0, u);
+        let down = Self::new(stack, Direction::Download, bytes, download.0, d);
+        let mut r = Self::new(
+            stack,
+            Direction::Upload,
+            bytes.saturating_mul(2),
+            upload.0.max(download.0),
+            stats,
+        );
+        r.direction = "both";
+        r.upload_goodput_mbps = Some(up.goodput_mbps);
+        r.download_goodput_mbps = Some(down.goodput_mbps);
+        r
     }
 }
 

@@ -291,6 +291,8 @@ fn report(
         // gtlsclient's log gives no first-byte time of its own in this wrapper.
         ttfb_ms: None,
         connect_ms: None,
+        upload_goodput_mbps: None,
+        download_goodput_mbps: None,
     }
 }
 

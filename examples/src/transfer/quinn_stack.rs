@@ -185,9 +185,41 @@ where
     Ok(())
 }
 
+/// Serve every stream the client opens on `conn` (one per transfer; `--both` opens two at once:
+/// an upload and a download), then wait for the client to close.
 async fn serve_connection(conn: quinn::Connection) -> anyhow::Result<()> {
     let peer = conn.remote_address();
-    let (mut send, mut recv) = conn.accept_bi().await.context("accepting stream")?;
+    let mut streams = tokio::task::JoinSet::new();
+    let mut served = 0u32;
+    loop {
+        tokio::select! {
+            s = conn.accept_bi() => match s {
+                Ok((send, recv)) => {
+                    served += 1;
+                    streams.spawn(serve_stream(conn.clone(), send, recv));
+                }
+                // The client closes once it has every summary.
+                Err(e) if served > 0 => {
+                    tracing::info!(%peer, reason = %e, "connection closed");
+                    break;
+                }
+                Err(e) => return Err(e).context("accepting stream"),
+            },
+            Some(r) = streams.join_next() => r.context("stream task")??,
+        }
+    }
+    while let Some(r) = streams.join_next().await {
+        r.context("stream task")??;
+    }
+    Ok(())
+}
+
+async fn serve_stream(
+    conn: quinn::Connection,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) -> anyhow::Result<()> {
+    let peer = conn.remote_address();
     let mut hdr = [0u8; Request::LEN];
     recv.read_exact(&mut hdr).await.context("reading request")?;
     let req = Request::decode(&hdr)?;
@@ -253,9 +285,6 @@ async fn serve_connection(conn: quinn::Connection) -> anyhow::Result<()> {
         .await
         .context("sending summary")?;
     send.finish().context("finishing stream")?;
-    // Wait for the client to close (it does so once it has the summary).
-    let reason = conn.closed().await;
-    tracing::info!(%peer, %reason, "connection closed");
     Ok(())
 }
 
@@ -329,10 +358,50 @@ pub async fn run_client(
     req: Request,
     opts: &TransportOptions,
 ) -> anyhow::Result<TransferReport> {
+    run(connect, Plan::One(req), opts).await
+}
+
+/// Upload and download `bytes` each at once on one connection (two streams, raw-stream
+/// protocol only): the client sends and receives near the same link, so with the sidekick one
+/// session runs Robin for what it sends and Packrat for what it receives. The report's
+/// `goodput_mbps` counts both directions' bytes over the time until the later one ended;
+/// `upload_goodput_mbps` and `download_goodput_mbps` are each direction's own; the sender
+/// counters add both data senders' (the client's for the upload, the server's for the
+/// download).
+pub async fn run_client_both(
+    connect: SocketAddr,
+    bytes: u64,
+    opts: &TransportOptions,
+) -> anyhow::Result<TransferReport> {
+    if opts.http3 {
+        bail!("--both runs on the raw-stream protocol: drop --http3");
+    }
+    run(connect, Plan::Both(bytes), opts).await
+}
+
+/// What one client run transfers.
+#[derive(Debug, Clone, Copy)]
+enum Plan {
+    One(Request),
+    Both(u64),
+}
+
+async fn run(
+    connect: SocketAddr,
+    plan: Plan,
+    opts: &TransportOptions,
+) -> anyhow::Result<TransferReport> {
     let mut tls = client_tls(alpn(opts))?;
     // Sidekick: the SDK needs the TLS secrets (key log) to read packet numbers in both
-    // directions; on uploads PACUBIC replaces the configured congestion controller (Robin #2).
-    let mode = sk::Mode::for_direction(req.direction);
+    // directions; when the client sends, PACUBIC replaces the configured congestion controller
+    // (Robin #2).
+    let mode = match plan {
+        Plan::One(req) => opts
+            .sidekick_params
+            .engines
+            .unwrap_or(sk::Mode::for_direction(req.direction)),
+        Plan::Both(_) => opts.sidekick_params.engines.unwrap_or(sk::Mode::Both),
+    };
     let sk = opts.sidekick.then(|| {
         let keylog = KeyLogStore::new(64);
         tls.key_log = Arc::new(keylog.clone());
@@ -343,7 +412,7 @@ pub async fn run_client(
     ));
     let mut transport = transport_config(opts)?;
     if let Some((_, signals)) = &sk {
-        if mode == sk::Mode::Robin {
+        if mode.robin() {
             transport.congestion_controller_factory(Arc::new(PacubicFactory::new(
                 PacubicConfig::default(),
                 signals.clone(),
@@ -373,9 +442,9 @@ pub async fn run_client(
             base,
             sk_socket,
             connect,
-            SidekickClient::new(opts.sidekick_params.config(req.direction)),
+            SidekickClient::new(opts.sidekick_params.config_for(mode)),
             Some(keylog),
-            (mode == sk::Mode::Robin).then(|| signals.clone()),
+            mode.robin().then(|| signals.clone()),
         )
         .context("starting the sidekick session")?;
         // The SDK drops its engines on fallback: keep their last counters for the report.
@@ -404,17 +473,38 @@ pub async fn run_client(
         .context("starting connection")?
         .await
         .with_context(|| format!("handshake with {connect}"))?;
-    let (duration, stats) = if opts.http3 {
-        let r = super::quinn_h3::client(&conn, req).await?;
-        conn.close(VarInt::from_u32(0x100), b"done");
-        r
-    } else {
-        let r = raw_transfer(&conn, req, &mut first_byte).await?;
-        conn.close(VarInt::from_u32(0), b"done");
-        r
+    let mut report = match plan {
+        Plan::One(req) => {
+            let (duration, stats) = if opts.http3 {
+                let r = super::quinn_h3::client(&conn, req).await?;
+                conn.close(VarInt::from_u32(0x100), b"done");
+                r
+            } else {
+                let r = raw_transfer(&conn, req, &mut first_byte).await?;
+                conn.close(VarInt::from_u32(0), b"done");
+                r
+            };
+            TransferReport::new(Stack::Quinn, req.direction, req.bytes, duration, stats)
+        }
+        Plan::Both(bytes) => {
+            let up = Request {
+                direction: Direction::Upload,
+                bytes,
+            };
+            let down = Request {
+                direction: Direction::Download,
+                bytes,
+            };
+            let mut unused = None;
+            let (u, d) = tokio::try_join!(
+                raw_transfer(&conn, up, &mut unused),
+                raw_transfer(&conn, down, &mut first_byte)
+            )?;
+            conn.close(VarInt::from_u32(0), b"done");
+            TransferReport::both(Stack::Quinn, bytes, u, d)
+        }
     };
     endpoint.wait_idle().await;
-    let mut report = TransferReport::new(Stack::Quinn, req.direction, req.bytes, duration, stats);
     report.ttfb_ms = first_byte.map(|t: Instant| t.duration_since(t0).as_secs_f64() * 1e3);
     if let Some((handle, signals, sample, sampler)) = sk_run {
         sampler.abort();

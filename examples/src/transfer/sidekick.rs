@@ -61,6 +61,9 @@ pub struct SidekickParams {
     /// Identifier width in bytes (2, 4 or 8; Sidekick (NSDI '24) §3): the last `id_bytes`
     /// bytes of each datagram.
     pub id_bytes: u32,
+    /// The engines the session asks for (`--sidekick-engines`); `None`: the transfer's own
+    /// (Robin for an upload, Packrat for a download, both for `--both`).
+    pub engines: Option<Mode>,
 }
 
 impl Default for SidekickParams {
@@ -80,6 +83,7 @@ impl Default for SidekickParams {
             discovery_retry_ms: 250,
             discovery_attempts: 4,
             id_bytes: 4,
+            engines: None,
         }
     }
 }
@@ -92,6 +96,8 @@ pub enum Mode {
     Robin,
     /// Packrat receiver (downloads).
     Packrat,
+    /// Both on one session: an upload beside a download on one connection (`--both`).
+    Both,
 }
 
 impl Mode {
@@ -101,6 +107,16 @@ impl Mode {
             Direction::Upload => Mode::Robin,
             Direction::Download => Mode::Packrat,
         }
+    }
+
+    /// Whether the client sends data under Robin (PACUBIC on quinn).
+    pub fn robin(self) -> bool {
+        matches!(self, Mode::Robin | Mode::Both)
+    }
+
+    /// Whether the client receives data under Packrat.
+    pub fn packrat(self) -> bool {
+        matches!(self, Mode::Packrat | Mode::Both)
     }
 }
 
@@ -127,29 +143,38 @@ impl SidekickParams {
     /// assert!(c.protocol.session.packrat.is_none());
     /// ```
     pub fn config(&self, direction: Direction) -> SidekickConfig {
-        let mut c = match Mode::for_direction(direction) {
-            Mode::Robin => {
-                let (interval, t) = self.quack();
-                let mut c = SidekickConfig::robin(interval, t);
-                if let Some(r) = c.protocol.session.robin.as_mut() {
-                    r.interval_packets = self.quack_packets;
-                }
-                c
-            }
-            Mode::Packrat => {
-                let mut c = SidekickConfig::packrat();
-                if let Some(p) = c.protocol.session.packrat.as_mut() {
-                    p.eack_interval_ms = self.eack_interval_ms;
-                    p.eack_interval_packets = self.eack_packets;
-                    p.local_symbols = self.eack_symbols;
-                    p.cache_capacity_bytes = u64::from(self.cache_bytes);
-                    p.reorder_delay_ms = self.reorder_ms;
-                }
-                c.packrat.selective = self.selective;
-                c.packrat.inflight_allowance = self.eack_inflight as usize;
-                c
-            }
+        self.config_for(self.engines.unwrap_or(Mode::for_direction(direction)))
+    }
+
+    /// The SDK configuration of a session running `mode`'s engines.
+    ///
+    /// ```
+    /// use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
+    ///
+    /// let c = SidekickParams::default().config_for(Mode::Both);
+    /// let s = &c.protocol.session;
+    /// assert_eq!(s.robin.as_ref().map(|r| r.interval_ms), Some(30));
+    /// assert_eq!(s.packrat.as_ref().map(|p| p.eack_interval_ms), Some(10));
+    /// ```
+    pub fn config_for(&self, mode: Mode) -> SidekickConfig {
+        let (interval, t) = self.quack();
+        let mut c = match mode {
+            Mode::Robin => SidekickConfig::robin(interval, t),
+            Mode::Packrat => SidekickConfig::packrat(),
+            Mode::Both => SidekickConfig::robin_and_packrat(interval, t),
         };
+        if let Some(r) = c.protocol.session.robin.as_mut() {
+            r.interval_packets = self.quack_packets;
+        }
+        if let Some(p) = c.protocol.session.packrat.as_mut() {
+            p.eack_interval_ms = self.eack_interval_ms;
+            p.eack_interval_packets = self.eack_packets;
+            p.local_symbols = self.eack_symbols;
+            p.cache_capacity_bytes = u64::from(self.cache_bytes);
+            p.reorder_delay_ms = self.reorder_ms;
+            c.packrat.selective = self.selective;
+            c.packrat.inflight_allowance = self.eack_inflight as usize;
+        }
         c.protocol.discovery_retry = Duration::from_millis(u64::from(self.discovery_retry_ms));
         c.protocol.discovery_attempts = self.discovery_attempts.max(1);
         if self.id_bytes != 4 {
@@ -184,7 +209,7 @@ impl EngineSample {
 /// Counters of the client's sidekick session in the JSON report.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct SidekickCounters {
-    /// `robin` (upload) or `packrat` (download).
+    /// `robin` (upload), `packrat` (download) or `both` (`--both`).
     pub mode: Option<Mode>,
     /// `active` (session up at the end), `fallback` (the SDK fell back: see `fallback_cause`), or
     /// `discovering` (no proxy had answered when the transfer ended: it ran end to end).
@@ -387,6 +412,30 @@ mod tests {
         let pk = down.protocol.session.packrat.unwrap();
         assert_eq!((pk.reorder_delay_ms, pk.local_symbols), (65, 40));
         assert!(down.packrat.selective);
+    }
+
+    #[test]
+    fn both_engines_take_each_sides_parameters_and_engines_override_the_direction() {
+        let p = SidekickParams {
+            quack_interval_ms: Some(7),
+            reorder_ms: 65,
+            selective: true,
+            ..SidekickParams::default()
+        };
+        let both = p.config_for(Mode::Both);
+        let s = &both.protocol.session;
+        assert_eq!(s.robin.as_ref().map(|r| r.interval_ms), Some(7));
+        assert_eq!(s.packrat.as_ref().map(|p| p.reorder_delay_ms), Some(65));
+        assert!(both.packrat.selective);
+        assert!(Mode::Both.robin() && Mode::Both.packrat());
+        // `--sidekick-engines packrat` on an upload asks for Packrat alone.
+        let only = SidekickParams {
+            engines: Some(Mode::Packrat),
+            ..p
+        }
+        .config(Direction::Upload);
+        assert!(only.protocol.session.robin.is_none());
+        assert!(only.protocol.session.packrat.is_some());
     }
 
     #[test]

@@ -172,7 +172,9 @@ impl WebrtcSidekick {
                 }
                 Some(d)
             }
-            Mode::Packrat => {
+            // The call's receiving side (a call has no two-way sidekick yet: `Both` is the
+            // transfer's).
+            Mode::Packrat | Mode::Both => {
                 let kind = classify(&d);
                 if self.client.is_idle() && matches!(kind, Kind::Rtp { .. }) {
                     if let Err(e) = self.client.start(at) {

@@ -256,3 +256,51 @@ fn capture_drops_restart_robin_epochs_only() {
     assert_eq!(snap.resets_sent, 1);
     assert_eq!(snap.robin.resets, 1, "the engine's quACK starts over");
 }
+
+/// One session with both engines: the budget reserves both; what the client sends goes to Robin
+/// only and what it receives to Packrat only; a reset of the session's epoch (here for capture
+/// drops, which Robin needs) restarts both — Packrat's cache empties with it — and the budget
+/// is whole again when the flow goes.
+#[test]
+fn a_session_with_both_engines_feeds_each_its_direction_and_resets_both() {
+    let t0 = Instant::now();
+    let mut core = core();
+    let both = EngineConfig {
+        robin: robin_every(30).robin,
+        packrat: packrat_engines(64_000).packrat,
+        multicast_group: None,
+    };
+    let packrat_cap = crate::packrat::PackratEngine::memory_cap(&both.packrat.unwrap());
+    core.sessions_mut()
+        .add(key(1), both, "10.0.0.2:50001".parse().unwrap());
+    core.handle_timeout(t0);
+    let reserved = core.snapshot().memory_reserved_bytes as usize;
+    assert!(reserved > packrat_cap, "{reserved} for both engines");
+    for n in 0..10u32 {
+        send(&mut core, t0, 1, &n.to_le_bytes().repeat(8));
+        let f = eth(
+            SERVER.parse().unwrap(),
+            client(1),
+            &(1000 + n).to_le_bytes().repeat(8),
+        );
+        let v = core.handle_frame(t0, Direction::ToClient, &f, FrameMeta::default());
+        assert_eq!(v, Verdict::Forward);
+    }
+    let snap = core.snapshot();
+    assert_eq!(
+        snap.robin.inserted, 10,
+        "the client's packets, not the server's"
+    );
+    assert_eq!(
+        snap.packrat.cached, 10,
+        "the server's packets, not the client's"
+    );
+    assert!(snap.cache_bytes > 0);
+    core.on_capture_drops(t0 + Duration::from_millis(5));
+    let snap = core.snapshot();
+    assert_eq!((snap.resets_sent, snap.robin.resets), (1, 1));
+    assert_eq!(snap.cache_bytes, 0, "Packrat's epoch restarted too");
+    assert_eq!(snap.memory_reserved_bytes as usize, reserved);
+    core.handle_timeout(t0 + Duration::from_secs(121));
+    assert_eq!(core.snapshot().memory_reserved_bytes, 0);
+}
