@@ -54,7 +54,7 @@ if [ "$(id -u)" -eq 0 ]; then
     # netns_hardening (~8 s): capabilities dropped, sd_notify, bridge mode failing open.
     # netns_reload: SIGHUP reloads the live keys in every worker, sessions kept.
     # lab_stacks (~50 s): one download per quic-go / ngtcp2 server x client pair.
-    SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test lab_webrtc --test lab_webrtc_browser --test lab_multicast --test lab_tcp --test lying_proxy \
+    SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test lab_webrtc --test lab_webrtc_browser --test lab_multicast --test lab_tcp --test lab_both --test lying_proxy \
         --test lab_handshake \
         --test afpacket --test netns_e2e --test netns_flood \
         --test netns_hardening --test netns_reload --test lab_stacks -- --test-threads=1
