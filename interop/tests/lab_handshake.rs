@@ -7,35 +7,13 @@ use sidekick_lab::netem::LinkBackend;
 use sidekick_lab::runner::{self, RunOptions, RunResult};
 use sidekick_lab::scenario::Scenario;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+mod common;
+use common::skip;
 
-fn skip(test: &str) -> bool {
-    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
-        eprintln!("{test}: skipped (run with SIDEKICK_LAB=1 as root)");
-        return true;
-    }
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    assert!(
-        root,
-        "{test}: SIDEKICK_LAB=1 needs root for network namespaces"
-    );
-    assert!(
-        Command::new("ethtool").arg("--version").output().is_ok(),
-        "{test}: ethtool not installed (scripts/setup.sh installs it)"
-    );
-    false
-}
+static SERIAL: Mutex<()> = Mutex::new(());
 
 /// `sidekick-transfer` and `sidekick-proxy` next to this build's `sidekick-lab`.
 fn bin_dir(test: &str) -> PathBuf {

@@ -13,27 +13,10 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+mod common;
+use common::skip;
 
-fn skip(test: &str) -> bool {
-    if std::env::var("SIDEKICK_LAB").as_deref() != Ok("1") {
-        eprintln!("{test}: skipped (run with SIDEKICK_LAB=1 as root)");
-        return true;
-    }
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    assert!(
-        root,
-        "{test}: SIDEKICK_LAB=1 needs root for network namespaces"
-    );
-    false
-}
+static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The directory of the lab's binaries (beside this test's `sidekick-lab`), checked for the
 /// binaries and programs the stacks need.
