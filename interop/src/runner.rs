@@ -78,15 +78,19 @@ pub struct RunResult {
     pub variants: Vec<VariantResult>,
 }
 
-/// A variant ready to run: its index in the results, the variant, the scenario as it sees it,
-/// its proxy binary and its application's (server, client) binaries.
-type Runnable = (
-    usize,
-    Variant,
-    Scenario,
-    Option<PathBuf>,
-    (PathBuf, PathBuf),
-);
+/// A variant ready to run.
+struct Runnable {
+    /// Its index in the results.
+    index: usize,
+    variant: Variant,
+    /// The scenario as the variant sees it (its `set` applied).
+    scenario: Scenario,
+    /// Its proxy binary, if it runs one.
+    proxy: Option<PathBuf>,
+    /// Its application's server and client binaries.
+    server: PathBuf,
+    client: PathBuf,
+}
 
 /// Runs `scn`, calling `on_trial(variant, trial)` after each trial.
 pub fn run(
@@ -132,14 +136,15 @@ pub fn run(
         }
         if let Some(s) = &skipped {
             tracing::warn!("variant {}: skipped: {s}", v.name);
-        } else {
-            runnable.push((
-                results.len(),
-                v.clone(),
-                vs,
+        } else if let Some((server, client)) = app_bin {
+            runnable.push(Runnable {
+                index: results.len(),
+                variant: v.clone(),
+                scenario: vs,
                 proxy,
-                app_bin.unwrap_or_default(),
-            ));
+                server,
+                client,
+            });
         }
         results.push(VariantResult {
             name: v.name.clone(),
@@ -150,7 +155,7 @@ pub fn run(
     }
     let mut link_checks = Vec::new();
     if !runnable.is_empty() {
-        let first = &runnable[0].2;
+        let first = &runnable[0].scenario;
         let mut topo = Topology::up_with(
             &TopoConfig {
                 clients: scn.clients,
@@ -189,15 +194,24 @@ pub fn run(
             }
         }
         'outer: for t in 0..trials {
-            for (idx, v, vs, proxy, (server_bin, client_bin)) in &runnable {
+            for r in &runnable {
                 if opts.stop.load(Ordering::Relaxed) {
                     break 'outer;
                 }
+                let v = &r.variant;
                 let bins = AppBins {
-                    server: server_bin,
-                    client: client_bin,
+                    server: &r.server,
+                    client: &r.client,
                 };
-                let trial = run_trial(&mut topo, vs, v, proxy.as_deref(), bins, t, &opts.stop);
+                let trial = run_trial(
+                    &mut topo,
+                    &r.scenario,
+                    v,
+                    r.proxy.as_deref(),
+                    bins,
+                    t,
+                    &opts.stop,
+                );
                 if opts.progress {
                     let m = &trial.metrics;
                     let g = if let Some(g) = m.get("goodput_mbps") {
@@ -224,7 +238,7 @@ pub fn run(
                     );
                 }
                 on_trial(&v.name, &trial);
-                results[*idx].trials.push(trial);
+                results[r.index].trials.push(trial);
             }
         }
         topo.down()?;
