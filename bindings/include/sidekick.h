@@ -470,64 +470,6 @@ typedef struct SkRobinEvent {
 extern "C" {
 #endif // __cplusplus
 
-// Fills `out` with a Robin-only configuration: a quACK every `interval_ms` with threshold `t`
-// (Sidekick (NSDI '24) Table 5: 30 ms and t = 10 for the upload scenario), QUIC identifiers.
-//
-// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
-// kept. Thread safety: no shared state, callable from any thread at any time.
-//
-// # Safety
-// `out` is valid for a write.
-enum SkStatus sk_session_config_robin(uint32_t interval_ms,
-                                      uint32_t threshold,
-                                      struct SkSessionConfig *out);
-
-// Fills `out` with a Packrat-only configuration with the WiFi defaults of Packrat (CoNEXT '26) (eACK every
-// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window; eACKs sized for 16
-// packets in flight beyond the open gaps).
-//
-// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
-// kept. Thread safety: no shared state, callable from any thread at any time.
-//
-// # Safety
-// `out` is valid for a write.
-enum SkStatus sk_session_config_packrat(struct SkSessionConfig *out);
-
-// Fills `out` with Robin and Packrat on one session, for a connection that both sends and
-// receives near the lossy link (an upload beside a download, a call with media both ways): a
-// quACK every `interval_ms` with threshold `t` for what the client sends (as
-// `sk_session_config_robin`), and Packrat's WiFi defaults for what it receives (as
-// `sk_session_config_packrat`, eACKs sized for 16 packets in flight). The engines share the
-// session's identifiers (4 bytes), quota and epoch: a reset restarts both. When one engine's
-// assessment fails while the other runs, only it stops (`SK_CLIENT_EVENT_KIND_ROBIN_DROPPED`
-// or `SK_CLIENT_EVENT_KIND_PACKRAT_DROPPED`).
-//
-// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
-// kept. Thread safety: no shared state, callable from any thread at any time.
-//
-// # Safety
-// `out` is valid for a write.
-enum SkStatus sk_session_config_robin_and_packrat(uint32_t interval_ms,
-                                                  uint32_t threshold,
-                                                  struct SkSessionConfig *out);
-
-// Asks Packrat assistance for a multicast stream (Packrat (CoNEXT '26) §6.1 "Multicast Proxy"):
-// the server sends the stream to `group` (a `sockaddr_in` / `sockaddr_in6` of a multicast
-// address and port) from the address this session's base connection runs to; the proxy keeps
-// one shared cache of the group's stream and this client's eACK and virtual cache. The session
-// itself runs on the client's unicast path to the server (e.g. the socket it sends NACKs from).
-// A null `group` makes the session unicast again. Enables Packrat (`packrat = 1`).
-// `SK_STATUS_INVALID_ARGUMENT` if the address is not multicast.
-//
-// Ownership: reads `group` and updates `*config` in place; nothing is kept. Thread safety: no
-// shared state, callable from any thread at any time.
-//
-// # Safety
-// `config` is valid for reads and writes; `group` is null or valid for `group_len` bytes.
-enum SkStatus sk_session_config_set_multicast_group(struct SkSessionConfig *config,
-                                                    const struct sockaddr *group,
-                                                    size_t group_len);
-
 // Creates a client session for one base connection (not started). `SK_STATUS_INVALID_ARGUMENT`
 // if the configuration breaks the protocol's constraints. Free it with `sk_client_free`.
 //
@@ -1414,6 +1356,64 @@ enum SkStatus sk_robin_on_timeout(struct SkRobin *r, uint64_t now_us);
 // # Safety
 // As [`sk_robin_poll_timeout`].
 enum SkStatus sk_robin_next_timeout(struct SkRobin *r, uint64_t *out_us);
+
+// Fills `out` with a Robin-only configuration: a quACK every `interval_ms` with threshold `t`
+// (Sidekick (NSDI '24) Table 5: 30 ms and t = 10 for the upload scenario), QUIC identifiers.
+//
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
+//
+// # Safety
+// `out` is valid for a write.
+enum SkStatus sk_session_config_robin(uint32_t interval_ms,
+                                      uint32_t threshold,
+                                      struct SkSessionConfig *out);
+
+// Fills `out` with a Packrat-only configuration with the WiFi defaults of Packrat (CoNEXT '26) (eACK every
+// 10 ms / 16 packets, 160 symbols, 48 kB cache, 30 ms reorder window; eACKs sized for 16
+// packets in flight beyond the open gaps).
+//
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
+//
+// # Safety
+// `out` is valid for a write.
+enum SkStatus sk_session_config_packrat(struct SkSessionConfig *out);
+
+// Fills `out` with Robin and Packrat on one session, for a connection that both sends and
+// receives near the lossy link (an upload beside a download, a call with media both ways): a
+// quACK every `interval_ms` with threshold `t` for what the client sends (as
+// `sk_session_config_robin`), and Packrat's WiFi defaults for what it receives (as
+// `sk_session_config_packrat`, eACKs sized for 16 packets in flight). The engines share the
+// session's identifiers (4 bytes), quota and epoch: a reset restarts both. When one engine's
+// assessment fails while the other runs, only it stops (`SK_CLIENT_EVENT_KIND_ROBIN_DROPPED`
+// or `SK_CLIENT_EVENT_KIND_PACKRAT_DROPPED`).
+//
+// Ownership: reads only its arguments and writes only the caller's outputs; nothing is
+// kept. Thread safety: no shared state, callable from any thread at any time.
+//
+// # Safety
+// `out` is valid for a write.
+enum SkStatus sk_session_config_robin_and_packrat(uint32_t interval_ms,
+                                                  uint32_t threshold,
+                                                  struct SkSessionConfig *out);
+
+// Asks Packrat assistance for a multicast stream (Packrat (CoNEXT '26) §6.1 "Multicast Proxy"):
+// the server sends the stream to `group` (a `sockaddr_in` / `sockaddr_in6` of a multicast
+// address and port) from the address this session's base connection runs to; the proxy keeps
+// one shared cache of the group's stream and this client's eACK and virtual cache. The session
+// itself runs on the client's unicast path to the server (e.g. the socket it sends NACKs from).
+// A null `group` makes the session unicast again. Enables Packrat (`packrat = 1`).
+// `SK_STATUS_INVALID_ARGUMENT` if the address is not multicast.
+//
+// Ownership: reads `group` and updates `*config` in place; nothing is kept. Thread safety: no
+// shared state, callable from any thread at any time.
+//
+// # Safety
+// `config` is valid for reads and writes; `group` is null or valid for `group_len` bytes.
+enum SkStatus sk_session_config_set_multicast_group(struct SkSessionConfig *config,
+                                                    const struct sockaddr *group,
+                                                    size_t group_len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -103,7 +103,7 @@ pub fn fuzz_c_api(data: &[u8]) {
 
         // Client: the bytes on the base socket (a forged discovery reply?) and from the proxy.
         let mut cfg = std::mem::MaybeUninit::<SkSessionConfig>::uninit();
-        ok(crate::client::sk_session_config_robin(
+        ok(crate::session_config::sk_session_config_robin(
             30,
             10,
             cfg.as_mut_ptr(),

@@ -17,7 +17,6 @@ use crate::client::{
     sk_client_on_sidekick_received, sk_client_poll_deliver, sk_client_poll_event,
     sk_client_poll_timeout, sk_client_poll_transmit, sk_client_rtt_ratio, sk_client_set_dcid_len,
     sk_client_start, sk_client_state, sk_client_stats, sk_client_withdraw_sent,
-    sk_session_config_packrat, sk_session_config_robin, sk_session_config_robin_and_packrat,
 };
 use crate::client_types::{SkClientEvent, SkClientStats, SkDestination, SkSessionConfig};
 use crate::ffi::SkStatus;
@@ -44,6 +43,9 @@ use crate::robin::{
     sk_robin_on_e2e_rtt, sk_robin_on_quack, sk_robin_on_sent, sk_robin_poll_event,
     sk_robin_poll_timeout, sk_robin_reset, sk_robin_rtt_ratio, sk_robin_stats,
     sk_robin_withdraw_last,
+};
+use crate::session_config::{
+    sk_session_config_packrat, sk_session_config_robin, sk_session_config_robin_and_packrat,
 };
 
 /// Reads arguments off the fuzz input (zeros once it is exhausted).

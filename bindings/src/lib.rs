@@ -53,6 +53,7 @@ mod packrat;
 mod pacubic;
 mod quack_api;
 mod robin;
+mod session_config;
 mod sockaddr;
 
 pub use client::*;
@@ -64,3 +65,4 @@ pub use packrat::*;
 pub use pacubic::*;
 pub use quack_api::*;
 pub use robin::*;
+pub use session_config::*;
