@@ -18,6 +18,7 @@
 //! - [`wire`], [`nack`], [`stats`], [`media_session`], [`media_io`]: shared wire format, NACK
 //!   bookkeeping, statistics, the media sessions sans IO and their tokio adapters.
 
+pub mod cli;
 pub mod fec;
 pub mod media;
 pub mod media_io;

@@ -135,18 +135,9 @@ fn config(s: &Stream) -> MediaConfig {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    sidekick_examples::cli::init_tracing("warn");
     let cli = Cli::parse();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("tokio runtime")?;
+    let rt = sidekick_examples::cli::current_thread_runtime()?;
     rt.block_on(async move {
         match cli.cmd {
             Cmd::Server(a) => server(a).await,

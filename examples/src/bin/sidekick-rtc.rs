@@ -81,13 +81,7 @@ struct ClientArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    sidekick_examples::cli::init_tracing("warn");
     match Cli::parse().cmd {
         Cmd::Server(a) => {
             let params = FrameParams {

@@ -47,13 +47,7 @@ struct Cli {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    sidekick_examples::cli::init_tracing("info");
     let a = Cli::parse();
     let cfg = Arc::new(SplitConfig {
         client_interface: a.client_interface,

@@ -94,13 +94,7 @@ struct ClientArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    sidekick_examples::cli::init_tracing("info");
     match Cli::parse().cmd {
         Cmd::Server(a) => {
             a.common.check()?;

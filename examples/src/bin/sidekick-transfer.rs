@@ -255,13 +255,7 @@ fn options(c: &Common) -> TransportOptions {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    sidekick_examples::cli::init_tracing("warn");
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Server(a) => {
