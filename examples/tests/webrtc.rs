@@ -157,6 +157,9 @@ fn robin_resends_srtp_on_quack_loss() {
     assert!(sk["quacks"].as_u64().unwrap() > 5, "{v}");
     assert!(sk["losses_detected"].as_u64().unwrap() > 0, "{v}");
     assert!(sk["retransmissions"].as_u64().unwrap() > 0, "{v}");
+    // No loss but the relay's: ICE's STUN checks to other candidates never cross the proxy
+    // and are not the session's to count.
+    assert!(sk["losses_detected"].as_u64().unwrap() <= dropped, "{v}");
     assert_eq!(sk["inconsistent_quacks"], 0, "{v}");
     assert_every_frame(&v);
 }
@@ -226,4 +229,49 @@ fn malformed_rtp_and_stun_through_the_proxy_do_not_break_the_call() {
     let (v, _, _relay) = relayed("upload", true, links, &["--sidekick"]);
     eprintln!("garbage, upload: {v}");
     assert_every_frame(&v);
+}
+
+/// The far peer falls silent mid-call (nothing crosses the proxy–server segment either way from
+/// 1 s after the first media datagram): each call still ends on schedule with its report, and
+/// the sidekick neither breaks nor invents work.
+/// - Download (Packrat): the player got the first part of the stream and nothing after; no gap
+///   inside what it got (no datagram held back and lost), at most the one frame the silence cut.
+/// - Upload (Robin): the proxy saw every datagram the client sent (the silence is beyond it), so
+///   its quACKs show no loss and the client resends nothing; the sender sends every frame. (This
+///   found the sender logging ICE's STUN checks to other candidates, which never cross the
+///   proxy: 7 false losses and resends per call before the sidekick kept to the media peer.)
+#[test]
+fn a_far_peer_gone_silent_mid_call_ends_the_call_with_its_report() {
+    let links = common::Links {
+        far_silent_after: Some(Duration::from_secs(1)),
+        ..relay_links(0, 20)
+    };
+    let (v, _, relay) = relayed("download", true, links, &["--sidekick"]);
+    eprintln!("silent sender, download: {v}");
+    let silenced = relay.stats.silenced.load(Ordering::Relaxed);
+    let expected = v["frames_expected"].as_u64().unwrap();
+    let complete = v["frames_complete"].as_u64().unwrap();
+    assert!(silenced > 50, "{v}");
+    assert!(complete > 10 && complete < expected, "{v}");
+    assert!(v["frames_incomplete"].as_u64().unwrap() <= 1, "{v}");
+    assert_eq!(v["lost"], 0, "{v}");
+    assert_eq!(v["end"], "done", "{v}");
+    assert_eq!(v["sidekick"]["mode"], "packrat", "{v}");
+    assert_eq!(v["sidekick"]["gaps_opened"], 0, "{v}");
+
+    let links = common::Links {
+        far_silent_after: Some(Duration::from_secs(1)),
+        ..relay_links(0, 20)
+    };
+    let (v, _, relay) = relayed("upload", true, links, &["--sidekick"]);
+    eprintln!("silent receiver, upload: {v}");
+    assert!(relay.stats.silenced.load(Ordering::Relaxed) > 50, "{v}");
+    assert_eq!(v["frames_sent"], v["frames_expected"], "{v}");
+    let sk = &v["sidekick"];
+    assert_eq!(sk["mode"], "robin", "{v}");
+    assert_eq!(sk["state"], "active", "{v}");
+    assert!(sk["quacks"].as_u64().unwrap() > 5, "{v}");
+    assert_eq!(sk["losses_detected"], 0, "{v}");
+    assert_eq!(sk["retransmissions"], 0, "{v}");
+    assert_eq!(sk["inconsistent_quacks"], 0, "{v}");
 }

@@ -407,7 +407,7 @@ impl Peer {
                     let now = Instant::now();
                     self.remote = Some(t.destination);
                     if let Some(s) = self.side.as_mut() {
-                        s.on_sent(now, &t.contents);
+                        s.on_sent(now, t.destination, &t.contents);
                     }
                     // Best effort, as UDP: a full socket buffer is a loss NACKs recover.
                     if let Err(e) = self.socket.try_send_to(&t.contents, t.destination) {
@@ -502,7 +502,7 @@ impl Peer {
     fn on_base(&mut self, now: Instant, from: SocketAddr, d: Vec<u8>) -> anyhow::Result<()> {
         self.remote.get_or_insert(from);
         let pass = match self.side.as_mut() {
-            Some(s) => s.on_received(now, d),
+            Some(s) => s.on_received(now, from, d),
             None => Some(d),
         };
         if let Some(d) = pass {
@@ -513,7 +513,12 @@ impl Peer {
 
     /// Datagrams the sidekick released (after a gap filled or the reorder window ran out).
     fn feed_released(&mut self) -> anyhow::Result<()> {
-        let Some(from) = self.remote else {
+        let Some(from) = self
+            .side
+            .as_ref()
+            .and_then(WebrtcSidekick::peer)
+            .or(self.remote)
+        else {
             return Ok(());
         };
         while let Some((d, at)) = self.side.as_mut().and_then(WebrtcSidekick::poll_deliver) {
@@ -526,7 +531,7 @@ impl Peer {
         let Some(s) = self.side.as_mut() else { return };
         while let Some(t) = s.poll_transmit() {
             let r = match t {
-                SkTransmit::Base(d) => match self.remote {
+                SkTransmit::Base(d) => match s.peer().or(self.remote) {
                     Some(to) => self.socket.send_to(&d, to).await,
                     None => continue,
                 },

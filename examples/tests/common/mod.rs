@@ -39,6 +39,9 @@ pub struct Links {
     /// Rate of the far segment relay → server, bit/s (`None`: unlimited). Paces an upload so the
     /// server sees datagrams spread out, as behind a real bottleneck, instead of in bursts.
     pub up_rate_bps: Option<f64>,
+    /// The far segment (proxy ↔ server) carries nothing either way from this long after the
+    /// first datagram `droppable` selects (a far peer gone silent mid-call); `None`: never.
+    pub far_silent_after: Option<Duration>,
     /// Which datagrams the lossy link may drop (default: first bit 0, QUIC short headers and
     /// the media apps' packets; the WebRTC tests drop SRTP).
     pub droppable: fn(&[u8]) -> bool,
@@ -78,6 +81,7 @@ impl Default for Links {
             far_rate_bps: 20e6,
             far_queue: Duration::from_millis(100),
             up_rate_bps: None,
+            far_silent_after: None,
             droppable: first_bit_clear,
             garbage_every: 0,
         }
@@ -158,6 +162,8 @@ pub struct RelayStats {
     pub eacks: AtomicU64,
     pub proxy_retransmissions: AtomicU64,
     pub discovery_replies: AtomicU64,
+    /// Datagrams the silent far segment swallowed (either way).
+    pub silenced: AtomicU64,
     pub debug: std::sync::Mutex<String>,
 }
 
@@ -186,6 +192,9 @@ pub async fn relay(
     let mut client: Option<SocketAddr> = None;
     let (mut up, mut down) = (0u64, 0u64);
     let (mut up_all, mut down_all) = (0u64, 0u64);
+    // When the far segment falls silent (`Links::far_silent_after`), once media has flowed.
+    let mut silent_from: Option<Instant> = None;
+    let silent = |at: Option<Instant>, now: Instant| at.is_some_and(|t| now >= t);
     let (mut b1, mut b3) = (vec![0u8; 65536], vec![0u8; 65536]);
     loop {
         let deadline = core
@@ -198,6 +207,9 @@ pub async fn relay(
                 client = Some(from);
                 let d = &b1[..n];
                 let now = Instant::now();
+                if (links.droppable)(d) && silent_from.is_none() {
+                    silent_from = links.far_silent_after.map(|after| now + after);
+                }
                 let assisted = core.snapshot().assisted_flows > 0;
                 if (links.droppable)(d) && assisted {
                     up += 1;
@@ -211,7 +223,11 @@ pub async fn relay(
                     let ip = build_udp_ip(from, front_addr, d, 64);
                     core.handle_frame(now, Direction::FromClient, &ip, FrameMeta::default());
                 }
-                let _ = to_server.send((now, d.to_vec()));
+                if silent(silent_from, now) {
+                    stats.silenced.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let _ = to_server.send((now, d.to_vec()));
+                }
                 up_all += 1;
                 if links.garbage_every > 0 && up_all % links.garbage_every == 0 {
                     let g = garbage(up_all / links.garbage_every, d);
@@ -228,6 +244,14 @@ pub async fn relay(
                 let Some(c) = client else { continue };
                 let d = &d[..];
                 let now = Instant::now();
+                if (links.droppable)(d) && silent_from.is_none() {
+                    silent_from = links.far_silent_after.map(|after| now + after);
+                }
+                if silent(silent_from, now) {
+                    // Swallowed on the far segment: the proxy never sees it.
+                    stats.silenced.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 if proxy {
                     let ip = build_udp_ip(front_addr, c, d, 64);
                     core.handle_frame(now, Direction::ToClient, &ip, FrameMeta::default());
