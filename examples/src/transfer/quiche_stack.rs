@@ -54,6 +54,11 @@ pub(crate) fn config_with_alpn(
     };
     c.set_cc_algorithm_name(cc)
         .context("congestion controller")?;
+    // quiche 0.30 changed CUBIC's restart after idle (the epoch shift is measured from the later
+    // of the last ACK and the last send, no longer from the last send alone) and turned it on by
+    // default. Off: the CUBIC of quiche 0.24 that the figures in docs/results.md were measured
+    // with. (Reno and BBR do not read this option.)
+    c.set_enable_cubic_idle_restart_fix(false);
     Ok(c)
 }
 
