@@ -130,9 +130,14 @@ soname="$(objdump -p "$prefix/lib/libquiche.so" 2>/dev/null | awk '/SONAME/ {pri
 #    the machine may lack are off so the build does not depend on them. curl-sys ships no
 #    docs/ directory, which curl's CMakeLists adds whenever it finds Perl (to build the
 #    manual): Perl is hidden from CMake.
-#    BoringSSL's libssl.a is C++ and needs the C++ runtime at link time: -lstdc++ goes at
-#    the end of every C link line.
+#    BoringSSL's libssl.a is C++ and needs the C++ runtime at link time, which curl's
+#    CMakeLists adds only for Clang with OPENSSL_USE_STATIC_LIBS: the linker flags (of curl's
+#    link checks too) carry -lstdc++, before the static libraries, so --no-as-needed keeps it.
+#    Without it the check of SSL_set_quic_use_legacy_codepoint fails and curl stops with
+#    "QUICTLS API support is missing".
 log "building curl $curl_release (USE_QUICHE)"
+# A fresh configure: CMake caches the results of its checks (a failed one would stick).
+rm -f "$out/curl-build/CMakeCache.txt"
 cmake -S "$src/curl-$curl_release" -B "$out/curl-build" -G "Unix Makefiles" \
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$prefix" \
@@ -153,7 +158,8 @@ cmake -S "$src/curl-$curl_release" -B "$out/curl-build" -G "Unix Makefiles" \
     -DCURL_BROTLI=OFF -DCURL_ZSTD=OFF -DCURL_ZLIB=OFF -DCURL_DISABLE_LDAP=ON \
     -DCURL_USE_GSSAPI=OFF -DUSE_LIBRTMP=OFF \
     -DCMAKE_DISABLE_FIND_PACKAGE_Perl=ON \
-    -DCMAKE_C_STANDARD_LIBRARIES=-lstdc++ \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed -lstdc++" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--no-as-needed -lstdc++" \
     >"$out/cmake-configure.log" 2>&1 || { tail -40 "$out/cmake-configure.log" >&2; exit 1; }
 cmake --build "$out/curl-build" -j "$jobs" >"$out/cmake-build.log" 2>&1 \
     || { tail -40 "$out/cmake-build.log" >&2; exit 1; }
