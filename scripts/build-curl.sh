@@ -5,8 +5,15 @@
 #   - curl: the sources the `curl-sys` crate ships (its `curl/` directory: CMake build, lib/,
 #     src/), unpacked as crates.io serves them; nothing is patched;
 #   - QUIC and HTTP/3: the `quiche` crate's C API (cargo feature `ffi`) as a shared library,
-#     with the BoringSSL the crate vendors, which curl also uses as its TLS library (curl's
-#     quiche backend requires BoringSSL).
+#     with the BoringSSL that the `boring-sys` crate builds for it (quiche >= 0.25 has no
+#     vendored BoringSSL of its own: its default feature `boringssl-boring-crate` takes the one of
+#     the `boring` crates), which curl also uses as its TLS library (curl's quiche backend
+#     requires BoringSSL).
+#
+# quiche 0.30's C API suits curl 8.22.0: every quiche_* function cf-quiche.c calls is in
+# quiche 0.30's include/quiche.h, and cf-quiche.c already raises the header-section limit that
+# quiche 0.29.3 introduced (quiche_h3_config_set_max_field_section_size). curl-sys ships no
+# docs/ (so no docs/HTTP3.md); the check is on the sources.
 #
 # Idempotent: a finished build is recognised by its stamp (crate versions + this script's
 # hash) and the script returns at once; a cold build takes several minutes (BoringSSL, quiche,
@@ -19,7 +26,7 @@ root="$(pwd)"
 # The versions built. curl-sys's `+curl-X.Y.Z` build metadata names the curl release; quiche is
 # the version the workspace pins (Cargo.lock).
 curl_sys_version="0.4.91"
-quiche_version="0.24.9"
+quiche_version="0.30.0"
 
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 mkdir -p "$target_dir"
@@ -101,13 +108,17 @@ members = ["quiche-$quiche_version"]
 resolver = "2"
 EOF
 cp "$qws/quiche-$quiche_version/Cargo.lock" "$qws/Cargo.lock"
-log "building quiche $quiche_version (ffi, vendored BoringSSL)"
-(cd "$qws" && cargo build --release -p quiche --features ffi,boringssl-vendored \
+log "building quiche $quiche_version (ffi, BoringSSL of boring-sys)"
+(cd "$qws" && cargo build --release -p quiche --features ffi,boringssl-boring-crate \
     --target-dir "$out/quiche-target" -j "$jobs")
 qlib="$out/quiche-target/release"
-bssl_build="$(dirname "$(find "$qlib/build" -path '*quiche-*/out/build/libssl.a' | head -1)")"
-[ -f "$bssl_build/libssl.a" ] && [ -f "$bssl_build/libcrypto.a" ] || { log "BoringSSL libraries not found"; exit 1; }
-bssl_include="$qws/quiche-$quiche_version/deps/boringssl/src/include"
+# boring-sys builds BoringSSL under its OUT_DIR: the static libraries somewhere below it, the
+# headers it compiled with in boringssl/include.
+bssl_ssl="$(find "$qlib/build" -path '*boring-sys-*/out/*' -name libssl.a | head -1)"
+bssl_build="$(dirname "$bssl_ssl")"
+[ -n "$bssl_ssl" ] && [ -f "$bssl_build/libcrypto.a" ] || { log "BoringSSL libraries not found"; exit 1; }
+bssl_include="$(find "$qlib/build" -path '*boring-sys-*/out/boringssl/include' -type d | head -1)"
+[ -f "$bssl_include/openssl/ssl.h" ] || { log "BoringSSL headers not found"; exit 1; }
 
 rm -rf "$prefix"
 mkdir -p "$prefix/lib"
@@ -119,7 +130,14 @@ soname="$(objdump -p "$prefix/lib/libquiche.so" 2>/dev/null | awk '/SONAME/ {pri
 #    the machine may lack are off so the build does not depend on them. curl-sys ships no
 #    docs/ directory, which curl's CMakeLists adds whenever it finds Perl (to build the
 #    manual): Perl is hidden from CMake.
+#    BoringSSL's libssl.a is C++ and needs the C++ runtime at link time, which curl's
+#    CMakeLists adds only for Clang with OPENSSL_USE_STATIC_LIBS: the linker flags (of curl's
+#    link checks too) carry -lstdc++, before the static libraries, so --no-as-needed keeps it.
+#    Without it the check of SSL_set_quic_use_legacy_codepoint fails and curl stops with
+#    "QUICTLS API support is missing".
 log "building curl $curl_release (USE_QUICHE)"
+# A fresh configure: CMake caches the results of its checks (a failed one would stick).
+rm -f "$out/curl-build/CMakeCache.txt"
 cmake -S "$src/curl-$curl_release" -B "$out/curl-build" -G "Unix Makefiles" \
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$prefix" \
@@ -140,6 +158,8 @@ cmake -S "$src/curl-$curl_release" -B "$out/curl-build" -G "Unix Makefiles" \
     -DCURL_BROTLI=OFF -DCURL_ZSTD=OFF -DCURL_ZLIB=OFF -DCURL_DISABLE_LDAP=ON \
     -DCURL_USE_GSSAPI=OFF -DUSE_LIBRTMP=OFF \
     -DCMAKE_DISABLE_FIND_PACKAGE_Perl=ON \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed -lstdc++" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-Wl,--no-as-needed -lstdc++" \
     >"$out/cmake-configure.log" 2>&1 || { tail -40 "$out/cmake-configure.log" >&2; exit 1; }
 cmake --build "$out/curl-build" -j "$jobs" >"$out/cmake-build.log" 2>&1 \
     || { tail -40 "$out/cmake-build.log" >&2; exit 1; }

@@ -286,6 +286,11 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    /* The key-exchange groups our quiche endpoints offer (TLS_GROUPS in
+     * examples/src/transfer/quiche_stack.rs), those quiche 0.24's BoringSSL offered: the
+     * BoringSSL that quiche 0.30 takes from boring-sys offers X25519MLKEM768 first, whose key
+     * share spreads the ClientHello over two Initial datagrams. */
+    curl_easy_setopt(easy, CURLOPT_SSL_EC_CURVES, "X25519:P-256:P-384");
     if (insecure) {
         curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);

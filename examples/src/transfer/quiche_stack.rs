@@ -29,6 +29,10 @@ pub(super) fn config(opts: &TransportOptions) -> anyhow::Result<quiche::Config> 
     config_with_alpn(opts, alpn)
 }
 
+/// The TLS key-exchange groups our quiche endpoints offer and accept (BoringSSL names): the
+/// default list of the BoringSSL that quiche 0.24 vendored.
+const TLS_GROUPS: &str = "X25519:P-256:P-384";
+
 /// The transport configuration both stacks' applications share (windows, datagram size, idle
 /// timeout, congestion controller) with the application protocol `alpn`.
 pub(crate) fn config_with_alpn(
@@ -54,6 +58,17 @@ pub(crate) fn config_with_alpn(
     };
     c.set_cc_algorithm_name(cc)
         .context("congestion controller")?;
+    // quiche 0.30 changed CUBIC's restart after idle (the epoch shift is measured from the later
+    // of the last ACK and the last send, no longer from the last send alone) and turned it on by
+    // default. Off: the CUBIC of quiche 0.24 that the figures in docs/results.md were measured
+    // with. (Reno and BBR do not read this option.)
+    c.set_enable_cubic_idle_restart_fix(false);
+    // quiche 0.30 takes BoringSSL from the boring-sys crate, whose BoringSSL offers the hybrid
+    // X25519MLKEM768 first: its 1.2 KB key share puts the ClientHello into two Initial datagrams
+    // and the server then ACKs the first one on its own (an "instant ACK"), which changes the
+    // handshake the proxy sees (docs/results.md, handshake section). The groups of quiche 0.24's
+    // vendored BoringSSL, in its order: one Initial datagram, one X25519 key share.
+    c.set_curves_list(TLS_GROUPS).context("TLS groups")?;
     Ok(c)
 }
 
