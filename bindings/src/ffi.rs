@@ -261,7 +261,7 @@ impl Clock {
     /// returned time finds the timer expired.
     pub(crate) fn deadline_us(self, t: Instant) -> u64 {
         let since = t.saturating_duration_since(self.anchor);
-        let up = u64::from(since.subsec_nanos() % 1000 != 0);
+        let up = u64::from(!since.subsec_nanos().is_multiple_of(1000));
         self.to_us(t).saturating_add(up)
     }
 }

@@ -31,10 +31,10 @@ fn static_library() -> PathBuf {
     }
     // CARGO_TARGET_TMPDIR is `<target>/tmp`; the profile directory is a sibling.
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    if let (Some(target), Some(profile)) = (tmp.parent(), deps.parent()) {
-        if let Some(name) = profile.file_name() {
-            candidates.push(target.join(name).join("libsidekick_capi.a"));
-        }
+    if let (Some(target), Some(profile)) = (tmp.parent(), deps.parent())
+        && let Some(name) = profile.file_name()
+    {
+        candidates.push(target.join(name).join("libsidekick_capi.a"));
     }
     candidates
         .iter()

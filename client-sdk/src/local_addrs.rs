@@ -15,12 +15,12 @@ pub fn parse_fib_trie(text: &str) -> Vec<IpAddr> {
         let t = line.trim_start();
         if let Some(rest) = t.strip_prefix("|-- ") {
             last = rest.trim().parse().ok();
-        } else if t.starts_with("/32 host LOCAL") {
-            if let Some(a) = last {
-                let a = IpAddr::V4(a);
-                if !out.contains(&a) {
-                    out.push(a);
-                }
+        } else if t.starts_with("/32 host LOCAL")
+            && let Some(a) = last
+        {
+            let a = IpAddr::V4(a);
+            if !out.contains(&a) {
+                out.push(a);
             }
         }
     }

@@ -267,11 +267,11 @@ impl PackratReceiver {
         }
         self.largest = Some(self.largest.map_or(pn, |l| l.max(pn)));
         if self.blocked(pn) {
-            if self.held.len() >= self.config.max_held {
-                if let Some(h) = self.held.pop_front() {
-                    self.ready.push_back(h.datagram);
-                    self.stats.held_overflow += 1;
-                }
+            if self.held.len() >= self.config.max_held
+                && let Some(h) = self.held.pop_front()
+            {
+                self.ready.push_back(h.datagram);
+                self.stats.held_overflow += 1;
             }
             self.held.push_back(Held { pn, datagram });
             self.stats.held += 1;

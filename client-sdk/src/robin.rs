@@ -533,10 +533,10 @@ impl RobinSender {
             return self.sync(q, now);
         }
         let count = q.count();
-        if let Some(previous) = self.last_count {
-            if count < previous {
-                return Err(self.reject(QuackError::Stale { count, previous }));
-            }
+        if let Some(previous) = self.last_count
+            && count < previous
+        {
+            return Err(self.reject(QuackError::Stale { count, previous }));
         }
         let sent = self.epoch_sent();
         if u64::from(count) > sent {
@@ -579,11 +579,11 @@ impl RobinSender {
         }
         // Near-segment RTT from the last element's send time (Sidekick (NSDI '24) §7 suggests timing the
         // proxy's receipts; the quACK interval inflates samples, the minimum filters it).
-        if let Some(e) = self.log.get(idx) {
-            if !unknown[idx] {
-                self.near_rtt
-                    .on_sample(now.saturating_duration_since(e.sent));
-            }
+        if let Some(e) = self.log.get(idx)
+            && !unknown[idx]
+        {
+            self.near_rtt
+                .on_sample(now.saturating_duration_since(e.sent));
         }
         // Move received entries into the cumulative sums; count later receipts for the rest.
         let mut kept = VecDeque::with_capacity(self.log.len());

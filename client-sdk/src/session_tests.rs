@@ -50,12 +50,11 @@ fn connect(config: SidekickConfig) -> Lab {
     // Shuttle frames until established.
     for _ in 0..10 {
         while let Some(t) = client.poll_transmit() {
-            if let Transmit::Sidekick(_, bytes) = t {
-                if let Ok(ProxyEvent::SessionEstablished { id, .. }) =
+            if let Transmit::Sidekick(_, bytes) = t
+                && let Ok(ProxyEvent::SessionEstablished { id, .. }) =
                     proxy.handle_datagram(t0, base.client, &bytes)
-                {
-                    sid = Some(id);
-                }
+            {
+                sid = Some(id);
             }
         }
         while let Some(t) = proxy.poll_transmit() {

@@ -109,12 +109,13 @@ fn quiche_packet_numbers_both_directions() {
             };
             client.recv(&mut buf[..n], info).unwrap();
         }
-        if client.is_established() && sent < payload.len() {
-            if let Ok(n) = client.stream_send(0, &payload[sent..], false) {
-                sent += n;
-                if sent == payload.len() {
-                    client.stream_send(0, &[], true).unwrap();
-                }
+        if client.is_established()
+            && sent < payload.len()
+            && let Ok(n) = client.stream_send(0, &payload[sent..], false)
+        {
+            sent += n;
+            if sent == payload.len() {
+                client.stream_send(0, &[], true).unwrap();
             }
         }
         for id in server.readable() {
@@ -122,10 +123,11 @@ fn quiche_packet_numbers_both_directions() {
                 received += n;
             }
         }
-        if received == payload.len() && echoed < 100_000 {
-            if let Ok(n) = server.stream_send(0, &payload[..100_000 - echoed], false) {
-                echoed += n;
-            }
+        if received == payload.len()
+            && echoed < 100_000
+            && let Ok(n) = server.stream_send(0, &payload[..100_000 - echoed], false)
+        {
+            echoed += n;
         }
         for id in client.readable() {
             while let Ok((n, _)) = client.stream_recv(id, &mut buf) {

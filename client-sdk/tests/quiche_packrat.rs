@@ -257,10 +257,11 @@ fn run(kill_at_bytes: Option<usize>) -> Outcome {
         for id in server.readable() {
             while server.stream_recv(id, &mut buf).is_ok() {}
         }
-        if requested && sent < SIZE {
-            if let Ok(n) = server.stream_send(0, &payload[sent..], false) {
-                sent += n;
-            }
+        if requested
+            && sent < SIZE
+            && let Ok(n) = server.stream_send(0, &payload[sent..], false)
+        {
+            sent += n;
         }
         for id in client.conn().readable().collect::<Vec<_>>() {
             while let Ok((n, _)) = client.conn_mut().stream_recv(id, &mut buf) {

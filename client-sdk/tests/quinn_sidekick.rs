@@ -61,7 +61,7 @@ async fn proxy(base: UdpSocket, sk: UdpSocket, server: SocketAddr, stats: Arc<Pr
                 }
                 forwarded += 1;
                 let short = d[0] & 0x80 == 0;
-                if short && session.is_some() && forwarded % 40 == 0 {
+                if short && session.is_some() && forwarded.is_multiple_of(40) {
                     stats.dropped.fetch_add(1, Ordering::Relaxed);
                     continue; // lost before the proxy: the quACK will show it
                 }
@@ -187,11 +187,12 @@ async fn upload(
     let mut killed = false;
     for _ in 0..SIZE / chunk.len() {
         send.write_all(&chunk).await.unwrap();
-        if let Some(k) = kill_after {
-            if !killed && t0.elapsed() >= k {
-                stats.alive.store(false, Ordering::Relaxed);
-                killed = true;
-            }
+        if let Some(k) = kill_after
+            && !killed
+            && t0.elapsed() >= k
+        {
+            stats.alive.store(false, Ordering::Relaxed);
+            killed = true;
         }
     }
     send.finish().unwrap();

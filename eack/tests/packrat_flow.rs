@@ -83,7 +83,7 @@ fn proxy_cache_bigger_than_local_sketch_is_answered_by_extension() {
     for _ in 0..2000 {
         let id = rng.next_u64() as u32;
         proxy.insert(id);
-        if rng.next_u64() % 20 == 0 {
+        if rng.next_u64().is_multiple_of(20) {
             lost.push(id);
         } else {
             client.on_receive(id);

@@ -163,10 +163,10 @@ pub async fn serve_media(
             let (n, from) = socket.recv_from(&mut buf).await?;
             match codec.decode(&buf[..n]) {
                 Ok(Message::Fin { .. }) => {
-                    if let Some((p, s)) = &done {
-                        if *p == from {
-                            send(socket, s, from).await;
-                        }
+                    if let Some((p, s)) = &done
+                        && *p == from
+                    {
+                        send(socket, s, from).await;
                     }
                 }
                 Ok(Message::Data(_)) if done.as_ref().is_none_or(|(p, _)| *p != from) => {
@@ -185,10 +185,11 @@ pub async fn serve_media(
             while let Ok(Ok((n, from))) =
                 tokio::time::timeout_at(until, socket.recv_from(&mut buf)).await
             {
-                if from == peer && matches!(codec.decode(&buf[..n]), Ok(Message::Fin { .. })) {
-                    if let Some((_, s)) = &done {
-                        send(socket, s, peer).await;
-                    }
+                if from == peer
+                    && matches!(codec.decode(&buf[..n]), Ok(Message::Fin { .. }))
+                    && let Some((_, s)) = &done
+                {
+                    send(socket, s, peer).await;
                 }
             }
             return Ok(());

@@ -89,10 +89,10 @@ impl MediaSidekickCore {
     /// Robin: the sender put a media datagram on the wire (original or resend). The first one
     /// starts discovery.
     pub fn on_media_sent(&mut self, now: Instant, datagram: &[u8]) {
-        if self.client.is_idle() {
-            if let Err(e) = self.client.start(now) {
-                tracing::debug!(%e, "sidekick discovery did not start");
-            }
+        if self.client.is_idle()
+            && let Err(e) = self.client.start(now)
+        {
+            tracing::debug!(%e, "sidekick discovery did not start");
         }
         // NACK-triggered resends are new datagrams (fresh nonce, new tag): logged like any other.
         self.client.on_base_sent(now, datagram);
@@ -119,10 +119,10 @@ impl MediaSidekickCore {
 
     /// Packrat: the player sent a datagram to the server; the first one starts discovery.
     pub fn on_player_sent(&mut self, now: Instant) {
-        if self.client.is_idle() {
-            if let Err(e) = self.client.start(now) {
-                tracing::debug!(%e, "sidekick discovery did not start");
-            }
+        if self.client.is_idle()
+            && let Err(e) = self.client.start(now)
+        {
+            tracing::debug!(%e, "sidekick discovery did not start");
         }
     }
 

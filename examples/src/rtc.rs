@@ -340,14 +340,14 @@ impl FrameReader {
             }
         }
         self.payload += data.len() as u64;
-        if let Some(h) = self.header {
-            if self.payload > u64::from(h.payload_len) {
-                return Err(RtcWireError::PayloadLength {
-                    index: h.index,
-                    declared: h.payload_len,
-                    got: self.payload,
-                });
-            }
+        if let Some(h) = self.header
+            && self.payload > u64::from(h.payload_len)
+        {
+            return Err(RtcWireError::PayloadLength {
+                index: h.index,
+                declared: h.payload_len,
+                got: self.payload,
+            });
         }
         Ok(())
     }

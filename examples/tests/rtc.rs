@@ -155,7 +155,7 @@ fn lossy_relay(server: SocketAddr, every: u64) -> (SocketAddr, Arc<AtomicU64>) {
                 let Some(c) = client else { continue };
                 if buf[0] & 0x80 == 0 {
                     short += 1;
-                    if short % every == 0 {
+                    if short.is_multiple_of(every) {
                         counter.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }

@@ -420,12 +420,12 @@ fn eth0_tx_bytes(ns: &str) -> Result<u64, LabError> {
 /// e.g. `proxy_quacks_sent_total`), plus the fields of its final log line
 /// (`proxy_log_frames`, `proxy_log_quacks`, `proxy_log_retransmissions`).
 fn collect_proxy_metrics(p: &mut ProxyProcess, metrics: &mut BTreeMap<String, f64>) {
-    if p.is_running() {
-        if let Some(m) = p.scrape() {
-            for (k, v) in m {
-                let k = k.strip_prefix("sidekick_").unwrap_or(&k);
-                metrics.insert(format!("proxy_{k}"), v);
-            }
+    if p.is_running()
+        && let Some(m) = p.scrape()
+    {
+        for (k, v) in m {
+            let k = k.strip_prefix("sidekick_").unwrap_or(&k);
+            metrics.insert(format!("proxy_{k}"), v);
         }
     }
     for (k, v) in p.stop() {

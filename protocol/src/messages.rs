@@ -593,12 +593,12 @@ impl Message {
 
 /// Fuzz body: decode an arbitrary body under every type byte; must never panic.
 pub fn fuzz_decode_body(data: &[u8]) {
-    if let Some((&ty, body)) = data.split_first() {
-        if let Ok(m) = Message::decode_body(ty, body) {
-            // Re-encoding a decoded message must decode to the same message.
-            let again = Message::decode_body(m.msg_type(), &m.encode_body());
-            assert_eq!(again.as_ref(), Ok(&m));
-        }
+    if let Some((&ty, body)) = data.split_first()
+        && let Ok(m) = Message::decode_body(ty, body)
+    {
+        // Re-encoding a decoded message must decode to the same message.
+        let again = Message::decode_body(m.msg_type(), &m.encode_body());
+        assert_eq!(again.as_ref(), Ok(&m));
     }
 }
 

@@ -57,7 +57,7 @@ impl Lying {
             return false;
         }
         self.packets += 1;
-        self.packets % FALSE_LOSS_EVERY == 0
+        self.packets.is_multiple_of(FALSE_LOSS_EVERY)
     }
 
     /// Whether Packrat's retransmissions are dropped ([`Lie::NeverRepair`]).
@@ -72,7 +72,7 @@ impl Lying {
             return None;
         }
         self.packets += 1;
-        if self.packets % FORGED_EVERY != 0 {
+        if !self.packets.is_multiple_of(FORGED_EVERY) {
             return None;
         }
         forged_payload(payload)

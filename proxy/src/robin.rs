@@ -526,7 +526,7 @@ mod tests {
         let mut e = RobinEngine::new(gap_config(), t0);
         // 40 paced packets, ids 10 and 11 lost (Sidekick (NSDI '24) §6.2: the packet after a loss), 3 ms
         // of sender jitter on every packet.
-        let jitter = |i: u32| if i % 2 == 0 { 3 } else { -3 };
+        let jitter = |i: u32| if i.is_multiple_of(2) { 3 } else { -3 };
         let fired = paced(&mut e, t0, 0..40, &[10, 20, 21], jitter);
         // The first packet (the sender syncs on it), then the first two packets after each
         // silence (the count of 32 restarts with each quACK).
@@ -564,7 +564,7 @@ mod tests {
         let mut e = RobinEngine::new(gap_config(), t0);
         // A loss during the warm-up (id 2) is not acted on; ±4 ms jitter (spacings of 12 and
         // 28 ms, below 150 % of 20) never triggers.
-        let jitter = |i: u32| if i % 2 == 0 { 4 } else { -4 };
+        let jitter = |i: u32| if i.is_multiple_of(2) { 4 } else { -4 };
         assert_eq!(paced(&mut e, t0, 0..30, &[2], jitter), vec![0]);
         // Five seconds of silence: the two packets that resume the stream carry quACKs, and the
         // capped sample lets a loss eight packets later be seen again.

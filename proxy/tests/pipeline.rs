@@ -113,11 +113,11 @@ impl Lab {
                     Transmit::Inject { dir, frame } => {
                         assert_eq!(dir, Direction::ToClient);
                         let p = parse_frame(&frame, LinkType::Ethernet).unwrap();
-                        if p.src == addr(SERVER) && p.dst == addr(CLIENT) {
-                            if let Ok(ev) = self.client.handle_base_datagram(now, p.payload(&frame))
-                            {
-                                self.events.push(ev);
-                            }
+                        if p.src == addr(SERVER)
+                            && p.dst == addr(CLIENT)
+                            && let Ok(ev) = self.client.handle_base_datagram(now, p.payload(&frame))
+                        {
+                            self.events.push(ev);
                         }
                         self.injected.push(frame);
                     }

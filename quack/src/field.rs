@@ -595,7 +595,7 @@ mod tests {
                 r
             };
             for &a in &[2u64, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37] {
-                if n % a == 0 {
+                if n.is_multiple_of(a) {
                     return n == a;
                 }
             }

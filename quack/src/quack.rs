@@ -178,7 +178,7 @@ impl<T: Identifier> PowerSumQuack<T> {
             let pos = self.buf_pos;
             self.buf[pos % RING] = id;
             self.buf_pos = pos + 1;
-            if (pos + 1) % INSERT_BUFFER == 0 {
+            if (pos + 1).is_multiple_of(INSERT_BUFFER) {
                 self.fold_half();
             }
         } else {

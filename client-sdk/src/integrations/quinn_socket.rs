@@ -161,10 +161,10 @@ impl SidekickSocket {
     }
 
     fn drain_keylog(&self, client: &mut SidekickClient) {
-        if let Some(k) = &self.shared.keylog {
-            if !k.is_empty() {
-                k.drain_into(client.lens_mut());
-            }
+        if let Some(k) = &self.shared.keylog
+            && !k.is_empty()
+        {
+            k.drain_into(client.lens_mut());
         }
     }
 

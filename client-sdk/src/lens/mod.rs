@@ -515,18 +515,17 @@ impl PacketNumberLens {
     /// Reads the packet number of the short-header packet in `datagram` sent (`Outgoing`) or
     /// received (`Incoming`) by this endpoint. Long headers teach the lens CID lengths.
     pub fn observe(&mut self, dir: Direction, datagram: &[u8]) -> Result<u64, LensError> {
-        if datagram.first().is_some_and(|b| b & 0x80 != 0) {
-            if let Ok(long) = LongHeader::parse(datagram) {
-                // A packet's SCID is what the other side puts in its DCID.
-                let other = match dir {
-                    Direction::Outgoing => Direction::Incoming,
-                    Direction::Incoming => Direction::Outgoing,
-                };
-                if long.ty.is_some_and(|t| t != LongType::Retry)
-                    && self.state(other).dcid_len.is_none()
-                {
-                    self.set_dcid_len(other, long.scid.len());
-                }
+        if datagram.first().is_some_and(|b| b & 0x80 != 0)
+            && let Ok(long) = LongHeader::parse(datagram)
+        {
+            // A packet's SCID is what the other side puts in its DCID.
+            let other = match dir {
+                Direction::Outgoing => Direction::Incoming,
+                Direction::Incoming => Direction::Outgoing,
+            };
+            if long.ty.is_some_and(|t| t != LongType::Retry) && self.state(other).dcid_len.is_none()
+            {
+                self.set_dcid_len(other, long.scid.len());
             }
         }
         let Some(offset) = short_header_offset(datagram) else {

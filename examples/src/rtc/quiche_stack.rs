@@ -216,10 +216,10 @@ fn serve_connection(
             e.pump(d.conn)?;
         }
     }
-    if let Some(e) = d.conn.peer_error() {
-        if e.error_code != 0 {
-            bail!("peer closed with error {e:?}");
-        }
+    if let Some(e) = d.conn.peer_error()
+        && e.error_code != 0
+    {
+        bail!("peer closed with error {e:?}");
     }
     match (&run, &end) {
         (Some(r), Some(e)) if e.off == e.data.len() => {
@@ -314,11 +314,11 @@ pub fn run_client(
                 }
             }
         }
-        if let Some(n) = frames_sent {
-            if log.len() >= n as usize {
-                conn.close(true, 0, b"done").ok();
-                done = true;
-            }
+        if let Some(n) = frames_sent
+            && log.len() >= n as usize
+        {
+            conn.close(true, 0, b"done").ok();
+            done = true;
         }
     }
     tracing::info!(stats = ?conn.stats(), path = ?conn.path_stats().next(), "client connection");

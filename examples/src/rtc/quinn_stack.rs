@@ -143,10 +143,10 @@ pub async fn run_client(
     let mut log = FrameLog::default();
     let mut last = start;
     let result = loop {
-        if let Some(n) = frames_sent {
-            if log.len() >= n as usize {
-                break Ok(n);
-            }
+        if let Some(n) = frames_sent
+            && log.len() >= n as usize
+        {
+            break Ok(n);
         }
         tokio::select! {
             e = &mut end, if frames_sent.is_none() => match e {

@@ -390,10 +390,10 @@ pub(super) fn client_loop(
                 Err(e) => bail!("h3 poll: {e}"),
             }
         }
-        if req.direction == Direction::Upload {
-            if let Some(sid) = main_sid {
-                upload.pump(h3c, conn, sid, &pattern)?;
-            }
+        if req.direction == Direction::Upload
+            && let Some(sid) = main_sid
+        {
+            upload.pump(h3c, conn, sid, &pattern)?;
         }
     }
     let _ = stats_sid;

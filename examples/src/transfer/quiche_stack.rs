@@ -516,10 +516,12 @@ fn serve_connection(
                         first = unix_ns(SystemTime::now());
                     }
                     got += data.len() as u64;
-                    if let Some(r) = req {
-                        if r.direction == Direction::Upload && got >= r.bytes && last == 0 {
-                            last = unix_ns(SystemTime::now());
-                        }
+                    if let Some(r) = req
+                        && r.direction == Direction::Upload
+                        && got >= r.bytes
+                        && last == 0
+                    {
+                        last = unix_ns(SystemTime::now());
                     }
                 }
                 if fin {
@@ -528,32 +530,34 @@ fn serve_connection(
                 }
             }
         }
-        if let Some(r) = req {
-            if peer_fin && !summary_queued && out.queue.is_empty() {
-                let mut s = Summary {
-                    bytes: r.bytes,
-                    ..Summary::default()
-                };
-                let st = stats_of(conn);
-                s.sent_packets = st.sent_packets;
-                s.lost_packets = st.lost_packets;
-                s.retransmissions = st.retransmissions;
-                if r.direction == Direction::Upload {
-                    s.bytes = got;
-                    s.first_byte_unix_ns = first;
-                    s.last_byte_unix_ns = last;
-                }
-                out.queue.push_back(Segment::Bytes(s.encode().to_vec(), 0));
-                out.fin = true;
-                summary_queued = true;
+        if let Some(r) = req
+            && peer_fin
+            && !summary_queued
+            && out.queue.is_empty()
+        {
+            let mut s = Summary {
+                bytes: r.bytes,
+                ..Summary::default()
+            };
+            let st = stats_of(conn);
+            s.sent_packets = st.sent_packets;
+            s.lost_packets = st.lost_packets;
+            s.retransmissions = st.retransmissions;
+            if r.direction == Direction::Upload {
+                s.bytes = got;
+                s.first_byte_unix_ns = first;
+                s.last_byte_unix_ns = last;
             }
+            out.queue.push_back(Segment::Bytes(s.encode().to_vec(), 0));
+            out.fin = true;
+            summary_queued = true;
         }
         out.pump(conn)?;
     }
-    if let Some(e) = conn.peer_error() {
-        if e.error_code != 0 {
-            bail!("peer closed with error {e:?}");
-        }
+    if let Some(e) = conn.peer_error()
+        && e.error_code != 0
+    {
+        bail!("peer closed with error {e:?}");
     }
     if !out.is_done() {
         bail!("connection closed before the transfer completed");

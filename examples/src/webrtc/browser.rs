@@ -206,12 +206,11 @@ impl StatsLog {
             last.total_inter_frame_delay,
             last.total_squared_inter_frame_delay,
             last.frames_decoded,
-        ) {
-            if n > 1.0 {
-                let k = n - 1.0;
-                let var = (sq / k - (t / k).powi(2)).max(0.0);
-                put("inter_frame_delay_sd_ms", Some(var.sqrt() * 1000.0));
-            }
+        ) && n > 1.0
+        {
+            let k = n - 1.0;
+            let var = (sq / k - (t / k).powi(2)).max(0.0);
+            put("inter_frame_delay_sd_ms", Some(var.sqrt() * 1000.0));
         }
         let mut windows: Vec<f64> = self
             .samples

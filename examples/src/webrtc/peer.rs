@@ -345,10 +345,10 @@ impl Peer {
                 r.nacks_received = Some(self.nacks);
             }
             Role::Receiver => {
-                if let Some(path) = &self.cfg.trace {
-                    if let Err(e) = std::fs::write(path, self.playout.trace_csv()) {
-                        tracing::warn!("writing {}: {e}", path.display());
-                    }
+                if let Some(path) = &self.cfg.trace
+                    && let Err(e) = std::fs::write(path, self.playout.trace_csv())
+                {
+                    tracing::warn!("writing {}: {e}", path.display());
                 }
                 r.playout = Some(self.playout.metrics());
                 r.nacks = Some(self.nacks);
@@ -554,10 +554,10 @@ impl Peer {
     }
 
     fn on_timer(&mut self, now: Instant) -> anyhow::Result<()> {
-        if let Some(s) = self.side.as_mut() {
-            if s.poll_timeout().is_some_and(|t| t <= now) {
-                s.handle_timeout(now);
-            }
+        if let Some(s) = self.side.as_mut()
+            && s.poll_timeout().is_some_and(|t| t <= now)
+        {
+            s.handle_timeout(now);
         }
         self.feed_released()?;
         if self.cfg.role == Role::Sender {

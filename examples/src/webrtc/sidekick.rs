@@ -94,10 +94,10 @@ impl Arrivals {
     fn insert(&mut self, key: (u32, u16), at: Instant) {
         if self.map.insert(key, at).is_none() {
             self.order.push_back(key);
-            if self.order.len() > MAX_ARRIVALS {
-                if let Some(old) = self.order.pop_front() {
-                    self.map.remove(&old);
-                }
+            if self.order.len() > MAX_ARRIVALS
+                && let Some(old) = self.order.pop_front()
+            {
+                self.map.remove(&old);
             }
         }
     }

@@ -147,7 +147,7 @@ impl FrameSource {
     pub fn next_frame(&mut self) -> Frame {
         let index = self.next;
         self.next = self.next.wrapping_add(1);
-        let keyframe = index % self.cfg.keyframe_interval.max(1) == 0;
+        let keyframe = index.is_multiple_of(self.cfg.keyframe_interval.max(1));
         let mean = self.cfg.delta_mean();
         let spread = self.cfg.delta_spread.clamp(0.0, 0.95);
         let u = self.uniform();

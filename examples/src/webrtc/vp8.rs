@@ -274,7 +274,7 @@ fn draw(c: &Vp8Config, n: u32, rng: &mut u64, planes: &mut [u8]) {
 /// Encodes `c.frames` pictures; a keyframe every `c.keyframe_interval` frames, the first
 /// included. One frame per picture.
 pub fn encode_stream(c: &Vp8Config) -> Result<Vec<EncodedFrame>, Vp8Error> {
-    let ok = |v: u32| (16..=4096).contains(&v) && v % 2 == 0;
+    let ok = |v: u32| (16..=4096).contains(&v) && v.is_multiple_of(2);
     if !ok(c.width) || !ok(c.height) {
         return Err(Vp8Error::Size(c.width, c.height));
     }

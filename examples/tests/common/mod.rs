@@ -115,11 +115,10 @@ fn far_link(socket: Arc<UdpSocket>, links: Links) -> tokio::sync::mpsc::Unbounde
                 }
                 () = tokio::time::sleep_until(next.into()) => {
                     while queue.front().is_some_and(|(t, _)| *t <= Instant::now()) {
-                        if let Some((_, d)) = queue.pop_front() {
-                            if tx.send(d).is_err() {
+                        if let Some((_, d)) = queue.pop_front()
+                            && tx.send(d).is_err() {
                                 return;
                             }
-                        }
                     }
                 }
             }

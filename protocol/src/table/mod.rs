@@ -761,18 +761,18 @@ impl ProxySessionTable {
                 self.remove_session(now, &id, Removal::Expired);
                 continue;
             }
-            if let Some((e, reason, r)) = s.pending_reset.as_mut() {
-                if r.next <= now {
-                    if r.attempts >= attempts {
-                        s.pending_reset = None;
-                    } else {
-                        r.step(now, max_backoff);
-                        let m = Message::Reset(Reset {
-                            epoch: *e,
-                            reason: *reason,
-                        });
-                        out.push(s.emit(&m));
-                    }
+            if let Some((e, reason, r)) = s.pending_reset.as_mut()
+                && r.next <= now
+            {
+                if r.attempts >= attempts {
+                    s.pending_reset = None;
+                } else {
+                    r.step(now, max_backoff);
+                    let m = Message::Reset(Reset {
+                        epoch: *e,
+                        reason: *reason,
+                    });
+                    out.push(s.emit(&m));
                 }
             }
             let next = s.next_deadline(idle);
