@@ -28,6 +28,6 @@ cc="${CC:-cc}"
     -I bindings/include -I bindings/curl -I "$prefix/include" \
     bindings/curl/sidekick_curl_main.c bindings/curl/sidekick_curl.c \
     "$lib" \
-    -L "$prefix/lib" -Wl,-rpath,"$prefix/lib" -lcurl -lpthread -ldl -lm \
+    -L "$prefix/lib" -Wl,-rpath,"$prefix/lib" -lcurl -lpthread -ldl -lm -lstdc++ \
     -o "$out/sidekick-curl"
 echo "build-sidekick-curl: $out/sidekick-curl" >&2

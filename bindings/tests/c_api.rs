@@ -61,7 +61,9 @@ fn compile(src: &Path, lib: &Path, out: &Path) {
         .arg(crate_dir.join("tests/c"))
         .arg(src)
         .arg(lib)
-        .args(["-lpthread", "-ldl", "-lm"])
+        // A library from a workspace build carries quiche's BoringSSL (the SDK's `quiche`
+        // feature, unified by cargo), which is C++ (bindings/README.md).
+        .args(["-lpthread", "-ldl", "-lm", "-lstdc++"])
         .arg("-o")
         .arg(out)
         .output()

@@ -125,7 +125,7 @@ fn curl_adapter_over_loopback() {
         .arg("-L")
         .arg(&lib)
         .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-lcurl", "-lpthread", "-ldl", "-lm", "-o"])
+        .args(["-lcurl", "-lpthread", "-ldl", "-lm", "-lstdc++", "-o"])
         .arg(&out)
         .output()
         .expect("running the C compiler");
