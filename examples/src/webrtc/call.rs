@@ -72,9 +72,9 @@ pub struct OfferResponse {
 
 const SIGNAL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long ICE and DTLS may take. With str0m's default DTLS timers (first resend after 1 s) a
-/// 10 %-loss last hop left one call in fifty unconnected after 30 s; with [`super::dtls`]'s
-/// prompt ones a handshake that needs this long means the path is broken.
+/// How long ICE and DTLS may take. With str0m's default DTLS timers (first resend after 1 s) one
+/// call of a day's test runs on a 10 %-loss last hop did not connect within 30 s; with
+/// [`super::dtls`]'s prompt ones a handshake that needs this long means the path is broken.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn source_config(

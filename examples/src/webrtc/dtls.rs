@@ -3,10 +3,10 @@
 //!
 //! Why: str0m's own provider keeps dimpl's defaults — a flight is first resent after 1 s, four
 //! times in all. On Packrat's media links (10 % loss each way on the last hop) a round of the
-//! handshake (a flight of two or three datagrams and the reply) fails about one time in four,
-//! so calls connected seconds after the far peer had started sending (7.2 s against 0.5 s in one
-//! trial, 26 Nov 2026), and about one call in fifty ran out of retries (31 s) and never
-//! connected. libwebrtc starts the timer at twice the ICE round trip, clamped to 50–3000 ms
+//! handshake (a flight of two or three datagrams and the reply) is lost about one time in four
+//! (1 − 0.9³), so calls connected seconds after the far peer had started sending (7.2 s against
+//! 0.5 s in one trial, 26 Nov 2026), and one call of the day's test runs never connected within
+//! 30 s. libwebrtc starts the timer at twice the ICE round trip, clamped to 50–3000 ms
 //! (`DtlsTransport`, `kMinHandshakeTimeout`/`kMaxHandshakeTimeout`); a fixed start of about
 //! twice the lab's longest WebRTC round trip (160 ms) does the same here (on a longer path a
 //! flight is resent once too early: a duplicate the peer ignores), and more retries keep the
