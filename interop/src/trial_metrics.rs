@@ -124,41 +124,19 @@ pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
 
 pub(crate) fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementStats) {
     // Direction names: a→b is towards the client (down) for both wan and lan elements.
-    m.insert(
-        format!("{link}_down_dropped_loss"),
-        s.a_to_b.dropped_loss as f64,
-    );
-    m.insert(
-        format!("{link}_down_dropped_queue"),
-        s.a_to_b.dropped_queue as f64,
-    );
-    m.insert(
-        format!("{link}_up_dropped_loss"),
-        s.b_to_a.dropped_loss as f64,
-    );
-    m.insert(
-        format!("{link}_up_dropped_queue"),
-        s.b_to_a.dropped_queue as f64,
-    );
-    m.insert(
-        format!("{link}_down_dropped_rule"),
-        s.a_to_b.dropped_rule as f64,
-    );
-    m.insert(
-        format!("{link}_up_dropped_rule"),
-        s.b_to_a.dropped_rule as f64,
-    );
+    for (dir, c) in [("down", &s.a_to_b), ("up", &s.b_to_a)] {
+        m.insert(format!("{link}_{dir}_dropped_loss"), c.dropped_loss as f64);
+        m.insert(
+            format!("{link}_{dir}_dropped_queue"),
+            c.dropped_queue as f64,
+        );
+        m.insert(format!("{link}_{dir}_dropped_rule"), c.dropped_rule as f64);
+        m.insert(format!("{link}_{dir}_offered"), c.offered as f64);
+        m.insert(format!("{link}_{dir}_delivered"), c.delivered as f64);
+        m.insert(
+            format!("bytes_per_link_{link}_{dir}"),
+            c.delivered_bytes as f64,
+        );
+    }
     m.insert(format!("{link}_late_p99_us"), s.late_p99_us);
-    m.insert(format!("{link}_down_offered"), s.a_to_b.offered as f64);
-    m.insert(format!("{link}_down_delivered"), s.a_to_b.delivered as f64);
-    m.insert(format!("{link}_up_offered"), s.b_to_a.offered as f64);
-    m.insert(format!("{link}_up_delivered"), s.b_to_a.delivered as f64);
-    m.insert(
-        format!("bytes_per_link_{link}_down"),
-        s.a_to_b.delivered_bytes as f64,
-    );
-    m.insert(
-        format!("bytes_per_link_{link}_up"),
-        s.b_to_a.delivered_bytes as f64,
-    );
 }
