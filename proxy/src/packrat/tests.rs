@@ -148,7 +148,8 @@ fn varied_frame(id: u32, len: usize) -> Vec<u8> {
     f
 }
 
-fn injected_frames(out: &[Action]) -> Vec<Vec<u8>> {
+/// The frames of the engine's `Inject` actions (also used by `width_tests`).
+pub(super) fn injected_frames(out: &[Action]) -> Vec<Vec<u8>> {
     out.iter()
         .filter_map(|a| match a {
             Action::Inject { frame, .. } => Some(frame.clone()),

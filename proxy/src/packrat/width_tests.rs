@@ -5,6 +5,7 @@
 use eack::{HashKey, WidthReceiverEack};
 use quack::{IdSource, Width};
 
+use super::tests::injected_frames;
 use super::*;
 
 const WIDTHS: [Width; 3] = [Width::U16, Width::U32, Width::U64];
@@ -24,15 +25,6 @@ fn datagram(i: u64) -> Vec<u8> {
     let mut d = vec![0x5a; 112];
     d.extend_from_slice(&(i + 1).wrapping_mul(0x0101_0101_0101_0101).to_le_bytes());
     d
-}
-
-fn injected(out: &[Action]) -> Vec<Vec<u8>> {
-    out.iter()
-        .filter_map(|a| match a {
-            Action::Inject { frame, .. } => Some(frame.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]
@@ -56,7 +48,7 @@ fn every_width_retransmits_exactly_the_lost_packets() {
         let mut out = Vec::new();
         e.on_eack(&wire, &mut out);
         let want: Vec<Vec<u8>> = lost.iter().map(|&i| datagram(i)).collect();
-        assert_eq!(injected(&out), want, "width {width:?}");
+        assert_eq!(injected_frames(&out), want, "width {width:?}");
         assert_eq!(e.counters.eacks_decoded, 1);
         assert_eq!(e.counters.evicted_acked, 37);
         assert_eq!(e.cache_len(), 3);
@@ -138,7 +130,7 @@ fn colliding_identifiers_are_counted_and_both_treated_as_missing() {
     client.encode(40, &mut wire).unwrap();
     let mut out = Vec::new();
     e.on_eack(&wire, &mut out);
-    assert_eq!(injected(&out), vec![dg(2), dg(6)]);
+    assert_eq!(injected_frames(&out), vec![dg(2), dg(6)]);
     assert_eq!(e.counters.id_collisions, 1);
     // The same at four bytes: no collision, one retransmission.
     let mut e = engine(Width::U32);
@@ -156,7 +148,7 @@ fn colliding_identifiers_are_counted_and_both_treated_as_missing() {
     client.encode(40, &mut wire).unwrap();
     let mut out = Vec::new();
     e.on_eack(&wire, &mut out);
-    assert_eq!(injected(&out).len(), 1);
+    assert_eq!(injected_frames(&out).len(), 1);
     assert_eq!(e.counters.id_collisions, 0);
 }
 
