@@ -99,6 +99,23 @@ impl Freshness {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
+
+    /// Worker `k`, each turn: the scrape generation it must publish for, if a scrape waits on
+    /// it. Publish, then [`Self::answered`] with that generation.
+    fn asked(&self, k: usize) -> Option<u64> {
+        let wanted = self.requested.load(Ordering::Acquire);
+        self.served
+            .get(k)
+            .is_some_and(|s| s.load(Ordering::Relaxed) < wanted)
+            .then_some(wanted)
+    }
+
+    /// Worker `k` published its counters as of generation `wanted` (or later).
+    fn answered(&self, k: usize, wanted: u64) {
+        if let Some(s) = self.served.get(k) {
+            s.store(wanted, Ordering::Release);
+        }
+    }
 }
 
 /// How long a scrape waits for the workers' fresh counters (a worker turns at least every
@@ -214,14 +231,12 @@ fn work(
         }
         w.turn(now);
         beat(&w, beats, origin, now);
-        let wanted = fresh.requested.load(Ordering::Acquire);
-        let served = fresh.served.get(w.index);
-        let asked = served.is_some_and(|s| s.load(Ordering::Relaxed) < wanted);
-        if asked || now.saturating_duration_since(last_housekeeping) >= HOUSEKEEPING {
+        let asked = fresh.asked(w.index);
+        if asked.is_some() || now.saturating_duration_since(last_housekeeping) >= HOUSEKEEPING {
             last_housekeeping = now;
             publish(&mut w, slots, beats, origin, now);
-            if let Some(s) = served {
-                s.store(wanted, Ordering::Release);
+            if let Some(wanted) = asked {
+                fresh.answered(w.index, wanted);
             }
         }
     }
@@ -429,4 +444,52 @@ pub fn run_reloading(cfg: &Config, reload: Option<&Reloader>) -> anyhow::Result<
         );
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scrape returns as soon as every worker has answered it, and each answer covers the
+    /// scrape's generation; a worker that never turns holds a scrape for `SCRAPE_WAIT` only.
+    #[test]
+    fn a_scrape_waits_for_every_workers_fresh_counters_and_no_longer() {
+        let fresh = Arc::new(Freshness::new(2));
+        assert_eq!(fresh.asked(0), None, "nothing asked before a scrape");
+        let stop = Arc::new(AtomicBool::new(false));
+        let answers = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..2)
+            .map(|k| {
+                let (fresh, stop, answers) = (fresh.clone(), stop.clone(), answers.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Some(wanted) = fresh.asked(k) {
+                            answers.fetch_add(1, Ordering::Relaxed);
+                            fresh.answered(k, wanted);
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                })
+            })
+            .collect();
+        for generation in 1..=3u64 {
+            let t = Instant::now();
+            fresh.request();
+            assert!(t.elapsed() < SCRAPE_WAIT, "{:?}", t.elapsed());
+            for s in &fresh.served {
+                assert_eq!(s.load(Ordering::Acquire), generation);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for w in workers {
+            w.join().unwrap();
+        }
+        // One answer per worker and scrape: nothing published twice for one request.
+        assert_eq!(answers.load(Ordering::Relaxed), 6);
+        // No worker turns now: the scrape gives up after its wait.
+        let t = Instant::now();
+        fresh.request();
+        assert!(t.elapsed() >= SCRAPE_WAIT);
+        assert_eq!(fresh.asked(1), Some(4));
+    }
 }
