@@ -4,11 +4,13 @@
 #
 #   - curl: the sources the `curl-sys` crate ships (its `curl/` directory: CMake build, lib/,
 #     src/), unpacked as crates.io serves them; nothing is patched;
-#   - QUIC and HTTP/3: the `quiche` crate's C API (cargo feature `ffi`) as a shared library,
-#     with the BoringSSL that the `boring-sys` crate builds for it (quiche >= 0.25 has no
-#     vendored BoringSSL of its own: its default feature `boringssl-boring-crate` takes the one of
-#     the `boring` crates), which curl also uses as its TLS library (curl's quiche backend
-#     requires BoringSSL).
+#   - QUIC and HTTP/3: the `quiche` crate's C API (cargo feature `ffi`, which the workspace turns
+#     on) as the shared library the workspace's own test build makes of it (quiche declares
+#     `cdylib` among its crate types), with the BoringSSL that the `boring-sys` crate builds for
+#     it (quiche >= 0.25 has no vendored BoringSSL of its own: its default feature
+#     `boringssl-boring-crate` takes the one of the `boring` crates), which curl also uses as its
+#     TLS library (curl's quiche backend requires BoringSSL). Taking both from the workspace's
+#     build, not a build of their own, spares a CI run a second BoringSSL and quiche build.
 #
 # quiche 0.30's C API suits curl 8.22.0: every quiche_* function cf-quiche.c calls is in
 # quiche 0.30's include/quiche.h, and cf-quiche.c already raises the header-section limit that
@@ -16,9 +18,11 @@
 # docs/ (so no docs/HTTP3.md); the check is on the sources.
 #
 # Idempotent: a finished build is recognised by its stamp (crate versions + this script's
-# hash) and the script returns at once; a cold build takes several minutes (BoringSSL, quiche,
-# curl). Prints the prefix on its last line. Needs cmake, a C/C++ compiler, cargo and perl
-# (scripts/setup.sh installs them).
+# hash) and the script returns at once. Otherwise it runs the workspace's test build
+# (`cargo test --workspace --locked --no-run`, as scripts/test.sh does just before: then it only
+# reports its artifacts) and builds curl (about half a minute). Not from inside a `cargo test`
+# run: cargo holds the target directory. Prints the prefix on its last line. Needs cmake, a C/C++
+# compiler, cargo and perl (scripts/setup.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -26,7 +30,8 @@ root="$(pwd)"
 # The versions built. curl-sys's `+curl-X.Y.Z` build metadata names the curl release; quiche is
 # the version the workspace pins (Cargo.lock).
 curl_sys_version="0.4.91"
-quiche_version="0.30.0"
+quiche_version="$(awk '/^name = "quiche"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)"
+[ -n "$quiche_version" ] || { echo "build-curl: no quiche in Cargo.lock" >&2; exit 1; }
 
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 mkdir -p "$target_dir"
@@ -50,8 +55,8 @@ for tool in cmake cc c++ cargo perl; do
 done
 start=$(date +%s)
 
-# 1. Fetch both crates with cargo from the registry: a throwaway manifest depending on them
-#    exactly, then `cargo metadata` tells where cargo unpacked them.
+# 1. Fetch curl-sys with cargo from the registry: a throwaway manifest depending on it exactly,
+#    then `cargo metadata` tells where cargo unpacked it.
 fetch="$out/fetch"
 mkdir -p "$fetch/src"
 cat >"$fetch/Cargo.toml" <<EOF
@@ -63,7 +68,6 @@ publish = false
 
 [dependencies]
 curl-sys = { version = "=$curl_sys_version", default-features = false }
-quiche = { version = "=$quiche_version", default-features = false }
 
 [workspace]
 EOF
@@ -79,50 +83,60 @@ crate_dir() {
         exit 1' "$1"
 }
 curl_sys_dir="$(crate_dir curl-sys)"
-quiche_dir="$(crate_dir quiche)"
 curl_release="$(basename "$curl_sys_dir" | sed -n 's/.*+curl-//p')"
 log "curl-sys $curl_sys_version carries curl $curl_release ($curl_sys_dir)"
 for f in CMakeLists.txt lib/vquic/cf-quiche.c src/tool_main.c include/curl/curl.h; do
     [ -f "$curl_sys_dir/curl/$f" ] || { log "curl-sys has no curl/$f"; exit 1; }
 done
 
-# 2. Unpack copies to build from (the registry's copies stay untouched).
-#    Kept between runs (fresh copies would make cargo and CMake rebuild everything).
 src="$out/src"
-unpacked="$src/.unpacked-curl-sys-$curl_sys_version-quiche-$quiche_version"
+unpacked="$src/.unpacked-curl-sys-$curl_sys_version"
 if [ ! -f "$unpacked" ]; then
     rm -rf "$src"
-    mkdir -p "$src/quiche-ws"
+    mkdir -p "$src"
     cp -a "$curl_sys_dir/curl" "$src/curl-$curl_release"
-    cp -a "$quiche_dir" "$src/quiche-ws/quiche-$quiche_version"
     touch "$unpacked"
 fi
 
-# 3. quiche's C library: the crate is built as a member of a workspace of its own (it lies
-#    under this repository's target/, so cargo would otherwise take it for a stray member of
-#    the project's workspace), with its own Cargo.lock.
-qws="$src/quiche-ws"
-cat >"$qws/Cargo.toml" <<EOF
-[workspace]
-members = ["quiche-$quiche_version"]
-resolver = "2"
-EOF
-cp "$qws/quiche-$quiche_version/Cargo.lock" "$qws/Cargo.lock"
-log "building quiche $quiche_version (ffi, BoringSSL of boring-sys)"
-(cd "$qws" && cargo build --release -p quiche --features ffi,boringssl-boring-crate \
-    --target-dir "$out/quiche-target" -j "$jobs")
-qlib="$out/quiche-target/release"
-# boring-sys builds BoringSSL under its OUT_DIR: the static libraries somewhere below it, the
-# headers it compiled with in boringssl/include.
-bssl_ssl="$(find "$qlib/build" -path '*boring-sys-*/out/*' -name libssl.a | head -1)"
-bssl_build="$(dirname "$bssl_ssl")"
-[ -n "$bssl_ssl" ] && [ -f "$bssl_build/libcrypto.a" ] || { log "BoringSSL libraries not found"; exit 1; }
-bssl_include="$(find "$qlib/build" -path '*boring-sys-*/out/boringssl/include' -type d | head -1)"
-[ -f "$bssl_include/openssl/ssl.h" ] || { log "BoringSSL headers not found"; exit 1; }
+# 2. quiche's shared library, its sources (include/quiche.h) and boring-sys's BoringSSL, from
+#    the artifacts of the workspace's test build (the same command as scripts/test.sh's, so
+#    nothing is built twice).
+log "the workspace's test build: quiche $quiche_version (ffi) and boring-sys's BoringSSL"
+artifacts="$out/workspace-artifacts.json"
+cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >"$artifacts"
+artifact() {
+    WANT="$1" perl -MJSON::PP -ne '
+        my $m = eval { decode_json($_) } or next;
+        my ($r, $w) = ($m->{reason} // "", $ENV{WANT});
+        my $quiche = $r eq "compiler-artifact" && $m->{target}{name} eq "quiche";
+        if ($w eq "quiche-so" && $quiche) {
+            die "quiche built without the ffi feature\n" unless grep { $_ eq "ffi" } @{$m->{features}};
+            for (@{$m->{filenames}}) { print "$_\n" if /\.so$/ }
+        }
+        if ($w eq "quiche-dir" && $quiche) {
+            (my $d = $m->{manifest_path}) =~ s{/Cargo\.toml$}{};
+            print "$d\n";
+        }
+        if ($w eq "boringssl" && $r eq "build-script-executed" && $m->{package_id} =~ /#boring-sys@/) {
+            print "$m->{out_dir}\n";
+        }' <"$artifacts" | tail -1
+}
+quiche_so="$(artifact quiche-so)"
+quiche_dir="$(artifact quiche-dir)"
+bssl_out="$(artifact boringssl)"
+[ -f "$quiche_so" ] || { log "no quiche shared library among the workspace's artifacts"; exit 1; }
+[ -f "$quiche_dir/include/quiche.h" ] || { log "no include/quiche.h in $quiche_dir"; exit 1; }
+bssl_build="$bssl_out/build"
+bssl_include="$bssl_out/boringssl/include"
+[ -f "$bssl_build/libssl.a" ] && [ -f "$bssl_build/libcrypto.a" ] \
+    || { log "BoringSSL libraries not found in $bssl_build"; exit 1; }
+[ -f "$bssl_include/openssl/ssl.h" ] || { log "BoringSSL headers not found in $bssl_include"; exit 1; }
+log "quiche: $quiche_so; BoringSSL: $bssl_out"
 
+# 3. The prefix: curl links quiche's library from there (its run path).
 rm -rf "$prefix"
 mkdir -p "$prefix/lib"
-cp "$qlib/libquiche.so" "$prefix/lib/libquiche.so"
+cp "$quiche_so" "$prefix/lib/libquiche.so"
 soname="$(objdump -p "$prefix/lib/libquiche.so" 2>/dev/null | awk '/SONAME/ {print $2}')"
 [ -n "$soname" ] && [ "$soname" != libquiche.so ] && ln -sf libquiche.so "$prefix/lib/$soname"
 
@@ -152,7 +166,7 @@ cmake -S "$src/curl-$curl_release" -B "$out/curl-build" -G "Unix Makefiles" \
     -DOPENSSL_SSL_LIBRARY="$bssl_build/libssl.a" \
     -DOPENSSL_CRYPTO_LIBRARY="$bssl_build/libcrypto.a" \
     -DUSE_QUICHE=ON \
-    -DQUICHE_INCLUDE_DIR="$qws/quiche-$quiche_version/include" \
+    -DQUICHE_INCLUDE_DIR="$quiche_dir/include" \
     -DQUICHE_LIBRARY="$prefix/lib/libquiche.so" \
     -DUSE_NGHTTP2=OFF -DUSE_LIBIDN2=OFF -DCURL_USE_LIBPSL=OFF -DCURL_USE_LIBSSH2=OFF \
     -DCURL_BROTLI=OFF -DCURL_ZSTD=OFF -DCURL_ZLIB=OFF -DCURL_DISABLE_LDAP=ON \

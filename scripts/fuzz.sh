@@ -15,7 +15,8 @@
 # -rss_limit_mb=512 and a per-input timeout (SIDEKICK_FUZZ_TIMEOUT, default 10 s);
 # SIDEKICK_FUZZ_RUNS=N also stops a target after N executions; SIDEKICK_FUZZ_NO_BUILD=1 runs the
 # binaries as they are; SIDEKICK_FUZZ_PROFILE=dev|release picks cargo-fuzz's build profile
-# (default release; dev for --smoke). Prints a summary table and exits non-zero when any target crashed,
+# (default release; dev for --smoke); SIDEKICK_FUZZ_JOBS=N runs N targets at once (default 1; the
+# smoke runs one per core). Prints a summary table and exits non-zero when any target crashed,
 # leaked, ran out of memory or timed out.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -94,6 +95,8 @@ fuzz_stat() {
 
 FUZZ_FAILED=0
 FUZZ_ROWS=()
+# Targets run at once by fuzz_run (each libFuzzer process is single-threaded).
+FUZZ_JOBS=${SIDEKICK_FUZZ_JOBS:-1}
 
 # Runs crate/target for $2 seconds (extra libFuzzer flags after) and records a summary row.
 fuzz_run_one() {
@@ -131,6 +134,11 @@ fuzz_run_one() {
     [ "$result" = ok ] || FUZZ_FAILED=1
     FUZZ_ROWS+=("$(printf '%-26s %12s %8s %9s %7s  %s' "$spec" "${execs:-?}" "${elapsed}s" \
         "${rate:-?}" "$corpus" "$result")")
+    # Run in the background by fuzz_run (FUZZ_JOBS > 1): the row goes back through a file.
+    if [ -n "${FUZZ_ROW_FILE:-}" ]; then
+        printf '%s\n' "${FUZZ_ROWS[-1]}" >"$FUZZ_ROW_FILE"
+        [ "$result" = ok ] || touch "$FUZZ_ROW_FILE.failed"
+    fi
     if [ "$result" != ok ]; then
         echo "fuzz: $spec: $result; log $log, input in $artifacts/" >&2
         grep -m1 -A12 -E 'panicked at|ERROR: ' "$log" >&2 || tail -20 "$log" >&2
@@ -147,7 +155,8 @@ fuzz_run() {
     local want=${1:-all} secs=${2:-60} spec found=0
     shift 2 || shift $#
     fuzz_setup
-    local crates_built=()
+    local crates_built=() rows=() rows_dir
+    rows_dir=$(mktemp -d)
     for spec in $(fuzz_list); do
         if [ "$want" = all ] || [ "$want" = "${spec#*/}" ] || [ "$want" = "$spec" ]; then
             found=1
@@ -157,9 +166,28 @@ fuzz_run() {
                 crates_built+=("$c")
             fi
             echo "fuzz: $spec for ${secs}s" >&2
-            fuzz_run_one "$spec" "$secs" "$@"
+            if [ "$FUZZ_JOBS" -le 1 ]; then
+                fuzz_run_one "$spec" "$secs" "$@"
+                continue
+            fi
+            # At most FUZZ_JOBS at once; rows are collected in the targets' order below.
+            while [ "$(jobs -rp | wc -l)" -ge "$FUZZ_JOBS" ]; do
+                wait -n || true
+            done
+            rows+=("$rows_dir/${#rows[@]}")
+            FUZZ_ROW_FILE=${rows[-1]} fuzz_run_one "$spec" "$secs" "$@" &
         fi
     done
+    if [ "$FUZZ_JOBS" -gt 1 ]; then
+        wait
+        local f
+        for f in "${rows[@]}"; do
+            # A job that died before writing its row (killed, out of disk) is a failure too.
+            if [ -s "$f" ]; then FUZZ_ROWS+=("$(cat "$f")"); else FUZZ_FAILED=1; fi
+            [ -e "$f.failed" ] && FUZZ_FAILED=1
+        done
+    fi
+    rm -rf "$rows_dir"
     if [ "$found" -eq 0 ]; then
         echo "fuzz: no target '$want'; targets:" >&2
         fuzz_list >&2
@@ -181,8 +209,8 @@ fuzz_smoke() {
     rm -rf "${FUZZ_DIR:?}/smoke-corpus"
     fuzz_build
     echo "fuzz: build $(($(date +%s) - start))s"
-    # Built just now: no second cargo pass per crate.
-    SIDEKICK_FUZZ_NO_BUILD=1 fuzz_run all "$FUZZ_SMOKE_SECONDS"
+    # Built just now: no second cargo pass per crate. One target per core.
+    SIDEKICK_FUZZ_NO_BUILD=1 FUZZ_JOBS=${SIDEKICK_FUZZ_JOBS:-$(nproc)} fuzz_run all "$FUZZ_SMOKE_SECONDS"
     echo "fuzz: smoke $(($(date +%s) - start))s in total"
 }
 

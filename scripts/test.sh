@@ -24,9 +24,12 @@ bash scripts/build-quicgo.sh
 # (and ngtcp2's, which scripts/setup.sh installs); here a missing binary fails.
 export SIDEKICK_REQUIRE_QUICGO=1 SIDEKICK_REQUIRE_NGTCP2=1
 
+stage "cargo test --no-run: the workspace's test build"
+cargo test --workspace --locked --no-run
+
 stage "curl: HTTP/3 libcurl from registry sources (cached under the target directory)"
-# Cold: 2 min 19 s of CPU (5 min 51 s wall on 2 busy cores; quiche's C library with BoringSSL,
-# then curl); cached: 0.03 s.
+# curl on the quiche C library and BoringSSL the test build just made: cold, the curl build
+# alone (cmake); cached: 0.03 s.
 bash scripts/build-curl.sh
 # bindings/tests/curl_adapter.rs runs the curl adapter's C test against it; here a missing
 # libcurl or server binary fails instead of skipping.
@@ -35,17 +38,37 @@ export SIDEKICK_REQUIRE_CURL=1
 stage "cargo test"
 cargo test --workspace --locked
 
-stage "fuzz smoke: the cargo-fuzz targets build and survive their seeds for a few seconds"
+# The fuzz smoke: every cargo-fuzz target builds and survives its seeds for a few seconds.
 # Every crate's targets but the examples': their instrumented build pulls in quiche, quinn, h3,
 # str0m and tokio, more than half of the fuzz build's cold CPU time (docs/fuzzing.md), so
 # `scripts/fuzz.sh` smokes them on demand; their bodies are library functions whose committed
 # seeds replay on stable in `cargo test` above.
 SIDEKICK_FUZZ_CRATES="${SIDEKICK_FUZZ_CRATES:-wire quack eack protocol proxy client-sdk bindings interop}"
 export SIDEKICK_FUZZ_CRATES
-source scripts/fuzz.sh && fuzz_smoke
+fuzz_log="${CARGO_TARGET_DIR:-target}/fuzz-smoke.log"
+# Starts the smoke in the background in its own process group (stopped with the script), with
+# `nice` arguments in front (none for the default priority); fuzz_smoke_report waits for it.
+fuzz_smoke_start() {
+    setsid -w "$@" bash -c 'source scripts/fuzz.sh && fuzz_smoke' >"$fuzz_log" 2>&1 &
+    fuzz_pid=$!
+    trap 'kill -- -"$fuzz_pid" 2>/dev/null || true' EXIT
+}
+# Prints the smoke's log and its outcome; returns the smoke's exit status.
+fuzz_smoke_report() {
+    local rc=0
+    wait "$fuzz_pid" || rc=$?
+    trap - EXIT
+    stage "fuzz smoke: finished (log $fuzz_log)"
+    cat "$fuzz_log"
+    [ "$rc" -eq 0 ] || echo "fuzz smoke: FAILED (exit $rc)"
+    return "$rc"
+}
 
-stage "lab tests (network namespaces, root)"
+stage "lab tests (network namespaces, root), the fuzz smoke beside them at nice 19"
 if [ "$(id -u)" -eq 0 ]; then
+    # The lab tests mostly wait on emulated links and real-time calls, while the smoke's build
+    # and runs (about 3 minutes) are CPU-bound: at nice 19 it takes what the lab leaves idle.
+    fuzz_smoke_start nice -n 19
     # The lab tests launch sidekick-transfer and sidekick-proxy from the same debug build that
     # `cargo test --workspace` just made (it builds every package's binaries for its integration
     # tests); selecting the whole workspace again keeps the feature set, so nothing is rebuilt.
@@ -62,7 +85,10 @@ if [ "$(id -u)" -eq 0 ]; then
     # Only dead runs: other lab runs on this machine (an experiment, another checkout's tests)
     # may be live, and `clean --all` would break them.
     "$sidekick_lab_bin" clean
+    fuzz_smoke_report
 else
     echo "lab tests: skipped (need root for network namespaces; run as root, as CI does)"
+    fuzz_smoke_start
+    fuzz_smoke_report
 fi
 stage "done"

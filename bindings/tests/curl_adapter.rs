@@ -7,8 +7,9 @@
 //!
 //! Needs the libcurl build (cached under `<target>/curl-h3`) and `sidekick-transfer` in the
 //! profile directory (`cargo test --workspace` builds it). Without them the test is skipped,
-//! unless `SIDEKICK_REQUIRE_CURL=1` (scripts/test.sh), which builds libcurl when it is missing
-//! and fails when the server binary is.
+//! unless `SIDEKICK_REQUIRE_CURL=1` (scripts/test.sh, which builds libcurl before the tests):
+//! then it fails. It does not build libcurl itself: the script takes quiche and BoringSSL from the
+//! workspace's test build, and cargo holds the target directory while tests run.
 
 // Test code: a failed expectation is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -43,30 +44,20 @@ fn static_library() -> PathBuf {
         .expect("libsidekick_capi.a built by this test run")
 }
 
-/// The libcurl prefix, building it (cached) when required.
+/// The libcurl prefix of `scripts/build-curl.sh`; when it is missing, `None`, or a failure when
+/// `require`.
 fn curl_prefix(require: bool) -> Option<PathBuf> {
     let prefix = target_dir().join("curl-h3/prefix");
-    let built = |p: &Path| {
-        p.join("bin/curl").is_file()
-            && std::fs::read_dir(p).is_ok_and(|mut d| {
-                d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(".built-")))
-            })
-    };
-    if built(&prefix) {
-        return Some(prefix);
-    }
-    if !require {
-        return None;
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let status = Command::new("bash")
-        .arg(repo.join("scripts/build-curl.sh"))
-        .env("CARGO_TARGET_DIR", target_dir())
-        .status()
-        .expect("running scripts/build-curl.sh");
-    assert!(status.success(), "scripts/build-curl.sh failed");
-    assert!(built(&prefix), "no libcurl at {}", prefix.display());
-    Some(prefix)
+    let built = prefix.join("bin/curl").is_file()
+        && std::fs::read_dir(&prefix).is_ok_and(|mut d| {
+            d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(".built-")))
+        });
+    assert!(
+        built || !require,
+        "no libcurl at {}: run scripts/build-curl.sh before the tests",
+        prefix.display()
+    );
+    built.then_some(prefix)
 }
 
 struct Server(Child);
