@@ -6,7 +6,7 @@
 // and in `ffi`; every unsafe block forwards the caller contract stated in its `# Safety` section.
 #![allow(unsafe_code)]
 
-use sidekick_sdk::lens::Direction;
+use sidekick_sdk::lens::DatagramDirection;
 use sidekick_sdk::robin::LossRule;
 use sidekick_sdk::session::{
     Engine, FallbackCause, SdkEvent, SidekickClient, SidekickConfig, Transmit,
@@ -631,9 +631,9 @@ pub unsafe extern "C" fn sk_client_set_dcid_len(
                 return SkStatus::InvalidArgument;
             }
             let dir = if outgoing == 0 {
-                Direction::Incoming
+                DatagramDirection::Incoming
             } else {
-                Direction::Outgoing
+                DatagramDirection::Outgoing
             };
             h.client.lens_mut().set_dcid_len(dir, len);
             SkStatus::Ok

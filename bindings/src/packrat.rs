@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 
 use quack::IdSource;
-use sidekick_sdk::packrat::{PackratConfig, PackratReceiver};
+use sidekick_sdk::packrat::{PackratReceiver, PackratReceiverConfig};
 
 use crate::ffi::{
     Clock, Handle, SkStatus, copy_out, free_raw, guard, into_raw, micros, packet_number, slice,
@@ -56,7 +56,7 @@ pub struct SkPackratConfig {
 }
 
 impl SkPackratConfig {
-    fn from_rust(c: &PackratConfig) -> Self {
+    fn from_rust(c: &PackratReceiverConfig) -> Self {
         let width = c.width.bytes() as u8;
         let identifier = match c.id_source {
             IdSource::Offset(o) => SkIdentifier {
@@ -85,7 +85,7 @@ impl SkPackratConfig {
         }
     }
 
-    fn to_rust(self) -> Result<PackratConfig, SkStatus> {
+    fn to_rust(self) -> Result<PackratReceiverConfig, SkStatus> {
         let p = self.success_probability;
         if self.local_symbols == 0
             || self.local_symbols > SK_PACKRAT_MAX_SYMBOLS
@@ -96,7 +96,7 @@ impl SkPackratConfig {
         {
             return Err(SkStatus::InvalidArgument);
         }
-        Ok(PackratConfig {
+        Ok(PackratReceiverConfig {
             local_symbols: self.local_symbols,
             // 2-, 4- or 8-byte identifiers (Sidekick (NSDI '24) §3; 4 is Packrat (CoNEXT '26)
             // §5.2.1's default): the eACKs name the width, and the proxy's engine must run at
@@ -111,7 +111,7 @@ impl SkPackratConfig {
             inflight_allowance: self.inflight_allowance,
             max_held: self.max_held,
             max_gaps: self.max_gaps,
-            ..PackratConfig::default()
+            ..PackratReceiverConfig::default()
         })
     }
 }
@@ -199,7 +199,7 @@ impl SkPackrat {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sk_packrat_config_default(out: *mut SkPackratConfig) -> SkStatus {
     guard(|| {
-        let c = SkPackratConfig::from_rust(&PackratConfig::default());
+        let c = SkPackratConfig::from_rust(&PackratReceiverConfig::default());
         // SAFETY: forwarded caller contract.
         status(unsafe { write_out(out, c) }.map(|()| SkStatus::Ok))
     })
@@ -226,7 +226,7 @@ pub unsafe extern "C" fn sk_packrat_new(
             // SAFETY: `config` is null or valid for a read (caller contract).
             let c = match unsafe { config.as_ref() } {
                 Some(c) => c.to_rust()?,
-                None => PackratConfig::default(),
+                None => PackratReceiverConfig::default(),
             };
             let h = into_raw(SkPackrat {
                 rx: PackratReceiver::new(c),

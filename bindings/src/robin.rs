@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 
 use quack::{IdSource, MAX_THRESHOLD};
-use sidekick_sdk::robin::{LossRule, QuackError, RobinConfig, RobinEvent, RobinSender};
+use sidekick_sdk::robin::{LossRule, QuackError, RobinEvent, RobinSender, RobinSenderConfig};
 
 use crate::ffi::{
     Clock, Handle, SkStatus, free_raw, guard, into_raw, micros, packet_number, packet_number_to_c,
@@ -90,7 +90,7 @@ pub struct SkRobinConfig {
 }
 
 impl SkRobinConfig {
-    fn from_rust(c: &RobinConfig) -> Self {
+    fn from_rust(c: &RobinSenderConfig) -> Self {
         let identifier = match c.id_source {
             IdSource::Offset(o) => SkIdentifier {
                 mode: 0,
@@ -118,7 +118,7 @@ impl SkRobinConfig {
         }
     }
 
-    fn to_rust(self) -> Result<RobinConfig, SkStatus> {
+    fn to_rust(self) -> Result<RobinSenderConfig, SkStatus> {
         if self.threshold > MAX_THRESHOLD
             || !self.time_factor.is_finite()
             || self.time_factor < 0.0
@@ -127,7 +127,7 @@ impl SkRobinConfig {
         {
             return Err(SkStatus::InvalidArgument);
         }
-        Ok(RobinConfig {
+        Ok(RobinSenderConfig {
             threshold: self.threshold,
             id_source: self.identifier.to_source()?,
             width: self.identifier.width()?,
@@ -298,7 +298,7 @@ impl SkRobin {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn sk_robin_config_default(out: *mut SkRobinConfig) -> SkStatus {
     guard(|| {
-        let c = SkRobinConfig::from_rust(&RobinConfig::default());
+        let c = SkRobinConfig::from_rust(&RobinSenderConfig::default());
         // SAFETY: forwarded caller contract.
         status(unsafe { write_out(out, c) }.map(|()| SkStatus::Ok))
     })
@@ -325,7 +325,7 @@ pub unsafe extern "C" fn sk_robin_new(
             // SAFETY: `config` is null or valid for a read (caller contract).
             let c = match unsafe { config.as_ref() } {
                 Some(c) => c.to_rust()?,
-                None => RobinConfig::default(),
+                None => RobinSenderConfig::default(),
             };
             let h = into_raw(SkRobin {
                 robin: RobinSender::new(c),

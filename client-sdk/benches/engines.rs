@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use quack::PowerSumQuack;
-use sidekick::lens::{Direction, HeaderProtection, PacketNumberLens, Role, Suite};
-use sidekick::packrat::{PackratConfig, PackratReceiver};
+use sidekick::lens::{DatagramDirection, HeaderProtection, PacketNumberLens, Role, Suite};
+use sidekick::packrat::{PackratReceiver, PackratReceiverConfig};
 use sidekick::pacubic::{Pacubic, PacubicConfig};
-use sidekick::robin::{RobinConfig, RobinSender};
+use sidekick::robin::{RobinSender, RobinSenderConfig};
 
 fn dg(i: u32) -> Vec<u8> {
     let mut d = vec![0x17u8; 1200];
@@ -33,9 +33,9 @@ fn robin(c: &mut Criterion) {
     c.bench_function("robin_on_quack_n25_t10_m2", |b| {
         b.iter_batched(
             || {
-                let mut r = RobinSender::new(RobinConfig {
+                let mut r = RobinSender::new(RobinSenderConfig {
                     threshold: 10,
-                    ..RobinConfig::default()
+                    ..RobinSenderConfig::default()
                 });
                 r.on_quack(t0, &empty).unwrap();
                 for (i, d) in datagrams.iter().enumerate() {
@@ -61,10 +61,10 @@ fn lens(c: &mut Criterion) {
     let mask = hp.mask(&pkt[9 + 4..9 + 20]).unwrap();
     pkt[0] ^= mask[0] & 0x1f;
     let mut lens = PacketNumberLens::new(Role::Client);
-    lens.set_secret(Direction::Incoming, &secret);
-    lens.set_dcid_len(Direction::Incoming, 8);
+    lens.set_secret(DatagramDirection::Incoming, &secret);
+    lens.set_dcid_len(DatagramDirection::Incoming, 8);
     c.bench_function("lens_observe_short_header_aes256", |b| {
-        b.iter(|| lens.observe(Direction::Incoming, black_box(&pkt)));
+        b.iter(|| lens.observe(DatagramDirection::Incoming, black_box(&pkt)));
     });
 }
 
@@ -73,7 +73,7 @@ fn packrat(c: &mut Criterion) {
     let datagrams: Vec<Vec<u8>> = (0..1000).map(dg).collect();
     c.bench_function("packrat_on_datagram_1000_in_order", |b| {
         b.iter_batched(
-            || PackratReceiver::new(PackratConfig::default()),
+            || PackratReceiver::new(PackratReceiverConfig::default()),
             |mut rx| {
                 for (i, d) in datagrams.iter().enumerate() {
                     rx.on_datagram(t0, d.clone(), Some(i as u64));

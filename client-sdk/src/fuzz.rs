@@ -149,7 +149,7 @@ impl Impostor {
             TagLen::Short
         };
         frame::seal(
-            sidekick_protocol::Direction::ProxyToClient,
+            sidekick_protocol::FrameDirection::ProxyToClient,
             tag,
             self.session_id,
             seq,

@@ -151,7 +151,7 @@ impl rustls::KeyLog for KeyLogStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lens::{Direction, Role};
+    use crate::lens::{DatagramDirection, Role};
     use std::io::Write;
 
     #[test]
@@ -179,6 +179,6 @@ mod tests {
         assert_eq!(store.drain_into(&mut lens), 2);
         assert!(store.is_empty());
         // 32-byte secret: suite still ambiguous, no packet read yet.
-        assert_eq!(lens.stats(Direction::Outgoing).read, 0);
+        assert_eq!(lens.stats(DatagramDirection::Outgoing).read, 0);
     }
 }

@@ -12,10 +12,10 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use sidekick::packrat::{PackratConfig, PackratReceiver};
+//! use sidekick::packrat::{PackratReceiverConfig, PackratReceiver};
 //!
 //! let t0 = Instant::now();
-//! let mut rx = PackratReceiver::new(PackratConfig::default());
+//! let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
 //! let dg = |i: u32| [vec![0u8; 20], i.to_le_bytes().to_vec()].concat();
 //! rx.on_datagram(t0, dg(0), Some(0));
 //! rx.on_datagram(t0, dg(2), Some(2)); // packet 1 missing: packet 2 is held
@@ -32,7 +32,7 @@ use quack::{IdSource, Width};
 
 /// Packrat receiver parameters (defaults: the WiFi scenario of Packrat (CoNEXT '26) Table 3/4).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PackratConfig {
+pub struct PackratReceiverConfig {
     /// Local eACK coded symbols (160 for downloads, 40 for media).
     pub local_symbols: usize,
     /// How identifiers are read from datagrams.
@@ -68,16 +68,16 @@ pub struct PackratConfig {
     pub max_gaps: usize,
 }
 
-/// The largest [`PackratConfig::max_gaps`] a receiver honours. One datagram whose packet number
+/// The largest [`PackratReceiverConfig::max_gaps`] a receiver honours. One datagram whose packet number
 /// jumps ahead opens a gap entry for every number skipped, up to the cap: an unbounded cap let
 /// one datagram allocate without limit (found by the `c_api_calls` fuzz target: `max_gaps` near
 /// `usize::MAX` and a jump of billions, 545 MB after one call).
 pub const MAX_GAPS_LIMIT: usize = 1 << 16;
 
-/// The largest [`PackratConfig::max_held`] a receiver honours (each held datagram is a copy).
+/// The largest [`PackratReceiverConfig::max_held`] a receiver honours (each held datagram is a copy).
 pub const MAX_HELD_LIMIT: usize = 1 << 16;
 
-impl Default for PackratConfig {
+impl Default for PackratReceiverConfig {
     fn default() -> Self {
         Self {
             local_symbols: 160,
@@ -145,7 +145,7 @@ struct Held {
 /// The Packrat receiver engine (sans-IO).
 #[derive(Debug)]
 pub struct PackratReceiver {
-    config: PackratConfig,
+    config: PackratReceiverConfig,
     eack: WidthReceiverEack,
     largest: Option<u64>,
     /// Missing packet number → when the gap was seen.
@@ -167,7 +167,7 @@ pub struct PackratReceiver {
 
 impl PackratReceiver {
     /// A receiver in epoch 0 (caps above [`MAX_GAPS_LIMIT`] / [`MAX_HELD_LIMIT`] are clamped).
-    pub fn new(mut config: PackratConfig) -> Self {
+    pub fn new(mut config: PackratReceiverConfig) -> Self {
         config.max_gaps = config.max_gaps.min(MAX_GAPS_LIMIT);
         config.max_held = config.max_held.min(MAX_HELD_LIMIT);
         Self {
@@ -195,7 +195,7 @@ impl PackratReceiver {
     }
 
     /// How long a gap holds the datagrams after it: the reorder window, bounded by
-    /// [`PackratConfig::max_hold_rtt_fraction`] of the minimum end-to-end RTT once measured.
+    /// [`PackratReceiverConfig::max_hold_rtt_fraction`] of the minimum end-to-end RTT once measured.
     pub fn hold_window(&self) -> Duration {
         let window = self.config.reorder_window;
         match self.e2e_min_rtt {
@@ -205,7 +205,7 @@ impl PackratReceiver {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &PackratConfig {
+    pub fn config(&self) -> &PackratReceiverConfig {
         &self.config
     }
 
@@ -441,10 +441,10 @@ mod tests {
     #[test]
     fn a_huge_gap_cap_is_clamped_and_a_jump_costs_at_most_the_limit() {
         let t0 = Instant::now();
-        let mut r = PackratReceiver::new(PackratConfig {
+        let mut r = PackratReceiver::new(PackratReceiverConfig {
             max_gaps: usize::MAX,
             max_held: usize::MAX,
-            ..PackratConfig::default()
+            ..PackratReceiverConfig::default()
         });
         r.on_datagram(t0, vec![0x41; 40], Some(0));
         r.on_datagram(t0, vec![0x41; 40], Some(5_000_000_000));
@@ -476,7 +476,7 @@ mod tests {
     #[test]
     fn in_order_delivery_is_immediate() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig::default());
+        let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
         for i in 0..5 {
             rx.on_datagram(t0, dg(i), Some(u64::from(i)));
         }
@@ -487,7 +487,7 @@ mod tests {
     #[test]
     fn gap_holds_until_filled() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig::default());
+        let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0 + ms(1), dg(3), Some(3));
         rx.on_datagram(t0 + ms(2), dg(4), Some(4));
@@ -503,7 +503,7 @@ mod tests {
     #[test]
     fn a_repair_after_the_hold_counts_as_late_and_a_missing_packet_settles_unrepaired() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig::default());
+        let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(3), Some(3)); // 1 and 2 missing
         rx.handle_timeout(t0 + ms(31)); // the 30 ms hold ends: both expire
@@ -530,7 +530,7 @@ mod tests {
     fn window_expiry_releases_skipped_numbers() {
         // Stacks skip packet numbers on purpose: the gap never fills.
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig::default());
+        let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(2), Some(2));
         assert_eq!(rx.poll_timeout(), Some(t0), "first eACK due at once");
@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn proxy_report_releases_early() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig::default());
+        let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(2), Some(2));
         assert!(rx.poll_eack(t0 + ms(1)).is_some());
@@ -559,7 +559,7 @@ mod tests {
     #[test]
     fn unreadable_numbers_are_not_held() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig::default());
+        let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(5), Some(5));
         rx.on_datagram(t0, dg(9), None);
@@ -570,10 +570,10 @@ mod tests {
     #[test]
     fn caps_bound_held_and_gaps() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig {
+        let mut rx = PackratReceiver::new(PackratReceiverConfig {
             max_held: 2,
             max_gaps: 3,
-            ..PackratConfig::default()
+            ..PackratReceiverConfig::default()
         });
         rx.on_datagram(t0, dg(0), Some(0));
         rx.on_datagram(t0, dg(10), Some(10));
@@ -589,7 +589,7 @@ mod tests {
     #[test]
     fn eacks_every_n_packets_and_every_interval() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig::default());
+        let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         assert!(rx.poll_eack(t0).is_some(), "first eACK at once");
         for i in 1..16 {
@@ -608,9 +608,9 @@ mod tests {
     #[test]
     fn selective_eacks_only_on_gaps_and_sized_by_gaps() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig {
+        let mut rx = PackratReceiver::new(PackratReceiverConfig {
             selective: true,
-            ..PackratConfig::default()
+            ..PackratReceiverConfig::default()
         });
         for i in 0..40 {
             rx.on_datagram(t0, dg(i), Some(u64::from(i)));
@@ -641,7 +641,7 @@ mod tests {
     #[test]
     fn reset_starts_a_new_epoch() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig::default());
+        let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
         rx.on_datagram(t0, dg(0), Some(0));
         rx.reset(3);
         assert_eq!(rx.epoch(), 3);
@@ -654,9 +654,9 @@ mod tests {
     #[test]
     fn holds_are_bounded_by_a_fraction_of_the_rtt() {
         let t0 = Instant::now();
-        let mut rx = PackratReceiver::new(PackratConfig {
+        let mut rx = PackratReceiver::new(PackratReceiverConfig {
             reorder_window: ms(65),
-            ..PackratConfig::default()
+            ..PackratReceiverConfig::default()
         });
         assert_eq!(rx.hold_window(), ms(65));
         rx.on_e2e_rtt(ms(40));
@@ -679,9 +679,9 @@ mod tests {
             rtt_ms in proptest::option::of(1u64..500),
         ) {
             let t0 = Instant::now();
-            let mut rx = PackratReceiver::new(PackratConfig {
+            let mut rx = PackratReceiver::new(PackratReceiverConfig {
                 reorder_window: ms(window_ms),
-                ..PackratConfig::default()
+                ..PackratReceiverConfig::default()
             });
             if let Some(r) = rtt_ms {
                 rx.on_e2e_rtt(ms(r));
@@ -724,7 +724,7 @@ mod tests {
             step in 0u64..5,
         ) {
             let t0 = Instant::now();
-            let mut rx = PackratReceiver::new(PackratConfig::default());
+            let mut rx = PackratReceiver::new(PackratReceiverConfig::default());
             let mut delivered = 0usize;
             for (k, pn) in pns.iter().enumerate() {
                 rx.on_datagram(t0 + ms(step * k as u64), dg(*pn as u32), Some(*pn));

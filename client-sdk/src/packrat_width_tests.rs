@@ -14,10 +14,10 @@ fn eacks_at_every_width_name_the_lost_datagrams() {
     let t0 = Instant::now();
     for width in [Width::U16, Width::U32, Width::U64] {
         let src = IdSource::Offset(-(width.bytes() as isize));
-        let mut rx = PackratReceiver::new(PackratConfig {
+        let mut rx = PackratReceiver::new(PackratReceiverConfig {
             id_source: src,
             width,
-            ..PackratConfig::default()
+            ..PackratReceiverConfig::default()
         });
         let mut proxy = WidthProxyEack::new(width, 160, 4096, HashKey::DEFAULT);
         let dg = |i: u64| {
@@ -59,10 +59,10 @@ fn eacks_at_every_width_name_the_lost_datagrams() {
 
 #[test]
 fn datagrams_shorter_than_the_width_are_unidentifiable() {
-    let mut rx = PackratReceiver::new(PackratConfig {
+    let mut rx = PackratReceiver::new(PackratReceiverConfig {
         id_source: IdSource::Offset(-8),
         width: Width::U64,
-        ..PackratConfig::default()
+        ..PackratReceiverConfig::default()
     });
     rx.on_datagram(Instant::now(), vec![1, 2, 3, 4, 5], None);
     assert_eq!(rx.stats().unidentifiable, 1);

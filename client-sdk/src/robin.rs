@@ -14,10 +14,10 @@
 //! ```
 //! use std::time::{Duration, Instant};
 //! use quack::PowerSumQuack;
-//! use sidekick::robin::{RobinConfig, RobinEvent, RobinSender};
+//! use sidekick::robin::{RobinSenderConfig, RobinEvent, RobinSender};
 //!
 //! let t0 = Instant::now();
-//! let mut robin = RobinSender::new(RobinConfig { threshold: 8, ..RobinConfig::default() });
+//! let mut robin = RobinSender::new(RobinSenderConfig { threshold: 8, ..RobinSenderConfig::default() });
 //! let mut proxy = PowerSumQuack::<u32>::new(8);
 //! // The first quACK of an epoch is the baseline (here: nothing counted yet).
 //! robin.on_quack(t0, &proxy.to_bytes()).unwrap();
@@ -47,9 +47,10 @@ use crate::rtt::RttEstimator;
 mod sums;
 use sums::Sums;
 
-/// Robin parameters.
+/// The client's Robin sender: loss detection and early resends on quACK evidence (the session
+/// negotiates the quACK side of it as `sidekick_protocol::messages::RobinConfig`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct RobinConfig {
+pub struct RobinSenderConfig {
     /// quACK threshold `t` agreed with the proxy.
     pub threshold: usize,
     /// How identifiers are read from datagrams (default: last 4 bytes, the AEAD tag).
@@ -82,7 +83,7 @@ pub struct RobinConfig {
     pub resend_window: u64,
 }
 
-impl Default for RobinConfig {
+impl Default for RobinSenderConfig {
     fn default() -> Self {
         Self {
             threshold: 10,
@@ -262,7 +263,7 @@ const MAX_EVENTS: usize = 4096;
 /// The Robin sender engine (sans-IO).
 #[derive(Debug)]
 pub struct RobinSender {
-    config: RobinConfig,
+    config: RobinSenderConfig,
     log: VecDeque<Entry>,
     /// Power sums of every identifier the proxy is known to have received this epoch.
     received: Sums,
@@ -283,7 +284,7 @@ pub struct RobinSender {
 
 impl RobinSender {
     /// A new engine.
-    pub fn new(config: RobinConfig) -> Self {
+    pub fn new(config: RobinSenderConfig) -> Self {
         Self {
             received: Sums::new(config.width, config.threshold),
             config,
@@ -302,7 +303,7 @@ impl RobinSender {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &RobinConfig {
+    pub fn config(&self) -> &RobinSenderConfig {
         &self.config
     }
 
@@ -718,9 +719,9 @@ impl RobinSender {
 /// Fuzz body: arbitrary bytes as a quACK never panic the engine.
 pub fn fuzz_quack(data: &[u8]) {
     let t0 = Instant::now();
-    let mut robin = RobinSender::new(RobinConfig {
+    let mut robin = RobinSender::new(RobinSenderConfig {
         threshold: 4,
-        ..RobinConfig::default()
+        ..RobinSenderConfig::default()
     });
     for i in 0u32..8 {
         robin.on_sent(t0, &i.to_le_bytes(), Some(u64::from(i)));

@@ -28,10 +28,10 @@ fn setup(t: usize) -> Setup {
 fn unsynced(t: usize) -> Setup {
     Setup {
         t0: Instant::now(),
-        robin: RobinSender::new(RobinConfig {
+        robin: RobinSender::new(RobinSenderConfig {
             threshold: t,
             quack_interval: ms(10),
-            ..RobinConfig::default()
+            ..RobinSenderConfig::default()
         }),
         proxy: PowerSumQuack::new(t),
     }
@@ -158,11 +158,11 @@ fn a_loss_found_too_far_behind_the_newest_send_is_not_resent() {
     assert_eq!((st.retransmitted, st.resends_too_late), (1, 1));
     // With no window, both are resent.
     let mut s = unsynced(8);
-    s.robin = RobinSender::new(RobinConfig {
+    s.robin = RobinSender::new(RobinSenderConfig {
         threshold: 8,
         quack_interval: ms(10),
         resend_window: 0,
-        ..RobinConfig::default()
+        ..RobinSenderConfig::default()
     });
     s.quack(0).unwrap();
     s.send(0..200, &[5, 190]);
@@ -316,9 +316,9 @@ fn malformed_and_threshold_mismatch() {
 #[test]
 fn log_cap_evicts_and_asks_for_reset() {
     let t0 = Instant::now();
-    let mut r = RobinSender::new(RobinConfig {
+    let mut r = RobinSender::new(RobinSenderConfig {
         max_log: 4,
-        ..RobinConfig::default()
+        ..RobinSenderConfig::default()
     });
     for i in 0..6 {
         r.on_sent(t0, &dg(i), None);
@@ -333,10 +333,10 @@ fn log_cap_evicts_and_asks_for_reset() {
 #[test]
 fn retransmit_buffer_is_bounded() {
     let t0 = Instant::now();
-    let mut r = RobinSender::new(RobinConfig {
+    let mut r = RobinSender::new(RobinSenderConfig {
         threshold: 8,
         retransmit_buffer_bytes: 48, // two 24-byte datagrams
-        ..RobinConfig::default()
+        ..RobinSenderConfig::default()
     });
     let mut proxy = PowerSumQuack::<u32>::new(8);
     r.on_quack(t0, &proxy.to_bytes()).unwrap();
@@ -400,11 +400,11 @@ fn withdrawn_sends_leave_no_trace() {
 fn an_absurd_time_factor_never_fires_the_time_rule() {
     for (factor, interval) in [(1e300, ms(10)), (9.0 / 8.0, Duration::MAX)] {
         let t0 = Instant::now();
-        let mut robin = RobinSender::new(RobinConfig {
+        let mut robin = RobinSender::new(RobinSenderConfig {
             threshold: 8,
             time_factor: factor,
             quack_interval: interval,
-            ..RobinConfig::default()
+            ..RobinSenderConfig::default()
         });
         let mut proxy = PowerSumQuack::<u32>::new(8);
         robin.on_quack(t0, &proxy.to_bytes()).unwrap();
@@ -454,12 +454,12 @@ fn end_to_end_acks_tell_needed_resends_from_unneeded_ones() {
 fn quacks_of_the_session_width_decode_and_others_are_refused() {
     fn at<T: quack::Identifier>(width: Width, id_of: fn(u64) -> T, wide: fn(T) -> u64) {
         let t0 = Instant::now();
-        let mut r = RobinSender::new(RobinConfig {
+        let mut r = RobinSender::new(RobinSenderConfig {
             threshold: 4,
             width,
             id_source: IdSource::Offset(-(width.bytes() as isize)),
             retransmit_buffer_bytes: 0,
-            ..RobinConfig::default()
+            ..RobinSenderConfig::default()
         });
         let mut proxy = PowerSumQuack::<T>::new(4);
         assert!(r.on_quack(t0, &proxy.to_bytes()).is_ok(), "baseline");

@@ -30,7 +30,7 @@ use quack::IdSource;
 use sidekick_protocol::messages::{IdentifierMode, IdentifierSpec, SessionConfig};
 use sidekick_protocol::{ClientEvent, ClientSession, ClientState, Destination, is_discovery_reply};
 
-use crate::lens::{Direction, PacketNumberLens, Role};
+use crate::lens::{DatagramDirection, PacketNumberLens, Role};
 use crate::packrat::PackratReceiver;
 use crate::robin::{QuackError, RobinEvent, RobinSender};
 
@@ -256,7 +256,10 @@ impl SidekickClient {
     /// send: a quACK naming the datagram may arrive before the send call returns). Returns
     /// whether Robin logged it.
     pub fn on_base_sent(&mut self, now: Instant, datagram: &[u8]) -> bool {
-        let pn = self.lens.observe(Direction::Outgoing, datagram).ok();
+        let pn = self
+            .lens
+            .observe(DatagramDirection::Outgoing, datagram)
+            .ok();
         if let Some(pn) = pn
             && self.sent_times.back().is_none_or(|&(last, _)| pn > last)
         {
@@ -288,7 +291,7 @@ impl SidekickClient {
         }
         // Only packets that open under the connection's keys give a number (the lens
         // authenticates them): an injected datagram cannot open gaps or make us hold.
-        let observed = self.lens.observe(Direction::Incoming, &datagram);
+        let observed = self.lens.observe(DatagramDirection::Incoming, &datagram);
         if matches!(observed, Err(crate::lens::LensError::Unauthenticated)) {
             // Not a packet of the connection (the stack drops it too): it stays out of the
             // eACK, where a forged copy the proxy never forwarded would make its decode fail.

@@ -311,10 +311,10 @@ fn packrat_holds_then_fallback_releases_everything() {
     let secret = [3u8; 48];
     lab.client
         .lens_mut()
-        .set_secret(crate::lens::Direction::Incoming, &secret);
+        .set_secret(crate::lens::DatagramDirection::Incoming, &secret);
     lab.client
         .lens_mut()
-        .set_dcid_len(crate::lens::Direction::Incoming, 4);
+        .set_dcid_len(crate::lens::DatagramDirection::Incoming, 4);
     let pkt = |pn: u8| test_packet(&secret, pn);
     lab.client.on_base_received(lab.t0, pkt(0));
     lab.client.on_base_received(lab.t0, pkt(2)); // 1 missing: held
@@ -376,8 +376,8 @@ fn packrat_lab_with_keys(secret: &[u8]) -> Lab {
     (config.hold_assessment_gaps, config.min_repaired_fraction) = (16, 0.25);
     let mut lab = connect(config);
     let lens = lab.client.lens_mut();
-    lens.set_secret(crate::lens::Direction::Incoming, secret);
-    lens.set_dcid_len(crate::lens::Direction::Incoming, 4);
+    lens.set_secret(crate::lens::DatagramDirection::Incoming, secret);
+    lens.set_dcid_len(crate::lens::DatagramDirection::Incoming, 4);
     lab
 }
 
@@ -397,7 +397,10 @@ fn an_injected_packet_cannot_make_the_client_hold_genuine_traffic() {
     assert_eq!(std::iter::from_fn(|| lab.client.poll_deliver()).count(), 6);
     let p = lab.client.packrat().unwrap();
     assert_eq!((p.held(), p.open_gaps(), p.stats().held), (0, 0, 0));
-    let lens = lab.client.lens().stats(crate::lens::Direction::Incoming);
+    let lens = lab
+        .client
+        .lens()
+        .stats(crate::lens::DatagramDirection::Incoming);
     assert_eq!((lens.read, lens.unauthenticated), (5, 1));
     // Nor does it enter the eACK: the proxy never forwarded it, so the eACKs' difference
     // would not decode.
@@ -482,10 +485,10 @@ fn robin_lab_with_keys(out: &[u8], inc: &[u8]) -> Lab {
     (config.resend_assessment, config.max_unneeded_fraction) = (16, 0.75);
     let mut lab = connect(config);
     let lens = lab.client.lens_mut();
-    lens.set_secret(crate::lens::Direction::Outgoing, out);
-    lens.set_dcid_len(crate::lens::Direction::Outgoing, 4);
-    lens.set_secret(crate::lens::Direction::Incoming, inc);
-    lens.set_dcid_len(crate::lens::Direction::Incoming, 4);
+    lens.set_secret(crate::lens::DatagramDirection::Outgoing, out);
+    lens.set_dcid_len(crate::lens::DatagramDirection::Outgoing, 4);
+    lens.set_secret(crate::lens::DatagramDirection::Incoming, inc);
+    lens.set_dcid_len(crate::lens::DatagramDirection::Incoming, 4);
     lab.client.on_e2e_rtt(ms(50));
     lab
 }
@@ -556,8 +559,8 @@ fn the_peers_acks_give_the_rtt_that_bounds_holds_without_the_stacks_help() {
     let (out, inc) = ([5u8; 48], [6u8; 48]);
     let mut lab = packrat_lab_with_keys(&inc);
     let lens = lab.client.lens_mut();
-    lens.set_secret(crate::lens::Direction::Outgoing, &out);
-    lens.set_dcid_len(crate::lens::Direction::Outgoing, 4);
+    lens.set_secret(crate::lens::DatagramDirection::Outgoing, &out);
+    lens.set_dcid_len(crate::lens::DatagramDirection::Outgoing, 4);
     // No RTT from the stack: the hold is the requested reorder window.
     assert_eq!(lab.client.packrat().unwrap().hold_window(), ms(30));
     for pn in 0..10u8 {
@@ -615,10 +618,10 @@ fn both_lab_with_keys(out: &[u8], inc: &[u8]) -> Lab {
     let mut lab = connect(config);
     assert!(lab.client.robin().is_some() && lab.client.packrat().is_some());
     let lens = lab.client.lens_mut();
-    lens.set_secret(crate::lens::Direction::Outgoing, out);
-    lens.set_dcid_len(crate::lens::Direction::Outgoing, 4);
-    lens.set_secret(crate::lens::Direction::Incoming, inc);
-    lens.set_dcid_len(crate::lens::Direction::Incoming, 4);
+    lens.set_secret(crate::lens::DatagramDirection::Outgoing, out);
+    lens.set_dcid_len(crate::lens::DatagramDirection::Outgoing, 4);
+    lens.set_secret(crate::lens::DatagramDirection::Incoming, inc);
+    lens.set_dcid_len(crate::lens::DatagramDirection::Incoming, 4);
     lab.client.on_e2e_rtt(ms(50));
     lab
 }

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use sidekick_protocol::messages::{IdentifierSpec, SessionConfig};
 use sidekick_protocol::{ClientConfig, FallbackReason};
 
-use crate::packrat::PackratConfig;
-use crate::robin::{LostDatagram, RobinConfig};
+use crate::packrat::PackratReceiverConfig;
+use crate::robin::{LostDatagram, RobinSenderConfig};
 
 /// Why the client stopped using the sidekick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,9 +41,9 @@ pub struct SidekickConfig {
     /// Protocol settings (the session configuration requested in Init lives inside).
     pub protocol: ClientConfig,
     /// Robin engine settings (threshold and interval are overwritten by the negotiated ones).
-    pub robin: RobinConfig,
+    pub robin: RobinSenderConfig,
     /// Packrat engine settings (symbols, interval, reorder window overwritten likewise).
-    pub packrat: PackratConfig,
+    pub packrat: PackratReceiverConfig,
     /// Inconsistent quACKs tolerated before falling back.
     pub max_inconsistent_quacks: u32,
     /// Proxy resets tolerated per `reset_window` before falling back.
@@ -179,8 +179,8 @@ impl SidekickConfig {
     pub fn with_session(session: SessionConfig) -> Self {
         Self {
             protocol: ClientConfig::new(session),
-            robin: RobinConfig::default(),
-            packrat: PackratConfig::default(),
+            robin: RobinSenderConfig::default(),
+            packrat: PackratReceiverConfig::default(),
             max_inconsistent_quacks: 3,
             max_resets: 5,
             reset_window: Duration::from_secs(1),

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use sidekick::keylog::KeyLogStore;
-use sidekick::lens::{Direction, PacketNumberLens, Role};
+use sidekick::lens::{DatagramDirection, PacketNumberLens, Role};
 
 /// Writes a self-signed certificate and key to a fresh temporary directory.
 fn cert_files(tag: &str) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -83,7 +83,7 @@ fn quiche_packet_numbers_both_directions() {
                 Err(e) => panic!("client send: {e}"),
             };
             keylog.drain_into(&mut lens);
-            if let Ok(pn) = lens.observe(Direction::Outgoing, &buf[..n]) {
+            if let Ok(pn) = lens.observe(DatagramDirection::Outgoing, &buf[..n]) {
                 numbers[0].push(pn);
             }
             let info = quiche::RecvInfo {
@@ -100,7 +100,7 @@ fn quiche_packet_numbers_both_directions() {
                 Err(e) => panic!("server send: {e}"),
             };
             keylog.drain_into(&mut lens);
-            if let Ok(pn) = lens.observe(Direction::Incoming, &buf[..n]) {
+            if let Ok(pn) = lens.observe(DatagramDirection::Incoming, &buf[..n]) {
                 numbers[1].push(pn);
             }
             let info = quiche::RecvInfo {

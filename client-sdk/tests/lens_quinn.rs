@@ -8,10 +8,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use sidekick::keylog::KeyLogStore;
-use sidekick::lens::{Direction, PacketNumberLens, Role, Suite};
+use sidekick::lens::{DatagramDirection, PacketNumberLens, Role, Suite};
 use tokio::net::UdpSocket;
 
-type Capture = Arc<Mutex<Vec<(Direction, Vec<u8>)>>>;
+type Capture = Arc<Mutex<Vec<(DatagramDirection, Vec<u8>)>>>;
 
 /// The ring provider, restricted to `suites` (in preference order) unless empty.
 fn provider(suites: &[rustls::SupportedCipherSuite]) -> Arc<rustls::crypto::CryptoProvider> {
@@ -37,7 +37,7 @@ async fn relay(socket: UdpSocket, server: SocketAddr, capture: Capture) {
                 capture
                     .lock()
                     .unwrap()
-                    .push((Direction::Incoming, data.clone()));
+                    .push((DatagramDirection::Incoming, data.clone()));
                 let _ = socket.send_to(&data, c).await;
             }
         } else {
@@ -45,7 +45,7 @@ async fn relay(socket: UdpSocket, server: SocketAddr, capture: Capture) {
             capture
                 .lock()
                 .unwrap()
-                .push((Direction::Outgoing, data.clone()));
+                .push((DatagramDirection::Outgoing, data.clone()));
             let _ = socket.send_to(&data, server).await;
         }
     }
@@ -122,7 +122,7 @@ fn check(capture: &Capture, keylog: &KeyLogStore, expect_suite: Suite) {
     let mut numbers = [Vec::new(), Vec::new()];
     for (dir, datagram) in capture.lock().unwrap().iter() {
         if let Ok(pn) = lens.observe(*dir, datagram) {
-            numbers[usize::from(*dir == Direction::Incoming)].push(pn);
+            numbers[usize::from(*dir == DatagramDirection::Incoming)].push(pn);
         }
     }
     assert_eq!(lens.suite(), Some(expect_suite));

@@ -225,7 +225,9 @@ async fn quinn_upload_with_sidekick_active() {
         (
             c.stats().quacks,
             c.stats().retransmissions,
-            c.lens().stats(sidekick::lens::Direction::Outgoing).read,
+            c.lens()
+                .stats(sidekick::lens::DatagramDirection::Outgoing)
+                .read,
         )
     });
     eprintln!(

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use sidekick_examples::rtc::{EndOfFrames, FrameHeader, RtcRequest, encode_frame};
-use sidekick_examples::transfer::{Direction, Request, Summary};
+use sidekick_examples::transfer::{Request, Summary, TransferDirection};
 use sidekick_examples::wire::{
     Codec, MediaPacket, encode_fin, encode_hello, encode_nacks, encode_summary,
 };
@@ -90,7 +90,7 @@ fn transfer_seeds() -> Vec<(&'static str, Vec<u8>)> {
         (
             "download",
             Request {
-                direction: Direction::Download,
+                direction: TransferDirection::Download,
                 bytes: 3_000_000,
             }
             .encode()
@@ -99,7 +99,7 @@ fn transfer_seeds() -> Vec<(&'static str, Vec<u8>)> {
         (
             "upload",
             Request {
-                direction: Direction::Upload,
+                direction: TransferDirection::Upload,
                 bytes: 1 << 20,
             }
             .encode()

@@ -1,5 +1,5 @@
 //! The userspace link element: a thread inside a link namespace that forwards frames between
-//! two veth ends through AF_PACKET sockets, each direction through its own [`Direction`].
+//! two veth ends through AF_PACKET sockets, each direction through its own [`LinkDirection`].
 //!
 //! Timers: the thread runs at SCHED_FIFO priority and sleeps in `ppoll` (nanosecond timeout,
 //! timer slack set to 1 ns) until
@@ -8,7 +8,7 @@
 
 use crate::csum::fill_l4_checksum;
 use crate::droplog::{DropCause, DropLog};
-use crate::link::{DirCounters, Direction, Verdict};
+use crate::link::{DirCounters, LinkDirection, Verdict};
 use crate::spec::LinkSpec;
 use crate::sys::{self, PacketSocket};
 use serde::{Deserialize, Serialize};
@@ -180,8 +180,8 @@ pub fn spawn_asymmetric(
                 &sa,
                 &sb,
                 log,
-                Direction::new(a_to_b, seed).with_drops(a_to_b.drop.down),
-                Direction::new(b_to_a, seed.wrapping_add(1)).with_drops(b_to_a.drop.up),
+                LinkDirection::new(a_to_b, seed).with_drops(a_to_b.drop.down),
+                LinkDirection::new(b_to_a, seed.wrapping_add(1)).with_drops(b_to_a.drop.up),
                 &stop2,
             )
         })?;
@@ -202,8 +202,8 @@ fn run(
     sa: &PacketSocket,
     sb: &PacketSocket,
     mut log: DropLog,
-    mut ab: Direction,
-    mut ba: Direction,
+    mut ab: LinkDirection,
+    mut ba: LinkDirection,
     stop: &AtomicBool,
 ) -> ElementStats {
     let start = Instant::now();

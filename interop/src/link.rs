@@ -72,7 +72,7 @@ pub enum Verdict {
 pub struct DirCounters {
     /// Frames offered to the link.
     pub offered: u64,
-    /// Frames delivered (handed back by [`Direction::pop_due`]).
+    /// Frames delivered (handed back by [`LinkDirection::pop_due`]).
     pub delivered: u64,
     /// Bytes delivered.
     pub delivered_bytes: u64,
@@ -94,11 +94,11 @@ struct Pending {
 /// One direction of an emulated link.
 ///
 /// ```
-/// use sidekick_lab::link::{Direction, Verdict};
+/// use sidekick_lab::link::{LinkDirection, Verdict};
 /// use sidekick_lab::spec::LinkSpec;
 /// use std::time::Duration;
 /// let spec = LinkSpec { delay: Duration::from_millis(10), rate_bps: 8_000_000, ..LinkSpec::default() };
-/// let mut d = Direction::new(spec, 1);
+/// let mut d = LinkDirection::new(spec, 1);
 /// assert_eq!(d.offer(Duration::ZERO, vec![0; 1000]), Verdict::Queued);
 /// // 1000 bytes at 8 Mbit/s take 1 ms, then 10 ms of propagation.
 /// assert_eq!(d.next_due(), Some(Duration::from_millis(11)));
@@ -106,7 +106,7 @@ struct Pending {
 /// assert_eq!(d.pop_due(Duration::from_millis(11)).unwrap().len(), 1000);
 /// ```
 #[derive(Debug)]
-pub struct Direction {
+pub struct LinkDirection {
     spec: LinkSpec,
     loss: LossState,
     rng: SmallRng,
@@ -120,10 +120,10 @@ pub struct Direction {
     drops: DropCounter,
 }
 
-impl Direction {
+impl LinkDirection {
     /// A direction with the given spec; `seed` makes loss decisions reproducible.
     pub fn new(spec: LinkSpec, seed: u64) -> Self {
-        Direction {
+        LinkDirection {
             spec,
             loss: LossState::new(spec.loss),
             rng: SmallRng::seed_from_u64(seed),
@@ -291,7 +291,7 @@ mod tests {
             rate_bps: 12_000_000,
             ..LinkSpec::default()
         };
-        let mut d = Direction::new(spec, 0);
+        let mut d = LinkDirection::new(spec, 0);
         for _ in 0..3 {
             assert_eq!(d.offer(Duration::ZERO, vec![0; 1500]), Verdict::Queued);
         }
@@ -320,7 +320,7 @@ mod tests {
             queue_packets: 4,
             ..LinkSpec::default()
         };
-        let mut d = Direction::new(spec, 0);
+        let mut d = LinkDirection::new(spec, 0);
         let verdicts: Vec<_> = (0..6)
             .map(|_| d.offer(Duration::ZERO, vec![0; 1000]))
             .collect();
@@ -351,7 +351,7 @@ mod tests {
             queue_bytes: 2500,
             ..LinkSpec::default()
         };
-        let mut d = Direction::new(spec, 0);
+        let mut d = LinkDirection::new(spec, 0);
         assert_eq!(d.offer(Duration::ZERO, vec![0; 1000]), Verdict::Queued);
         assert_eq!(d.offer(Duration::ZERO, vec![0; 1000]), Verdict::Queued);
         assert_eq!(d.offer(Duration::ZERO, vec![0; 1000]), Verdict::QueueFull);
@@ -360,7 +360,7 @@ mod tests {
 
     #[test]
     fn delivered_counters() {
-        let mut d = Direction::new(LinkSpec::default(), 0);
+        let mut d = LinkDirection::new(LinkSpec::default(), 0);
         d.offer(Duration::ZERO, vec![1, 2, 3]);
         assert_eq!(d.pop_due(Duration::ZERO), Some(vec![1, 2, 3]));
         assert_eq!(d.counters().delivered_bytes, 3);

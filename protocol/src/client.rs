@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::frame::{self, Header};
 use crate::keys::{Ephemeral, NONCE_LEN, SessionId, SessionKey, ct_eq};
 use crate::messages::{
-    Close, Config, Direction, Eack, ErrorMsg, Init, Message, Refresh, Reset, SessionConfig,
+    Close, Config, Eack, ErrorMsg, FrameDirection, Init, Message, Refresh, Reset, SessionConfig,
 };
 use crate::replay::ReplayWindow;
 use crate::{PROTOCOL_VERSION, Retry};
@@ -250,7 +250,7 @@ impl ClientSession {
         };
         let grant = self.grant();
         let bytes = frame::seal_padded(
-            Direction::ClientToProxy,
+            FrameDirection::ClientToProxy,
             self.cfg.tag_len,
             sid,
             self.next_seq,
@@ -387,7 +387,7 @@ impl ClientSession {
         let Some(key) = self.key.as_ref() else {
             return Err(Error::InvalidState("no key"));
         };
-        let f = frame::open(datagram, key, Direction::ProxyToClient)?;
+        let f = frame::open(datagram, key, FrameDirection::ProxyToClient)?;
         if f.header.seq > u64::from(self.granted) {
             // The proxy sent beyond what this client authorised (Sidekick (NSDI '24) §4.1 quota): a
             // protocol violation, dropped without acting on it.

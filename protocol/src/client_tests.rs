@@ -117,7 +117,7 @@ fn lying_init_ack(table: &ProxySessionTable, id: &SessionId, config: SessionConf
         reject_code: 0,
     });
     frame::seal(
-        Direction::ProxyToClient,
+        FrameDirection::ProxyToClient,
         crate::frame::TagLen::Short,
         *id,
         1,

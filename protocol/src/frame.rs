@@ -12,7 +12,7 @@
 
 use crate::error::Error;
 use crate::keys::{SESSION_ID_LEN, SessionId, SessionKey};
-use crate::messages::{Direction, Message};
+use crate::messages::{FrameDirection, Message};
 
 /// First two bytes of every sidekick frame ("SK").
 pub const FRAME_MAGIC: [u8; 2] = [0x53, 0x4b];
@@ -69,12 +69,12 @@ pub struct Header {
 }
 
 impl Header {
-    /// Direction encoded in the flags.
-    pub fn direction(&self) -> Direction {
+    /// The direction the flags encode.
+    pub fn direction(&self) -> FrameDirection {
         if self.flags & FLAG_FROM_PROXY != 0 {
-            Direction::ProxyToClient
+            FrameDirection::ProxyToClient
         } else {
-            Direction::ClientToProxy
+            FrameDirection::ClientToProxy
         }
     }
 
@@ -214,7 +214,7 @@ fn pad_body(body: &mut Vec<u8>, extra: usize) {
 
 /// Encodes and authenticates one frame.
 pub fn seal(
-    dir: Direction,
+    dir: FrameDirection,
     tag: TagLen,
     session_id: SessionId,
     seq: u64,
@@ -230,7 +230,7 @@ pub fn seal(
 /// alone never makes a frame exceed [`MAX_DATAGRAM`].
 #[allow(clippy::too_many_arguments)]
 pub fn seal_padded(
-    dir: Direction,
+    dir: FrameDirection,
     tag: TagLen,
     session_id: SessionId,
     seq: u64,
@@ -255,7 +255,7 @@ pub fn seal_padded(
     if tag == TagLen::Long {
         flags |= FLAG_TAG32;
     }
-    if dir == Direction::ProxyToClient {
+    if dir == FrameDirection::ProxyToClient {
         flags |= FLAG_FROM_PROXY;
     }
     let header = Header {
@@ -301,15 +301,15 @@ pub fn seal_raw(header: &Header, body: &[u8], key: &SessionKey) -> Result<Vec<u8
 ///
 /// Order of checks: header ([`Header::peek`]), tag, direction, message type and body. Replay
 /// and epoch checks are the session's job (they need state).
-pub fn open(datagram: &[u8], key: &SessionKey, expected: Direction) -> Result<Frame, Error> {
+pub fn open(datagram: &[u8], key: &SessionKey, expected: FrameDirection) -> Result<Frame, Error> {
     let header = Header::peek(datagram)?;
     let tag_at = datagram.len() - header.tag_len().bytes();
     if !key.verify(&[&datagram[..tag_at]], &datagram[tag_at..]) {
         return Err(Error::BadMac);
     }
     if header.direction() != expected || !Message::allowed(header.msg_type, expected) {
-        if !Message::allowed(header.msg_type, Direction::ClientToProxy)
-            && !Message::allowed(header.msg_type, Direction::ProxyToClient)
+        if !Message::allowed(header.msg_type, FrameDirection::ClientToProxy)
+            && !Message::allowed(header.msg_type, FrameDirection::ProxyToClient)
         {
             return Err(Error::UnknownMessageType(header.msg_type));
         }
@@ -322,7 +322,7 @@ pub fn open(datagram: &[u8], key: &SessionKey, expected: Direction) -> Result<Fr
 /// Fuzz body for the frame decoder: arbitrary bytes under a fixed key, both directions.
 pub fn fuzz_open(data: &[u8]) {
     let key = SessionKey::from_bytes(&[0x5a; 32]);
-    for dir in [Direction::ClientToProxy, Direction::ProxyToClient] {
+    for dir in [FrameDirection::ClientToProxy, FrameDirection::ProxyToClient] {
         if let Ok(f) = open(data, &key, dir) {
             // An authentic frame re-seals to the same bytes.
             let again = seal(
@@ -351,7 +351,7 @@ mod tests {
 
     fn sample() -> Vec<u8> {
         seal(
-            Direction::ProxyToClient,
+            FrameDirection::ProxyToClient,
             TagLen::Short,
             SessionId([9; 16]),
             5,
@@ -373,7 +373,7 @@ mod tests {
                 reason: 0,
             });
             let b = seal(
-                Direction::ClientToProxy,
+                FrameDirection::ClientToProxy,
                 tag,
                 SessionId([1; 16]),
                 u64::MAX,
@@ -383,7 +383,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(b.len(), HEADER_LEN + m.encode_body().len() + tag.bytes());
-            let f = open(&b, &key(), Direction::ClientToProxy).unwrap();
+            let f = open(&b, &key(), FrameDirection::ClientToProxy).unwrap();
             assert_eq!(f.message, m);
             assert_eq!(f.header.seq, u64::MAX);
             assert_eq!(f.header.quota, u32::MAX);
@@ -394,12 +394,12 @@ mod tests {
     #[test]
     fn malformed_frames() {
         let b = sample();
-        assert!(open(&b, &key(), Direction::ProxyToClient).is_ok());
+        assert!(open(&b, &key(), FrameDirection::ProxyToClient).is_ok());
         // Truncated at every length.
         for n in 0..b.len() {
             assert!(
                 matches!(
-                    open(&b[..n], &key(), Direction::ProxyToClient),
+                    open(&b[..n], &key(), FrameDirection::ProxyToClient),
                     Err(Error::Truncated { .. })
                 ),
                 "len {n}"
@@ -409,25 +409,29 @@ mod tests {
         let mut long = b.clone();
         long.push(0);
         assert!(matches!(
-            open(&long, &key(), Direction::ProxyToClient),
+            open(&long, &key(), FrameDirection::ProxyToClient),
             Err(Error::LengthMismatch { .. })
         ));
         // Oversized.
         assert!(matches!(
-            open(&vec![0; MAX_DATAGRAM + 1], &key(), Direction::ProxyToClient),
+            open(
+                &vec![0; MAX_DATAGRAM + 1],
+                &key(),
+                FrameDirection::ProxyToClient
+            ),
             Err(Error::Oversized { .. })
         ));
         // Bad magic, unknown version.
         let mut m = b.clone();
         m[0] ^= 1;
         assert_eq!(
-            open(&m, &key(), Direction::ProxyToClient),
+            open(&m, &key(), FrameDirection::ProxyToClient),
             Err(Error::BadMagic)
         );
         let mut v = b.clone();
         v[2] = 2;
         assert_eq!(
-            open(&v, &key(), Direction::ProxyToClient),
+            open(&v, &key(), FrameDirection::ProxyToClient),
             Err(Error::UnsupportedVersion(2))
         );
         // Wrong key, flipped bit anywhere past the version byte.
@@ -435,19 +439,19 @@ mod tests {
             open(
                 &b,
                 &SessionKey::from_bytes(&[4; 32]),
-                Direction::ProxyToClient
+                FrameDirection::ProxyToClient
             ),
             Err(Error::BadMac)
         );
         for i in 3..b.len() {
             let mut c = b.clone();
             c[i] ^= 0x80;
-            let r = open(&c, &key(), Direction::ProxyToClient);
+            let r = open(&c, &key(), FrameDirection::ProxyToClient);
             assert!(r.is_err(), "flip at {i} accepted");
         }
         // Right MAC, wrong direction (reflection).
         assert_eq!(
-            open(&b, &key(), Direction::ClientToProxy),
+            open(&b, &key(), FrameDirection::ClientToProxy),
             Err(Error::WrongDirection(crate::messages::msg_type::QUACK))
         );
     }
@@ -459,7 +463,7 @@ mod tests {
             reason: 0,
         });
         let plain = seal(
-            Direction::ClientToProxy,
+            FrameDirection::ClientToProxy,
             TagLen::Short,
             SessionId([1; 16]),
             1,
@@ -483,7 +487,7 @@ mod tests {
             5000,
         ] {
             let b = seal_padded(
-                Direction::ClientToProxy,
+                FrameDirection::ClientToProxy,
                 TagLen::Short,
                 SessionId([1; 16]),
                 1,
@@ -499,7 +503,7 @@ mod tests {
                 assert!(b.len() <= want + 1, "min {min}: got {}", b.len());
             }
             assert!(b.len() <= MAX_DATAGRAM);
-            let f = open(&b, &key(), Direction::ClientToProxy).unwrap();
+            let f = open(&b, &key(), FrameDirection::ClientToProxy).unwrap();
             assert_eq!(f.message, m);
         }
     }
@@ -540,7 +544,7 @@ mod tests {
             reject_code: u32::MAX,
         });
         let b = seal(
-            Direction::ProxyToClient,
+            FrameDirection::ProxyToClient,
             TagLen::Long,
             SessionId([0xff; 16]),
             u64::MAX,
@@ -564,7 +568,7 @@ mod tests {
         });
         assert!(matches!(
             seal(
-                Direction::ProxyToClient,
+                FrameDirection::ProxyToClient,
                 TagLen::Short,
                 SessionId([0; 16]),
                 1,
@@ -584,7 +588,7 @@ mod tests {
         let t = key().tag(&[&b[..tag_at]]);
         b[tag_at..].copy_from_slice(&t[..16]);
         assert_eq!(
-            open(&b, &key(), Direction::ProxyToClient),
+            open(&b, &key(), FrameDirection::ProxyToClient),
             Err(Error::UnknownMessageType(99))
         );
         fuzz_open(&b);

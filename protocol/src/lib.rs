@@ -77,7 +77,7 @@ pub use discovery::{
 pub use error::Error;
 pub use frame::{MAX_DATAGRAM, PROTOCOL_VERSION, TagLen};
 pub use keys::{SessionId, SessionKey};
-pub use messages::{Direction, ErrorCode, Message, SessionConfig};
+pub use messages::{ErrorCode, FrameDirection, Message, SessionConfig};
 pub use proxy::{BaseFlow, PolicyError, ProxyPolicy, ProxySession, SessionStats, Transmit};
 pub use table::{DiscoveryTransmit, ProxyEvent, ProxySessionTable, TableStats};
 

@@ -48,7 +48,9 @@ pub struct IdentifierSpec {
     pub hash_key: Vec<u8>,
 }
 
-/// Robin parameters (Sidekick (NSDI '24) §4.2).
+/// Robin parameters as the session negotiates them on the wire (Sidekick (NSDI '24) §4.2). The
+/// proxy runs its quACK engine on its own `RobinEngineConfig` and the client its sender on
+/// `RobinSenderConfig`, each derived from these and local settings.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RobinConfig {
     /// Send a quACK every this many milliseconds (0 = not time-driven).
@@ -69,7 +71,9 @@ pub struct RobinConfig {
     pub quack_on_gap_percent: u32,
 }
 
-/// Packrat parameters (Packrat (CoNEXT '26) §5, §6.1).
+/// Packrat parameters as the session negotiates them on the wire (Packrat (CoNEXT '26) §5,
+/// §6.1). The proxy runs its cache on its own `PackratEngineConfig` and the client its receiver
+/// on `PackratReceiverConfig`, each derived from these and local settings.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PackratConfig {
     /// Client sends an eACK every this many milliseconds (0 = not time-driven).
@@ -493,9 +497,10 @@ pub enum Message {
     Challenge(Challenge),
 }
 
-/// Who may send a message type.
+/// Which way a sidekick frame goes between client and proxy (who may send a message type).
+/// Not the direction of a base-connection packet: that is the proxy's `engine::Direction`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
+pub enum FrameDirection {
     /// From the client to the proxy.
     ClientToProxy,
     /// From the proxy to the client.
@@ -521,11 +526,11 @@ impl Message {
     }
 
     /// Whether `ty` may travel in direction `dir`.
-    pub fn allowed(ty: u8, dir: Direction) -> bool {
+    pub fn allowed(ty: u8, dir: FrameDirection) -> bool {
         use msg_type as t;
         match ty {
-            t::INIT | t::EACK => dir == Direction::ClientToProxy,
-            t::INIT_ACK | t::QUACK | t::CHALLENGE => dir == Direction::ProxyToClient,
+            t::INIT | t::EACK => dir == FrameDirection::ClientToProxy,
+            t::INIT_ACK | t::QUACK | t::CHALLENGE => dir == FrameDirection::ProxyToClient,
             t::CONFIG | t::RESET | t::CLOSE | t::ERROR | t::REFRESH => true,
             _ => false,
         }
@@ -782,10 +787,22 @@ mod tests {
 
     #[test]
     fn directions() {
-        assert!(Message::allowed(msg_type::EACK, Direction::ClientToProxy));
-        assert!(!Message::allowed(msg_type::EACK, Direction::ProxyToClient));
-        assert!(!Message::allowed(msg_type::QUACK, Direction::ClientToProxy));
-        assert!(Message::allowed(msg_type::RESET, Direction::ClientToProxy));
-        assert!(!Message::allowed(0, Direction::ClientToProxy));
+        assert!(Message::allowed(
+            msg_type::EACK,
+            FrameDirection::ClientToProxy
+        ));
+        assert!(!Message::allowed(
+            msg_type::EACK,
+            FrameDirection::ProxyToClient
+        ));
+        assert!(!Message::allowed(
+            msg_type::QUACK,
+            FrameDirection::ClientToProxy
+        ));
+        assert!(Message::allowed(
+            msg_type::RESET,
+            FrameDirection::ClientToProxy
+        ));
+        assert!(!Message::allowed(0, FrameDirection::ClientToProxy));
     }
 }

@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::frame::{self, TagLen};
 use crate::keys::{SessionId, SessionKey};
 use crate::messages::{
-    CAP_ALL, CAP_PACKRAT, CAP_ROBIN, ConfigError, Direction, Message, SessionConfig,
+    CAP_ALL, CAP_PACKRAT, CAP_ROBIN, ConfigError, FrameDirection, Message, SessionConfig,
 };
 use crate::replay::ReplayWindow;
 
@@ -483,7 +483,7 @@ impl ProxySession {
             token: probe.challenge,
         });
         let bytes = match frame::seal(
-            Direction::ProxyToClient,
+            FrameDirection::ProxyToClient,
             self.tag_len,
             self.id,
             self.next_seq,
@@ -521,7 +521,7 @@ impl ProxySession {
         }
         let remaining = (self.quota_limit - self.next_seq).min(u64::from(u32::MAX)) as u32;
         let bytes = frame::seal(
-            Direction::ProxyToClient,
+            FrameDirection::ProxyToClient,
             self.tag_len,
             self.id,
             self.next_seq,

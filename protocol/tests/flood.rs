@@ -13,7 +13,7 @@ use sidekick_protocol::discovery::DiscoveryRequest;
 use sidekick_protocol::frame::{self, MIN_INIT_DATAGRAM};
 use sidekick_protocol::messages::{IdentifierSpec, Init, RobinConfig};
 use sidekick_protocol::{
-    BaseFlow, ClientConfig, ClientSession, Destination, Direction, Error, Message,
+    BaseFlow, ClientConfig, ClientSession, Destination, Error, FrameDirection, Message,
     PROTOCOL_VERSION, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionConfig, SessionId,
     SessionKey, TagLen, is_discovery_request,
 };
@@ -269,7 +269,7 @@ fn flood_keeps_state_bounded_and_never_amplifies() {
             }
         };
         let b = frame::seal_padded(
-            Direction::ClientToProxy,
+            FrameDirection::ClientToProxy,
             TagLen::Short,
             sid,
             u64::from(i) + 1,

@@ -12,7 +12,7 @@ use sidekick_protocol::messages::{
     Refresh, Reset, RobinConfig, msg_type,
 };
 use sidekick_protocol::{
-    BaseFlow, ClientConfig, ClientSession, Direction, Message, ProxyPolicy, ProxySessionTable,
+    BaseFlow, ClientConfig, ClientSession, FrameDirection, Message, ProxyPolicy, ProxySessionTable,
     SessionConfig, SessionId, SessionKey, TagLen, frame, fuzz, is_discovery_request,
 };
 
@@ -63,8 +63,8 @@ fn config() -> SessionConfig {
 }
 
 /// One message of every type, named, with the direction it travels in.
-fn messages() -> Vec<(&'static str, Direction, Message)> {
-    use Direction::{ClientToProxy as C, ProxyToClient as P};
+fn messages() -> Vec<(&'static str, FrameDirection, Message)> {
+    use FrameDirection::{ClientToProxy as C, ProxyToClient as P};
     vec![
         (
             "init",

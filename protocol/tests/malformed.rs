@@ -17,7 +17,7 @@ use sidekick_protocol::messages::{
     Refresh, Reset, msg_type,
 };
 use sidekick_protocol::{
-    ClientEvent, Direction, Error, ErrorCode, MAX_DATAGRAM, Message, ProxyEvent, SessionId,
+    ClientEvent, Error, ErrorCode, FrameDirection, MAX_DATAGRAM, Message, ProxyEvent, SessionId,
     SessionKey, TagLen, is_discovery_request,
 };
 
@@ -26,8 +26,8 @@ fn key() -> SessionKey {
 }
 
 /// One sample of every message type with a direction it may travel in.
-fn samples() -> Vec<(Direction, Message)> {
-    use Direction::{ClientToProxy as C, ProxyToClient as P};
+fn samples() -> Vec<(FrameDirection, Message)> {
+    use FrameDirection::{ClientToProxy as C, ProxyToClient as P};
     vec![
         (
             C,
@@ -127,10 +127,10 @@ fn samples() -> Vec<(Direction, Message)> {
     ]
 }
 
-fn other(d: Direction) -> Direction {
+fn other(d: FrameDirection) -> FrameDirection {
     match d {
-        Direction::ClientToProxy => Direction::ProxyToClient,
-        Direction::ProxyToClient => Direction::ClientToProxy,
+        FrameDirection::ClientToProxy => FrameDirection::ProxyToClient,
+        FrameDirection::ProxyToClient => FrameDirection::ClientToProxy,
     }
 }
 
@@ -239,7 +239,7 @@ fn authentic_but_malformed_bodies() {
         quota: 0,
         body_len: 0,
     };
-    let open = |b: &[u8]| frame::open(b, &key(), Direction::ClientToProxy);
+    let open = |b: &[u8]| frame::open(b, &key(), FrameDirection::ClientToProxy);
     // Unknown type byte with a valid MAC.
     for ty in [0u8, 11, 200, 255] {
         let b = seal_raw(&h(ty), &[], &key()).unwrap();
@@ -247,7 +247,7 @@ fn authentic_but_malformed_bodies() {
     }
     // Protobuf garbage (truncated length-delimited field) under every type.
     for ty in 1..=10u8 {
-        if !Message::allowed(ty, Direction::ClientToProxy) {
+        if !Message::allowed(ty, FrameDirection::ClientToProxy) {
             continue;
         }
         let b = seal_raw(&h(ty), &[0x12, 0x05, 1], &key()).unwrap();
@@ -279,7 +279,7 @@ fn authentic_but_malformed_bodies() {
     ] {
         assert!(matches!(
             seal(
-                Direction::ClientToProxy,
+                FrameDirection::ClientToProxy,
                 TagLen::Short,
                 SessionId([0; 16]),
                 1,
@@ -385,7 +385,7 @@ fn proxy_refuses_malformed_client_frames_of_every_type() {
     // An unpadded Init is refused before any lookup or crypto (amplification safety).
     let h = Header::peek(&init).unwrap();
     let unpadded = seal(
-        Direction::ClientToProxy,
+        FrameDirection::ClientToProxy,
         TagLen::Short,
         h.session_id,
         1,

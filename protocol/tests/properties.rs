@@ -14,8 +14,8 @@ use sidekick_protocol::messages::{
     PackratConfig, Quack, Refresh, Reset, RobinConfig,
 };
 use sidekick_protocol::{
-    ClientConfig, ClientSession, Direction, MAX_DATAGRAM, Message, ProxyPolicy, ProxySessionTable,
-    SessionConfig, SessionId, SessionKey, TagLen, fuzz, is_discovery_request,
+    ClientConfig, ClientSession, FrameDirection, MAX_DATAGRAM, Message, ProxyPolicy,
+    ProxySessionTable, SessionConfig, SessionId, SessionKey, TagLen, fuzz, is_discovery_request,
 };
 
 fn arb_identifier() -> impl Strategy<Value = IdentifierSpec> {
@@ -151,14 +151,14 @@ fn arb_valid_message() -> impl Strategy<Value = Message> {
     arb_message(arb_valid_config().boxed()).prop_filter("valid", |m| m.validate().is_ok())
 }
 
-fn direction_for(m: &Message, prefer_proxy: bool) -> Direction {
+fn direction_for(m: &Message, prefer_proxy: bool) -> FrameDirection {
     let ty = m.msg_type();
-    let p = Message::allowed(ty, Direction::ProxyToClient);
-    let c = Message::allowed(ty, Direction::ClientToProxy);
+    let p = Message::allowed(ty, FrameDirection::ProxyToClient);
+    let c = Message::allowed(ty, FrameDirection::ClientToProxy);
     if p && (prefer_proxy || !c) {
-        Direction::ProxyToClient
+        FrameDirection::ProxyToClient
     } else {
-        Direction::ClientToProxy
+        FrameDirection::ClientToProxy
     }
 }
 
@@ -337,7 +337,7 @@ proptest! {
             d[34..36].copy_from_slice(&body.to_be_bytes());
         }
         let key = SessionKey::from_bytes(&[9; 32]);
-        for dir in [Direction::ClientToProxy, Direction::ProxyToClient] {
+        for dir in [FrameDirection::ClientToProxy, FrameDirection::ProxyToClient] {
             let r = frame::open(&d, &key, dir);
             prop_assert!(r.is_err());
         }

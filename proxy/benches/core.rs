@@ -17,9 +17,9 @@ use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
 use sidekick_proxy::engine::{Action, Direction};
 use sidekick_proxy::flow::FlowKey;
 use sidekick_proxy::packet::build_udp_ip;
-use sidekick_proxy::packrat::{PackratConfig, PackratEngine};
+use sidekick_proxy::packrat::{PackratEngine, PackratEngineConfig};
 use sidekick_proxy::pemi::PemiConfig;
-use sidekick_proxy::robin::RobinConfig;
+use sidekick_proxy::robin::RobinEngineConfig;
 use sidekick_proxy::session::{EngineConfig, StaticSessions};
 use sidekick_proxy::sys::thread_cpu_time;
 
@@ -74,7 +74,7 @@ fn per_packet(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
 
     let robin = EngineConfig {
-        robin: Some(RobinConfig::default()),
+        robin: Some(RobinEngineConfig::default()),
         packrat: None,
         multicast_group: None,
     };
@@ -104,7 +104,7 @@ fn per_packet(c: &mut Criterion) {
 
     let packrat = EngineConfig {
         robin: None,
-        packrat: Some(PackratConfig::default()),
+        packrat: Some(PackratEngineConfig::default()),
         multicast_group: None,
     };
     let mut core = core_with(packrat, flow, 10_000);
@@ -133,7 +133,7 @@ fn per_packet(c: &mut Criterion) {
     // (which encodes them). Timed: the 16 data packets only.
     let packrat = EngineConfig {
         robin: None,
-        packrat: Some(PackratConfig::default()),
+        packrat: Some(PackratEngineConfig::default()),
         multicast_group: None,
     };
     let mut core = core_with(packrat, flow, 10_000);
@@ -340,7 +340,7 @@ fn per_eack(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     g.bench_function("packrat_wifi_160sym_48kB_16pkt", |b| {
         b.iter_custom(|iters| {
-            let mut e = PackratEngine::new(PackratConfig::default());
+            let mut e = PackratEngine::new(PackratEngineConfig::default());
             let mut rx = ReceiverEack::new(160);
             let mut out = Vec::new();
             let mut frame = vec![0u8; 1250];

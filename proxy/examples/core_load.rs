@@ -23,7 +23,7 @@ use sidekick_proxy::engine::Direction;
 use sidekick_proxy::flow::{FlowKey, FlowTableConfig};
 use sidekick_proxy::packet::build_udp_ip;
 use sidekick_proxy::pemi::PemiConfig;
-use sidekick_proxy::robin::RobinConfig;
+use sidekick_proxy::robin::RobinEngineConfig;
 use sidekick_proxy::session::{EngineConfig, StaticSessions};
 use sidekick_proxy::sys::thread_cpu_time;
 
@@ -105,9 +105,9 @@ fn main() {
     );
 
     let robin = EngineConfig {
-        robin: Some(RobinConfig {
+        robin: Some(RobinEngineConfig {
             every: Duration::from_millis(1),
-            ..RobinConfig::default()
+            ..RobinEngineConfig::default()
         }),
         packrat: None,
         multicast_group: None,

@@ -33,9 +33,10 @@ use quack::{IdSource, Width};
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
 use crate::packet::segment_frame;
 
-/// Packrat parameters of one session.
+/// The proxy's Packrat engine for one session: its cache and eACK decoding, from the session's
+/// negotiated `sidekick_protocol::messages::PackratConfig` and the proxy's policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PackratConfig {
+pub struct PackratEngineConfig {
     /// Local coded symbols of the rIBLT (Packrat (CoNEXT '26) §5.2.1: 160 for a download, 40 for media).
     pub local_symbols: usize,
     /// Cache capacity in bytes (Packrat (CoNEXT '26) Table 4 WiFi: 48 kB).
@@ -54,7 +55,7 @@ pub struct PackratConfig {
     pub retx_budget_percent: u32,
 }
 
-impl Default for PackratConfig {
+impl Default for PackratEngineConfig {
     /// The Packrat WiFi setting (docs/results.md): 160 symbols, 48 kB cache.
     fn default() -> Self {
         Self {
@@ -208,13 +209,13 @@ const MIN_FRAME: usize = 28;
 /// The per-flow Packrat state.
 ///
 /// ```
-/// use sidekick_proxy::packrat::{PackratConfig, PackratEngine};
-/// let e = PackratEngine::new(PackratConfig::default());
+/// use sidekick_proxy::packrat::{PackratEngineConfig, PackratEngine};
+/// let e = PackratEngine::new(PackratEngineConfig::default());
 /// assert_eq!(e.cache_bytes(), 0);
 /// ```
 #[derive(Debug, Clone)]
 pub struct PackratEngine {
-    cfg: PackratConfig,
+    cfg: PackratEngineConfig,
     cache: VecDeque<Cached>,
     ring: ring::FrameRing,
     max_entries: usize,
@@ -234,7 +235,7 @@ pub struct PackratEngine {
 
 impl PackratEngine {
     /// A fresh engine in epoch 0.
-    pub fn new(cfg: PackratConfig) -> Self {
+    pub fn new(cfg: PackratEngineConfig) -> Self {
         Self {
             cfg,
             cache: VecDeque::new(),
@@ -252,7 +253,7 @@ impl PackratEngine {
 
     /// The most heap memory an engine with `cfg` can hold: its byte ring, the index of a ring
     /// full of the smallest frames, and its sketches (what the core's memory budget reserves).
-    pub fn memory_cap(cfg: &PackratConfig) -> usize {
+    pub fn memory_cap(cfg: &PackratEngineConfig) -> usize {
         cfg.cache_bytes
             + (cfg.cache_bytes / MIN_FRAME + 1) * std::mem::size_of::<Cached>()
             + 3 * cfg.local_symbols * view::Views::symbol_bytes(cfg.width)
@@ -486,12 +487,12 @@ impl FlowEngine for PackratEngine {
 /// reset, never a panic.
 pub fn fuzz_eack(data: &[u8]) {
     for width in [Width::U16, Width::U32, Width::U64] {
-        let mut e = PackratEngine::new(PackratConfig {
+        let mut e = PackratEngine::new(PackratEngineConfig {
             local_symbols: 40,
             cache_bytes: 4096,
             id: IdSource::Offset(0),
             width,
-            ..PackratConfig::default()
+            ..PackratEngineConfig::default()
         });
         for i in 0..20u64 {
             e.cache_packet(&i.to_le_bytes(), &[0u8; 300]);

@@ -113,9 +113,10 @@ impl WidthQuack {
     }
 }
 
-/// When Robin emits quACKs (Sidekick (NSDI '24) §4.2 "Protocol parameters").
+/// The proxy's Robin engine: when it emits quACKs (Sidekick (NSDI '24) §4.2 "Protocol parameters"),
+/// from the session's negotiated `sidekick_protocol::messages::RobinConfig`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RobinConfig {
+pub struct RobinEngineConfig {
     /// Threshold t: number of power sums.
     pub threshold: usize,
     /// Emit every this many packets (0: not count-driven).
@@ -131,7 +132,7 @@ pub struct RobinConfig {
     pub width: Width,
 }
 
-impl Default for RobinConfig {
+impl Default for RobinEngineConfig {
     /// Robin #2 (Sidekick (NSDI '24) Table 5): every 30 ms, t = 10, last 4 bytes of the datagram.
     fn default() -> Self {
         Self {
@@ -214,14 +215,14 @@ impl RobinCounters {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use sidekick_proxy::robin::{RobinConfig, RobinEngine};
-/// let cfg = RobinConfig { every_packets: 2, every: Duration::ZERO, ..RobinConfig::default() };
+/// use sidekick_proxy::robin::{RobinEngineConfig, RobinEngine};
+/// let cfg = RobinEngineConfig { every_packets: 2, every: Duration::ZERO, ..RobinEngineConfig::default() };
 /// let e = RobinEngine::new(cfg, Instant::now());
 /// assert_eq!(e.quack().count(), 0);
 /// ```
 #[derive(Debug, Clone)]
 pub struct RobinEngine {
-    cfg: RobinConfig,
+    cfg: RobinEngineConfig,
     quack: WidthQuack,
     since_emit: u32,
     /// The next time-driven quACK; `None` while no packet arrived since the last slot (an idle
@@ -241,7 +242,7 @@ pub struct RobinEngine {
 
 impl RobinEngine {
     /// A fresh engine; the first time-driven quACK is due one interval after `now`.
-    pub fn new(cfg: RobinConfig, now: Instant) -> Self {
+    pub fn new(cfg: RobinEngineConfig, now: Instant) -> Self {
         Self {
             cfg,
             quack: WidthQuack::new(cfg.width, cfg.threshold),
@@ -260,12 +261,12 @@ impl RobinEngine {
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> &RobinConfig {
+    pub fn config(&self) -> &RobinEngineConfig {
         &self.cfg
     }
 
     /// Apply a new configuration (Config message): the quACK restarts (new epoch).
-    pub fn reconfigure(&mut self, cfg: RobinConfig, now: Instant) {
+    pub fn reconfigure(&mut self, cfg: RobinEngineConfig, now: Instant) {
         *self = Self {
             counters: self.counters,
             ..Self::new(cfg, now)
@@ -407,7 +408,7 @@ mod tests {
     #[test]
     fn every_two_packets_cadence() {
         let now = Instant::now();
-        let cfg = RobinConfig {
+        let cfg = RobinEngineConfig {
             threshold: 8,
             every_packets: 2,
             every: Duration::ZERO,
@@ -439,7 +440,7 @@ mod tests {
     #[test]
     fn time_driven_cadence_and_silence_when_idle() {
         let t0 = Instant::now();
-        let mut e = RobinEngine::new(RobinConfig::default(), t0);
+        let mut e = RobinEngine::new(RobinEngineConfig::default(), t0);
         let mut out = Vec::new();
         assert_eq!(e.poll_timeout(), Some(t0 + Duration::from_millis(30)));
         feed(&mut e, t0, 1, &mut out);
@@ -463,7 +464,7 @@ mod tests {
     #[test]
     fn reset_and_server_packets_ignored() {
         let t0 = Instant::now();
-        let mut e = RobinEngine::new(RobinConfig::default(), t0);
+        let mut e = RobinEngine::new(RobinEngineConfig::default(), t0);
         let mut out = Vec::new();
         feed(&mut e, t0, 5, &mut out);
         let f = pkt_with_id(6);
@@ -485,8 +486,8 @@ mod tests {
         assert_eq!(e.quack().count(), 0);
     }
 
-    fn gap_config() -> RobinConfig {
-        RobinConfig {
+    fn gap_config() -> RobinEngineConfig {
+        RobinEngineConfig {
             threshold: 8,
             every_packets: 32,
             every: Duration::ZERO,
@@ -576,7 +577,7 @@ mod tests {
         assert_eq!(paced(&mut e, resume, 20..22, &[], |_| 0), vec![20]);
         // Off by default: the same stream with a loss triggers nothing early.
         let mut e = RobinEngine::new(
-            RobinConfig {
+            RobinEngineConfig {
                 quack_on_gap_percent: 0,
                 ..gap_config()
             },
@@ -594,13 +595,13 @@ mod tests {
         fn at<T: quack::Identifier>(width: Width, id_of: fn(u64) -> T, wide: fn(T) -> u64) {
             let now = Instant::now();
             let b = width.bytes();
-            let cfg = RobinConfig {
+            let cfg = RobinEngineConfig {
                 threshold: 4,
                 every_packets: 6,
                 every: Duration::ZERO,
                 id: IdSource::Offset(-(b as isize)),
                 width,
-                ..RobinConfig::default()
+                ..RobinEngineConfig::default()
             };
             let mut e = RobinEngine::new(cfg, now);
             let mut sender = PowerSumQuack::<T>::new(4);

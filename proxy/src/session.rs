@@ -18,16 +18,16 @@ use sidekick_protocol::{
 
 use crate::engine::Outgoing;
 use crate::flow::FlowKey;
-use crate::packrat::PackratConfig;
-use crate::robin::RobinConfig;
+use crate::packrat::PackratEngineConfig;
+use crate::robin::RobinEngineConfig;
 
 /// Engines requested by a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EngineConfig {
     /// Robin, if on.
-    pub robin: Option<RobinConfig>,
+    pub robin: Option<RobinEngineConfig>,
     /// Packrat, if on.
-    pub packrat: Option<PackratConfig>,
+    pub packrat: Option<PackratEngineConfig>,
     /// With Packrat: the multicast group whose shared cache assists this client (Packrat (CoNEXT '26)
     /// §6.1), instead of a cache of the session's own flow.
     pub multicast_group: Option<std::net::SocketAddr>,
@@ -197,7 +197,7 @@ impl ProtocolSessions {
     }
 
     /// Packrat engines of these sessions retransmit at most `percent` % of the bytes forwarded
-    /// to their client ([`PackratConfig::retx_budget_percent`]; the proxy's policy, not the
+    /// to their client ([`PackratEngineConfig::retx_budget_percent`]; the proxy's policy, not the
     /// client's to negotiate).
     pub fn with_packrat_retx_budget(mut self, percent: u32) -> Self {
         self.packrat_retx_budget_percent = percent;
@@ -309,7 +309,7 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
             Err(_) => return Err(SessionError("identifier mode".into())),
         },
     };
-    let robin = config.robin.as_ref().map(|r| RobinConfig {
+    let robin = config.robin.as_ref().map(|r| RobinEngineConfig {
         threshold: r.threshold.max(1) as usize,
         every_packets: r.interval_packets,
         every: Duration::from_millis(u64::from(r.interval_ms)),
@@ -317,7 +317,7 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
         id,
         width,
     });
-    let packrat = config.packrat.as_ref().map(|p| PackratConfig {
+    let packrat = config.packrat.as_ref().map(|p| PackratEngineConfig {
         local_symbols: (p.local_symbols as usize).clamp(1, eack::MAX_SYMBOLS),
         cache_bytes: usize::try_from(p.cache_capacity_bytes).unwrap_or(usize::MAX),
         id,

@@ -27,9 +27,9 @@ use sidekick::integrations::quinn_cc::{PacubicFactory, SharedSignals};
 use sidekick::keylog::KeyLogStore;
 use sidekick::pacubic::PacubicConfig;
 use sidekick::session::SidekickClient;
-use sidekick_examples::transfer::Direction;
+use sidekick_examples::transfer::TransferDirection;
 use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
-use sidekick_lab::link::Direction as LinkDir;
+use sidekick_lab::link::LinkDirection as LinkDir;
 use sidekick_lab::spec::LinkSpec;
 use sidekick_proxy::config::Config as ProxyConfig;
 
@@ -65,7 +65,7 @@ pub struct MultiSetup {
     /// The clients.
     pub clients: Vec<ClientSpec>,
     /// Which way the data flows (every client the same way).
-    pub direction: Direction,
+    pub direction: TransferDirection,
     /// Bytes each client transfers (large for long-running flows).
     pub bytes: u64,
     /// Virtual time the run lasts.
@@ -265,10 +265,10 @@ impl World {
                 peer: None,
                 server,
                 app: match s.direction {
-                    Direction::Upload => {
+                    TransferDirection::Upload => {
                         App::Upload(UploadClient::new(s.bytes), UploadServer::new())
                     }
-                    Direction::Download => {
+                    TransferDirection::Download => {
                         App::Download(DownloadClient::new(s.bytes), DownloadServer::new())
                     }
                 },

@@ -1,5 +1,5 @@
 //! The simulated network: the lab's topology (server — wan — ap — lan0 — client) with the lab's
-//! own link model ([`sidekick_lab::link::Direction`], the sans-IO core of its userspace link
+//! own link model ([`sidekick_lab::link::LinkDirection`], the sans-IO core of its userspace link
 //! element: loss at enqueue, tail-drop queue, serialisation at the rate, propagation delay), and
 //! Ethernet frames built with the proxy's packet builders, so the proxy core parses exactly what
 //! it would capture on the ap.
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
-use sidekick_lab::link::Direction;
+use sidekick_lab::link::LinkDirection;
 use sidekick_lab::spec::LinkSpec;
 use sidekick_proxy::packet::{LinkType, build_udp_ipv4, parse_frame};
 
@@ -169,10 +169,10 @@ impl Hop {
     pub const ALL: [Hop; 4] = [Hop::LanUp, Hop::LanDown, Hop::WanUp, Hop::WanDown];
 }
 
-/// The links of one trial: a lab [`Direction`] per hop.
+/// The links of one trial: a lab [`LinkDirection`] per hop.
 #[derive(Debug)]
 pub struct Links {
-    dirs: [Direction; 4],
+    dirs: [LinkDirection; 4],
 }
 
 impl Links {
@@ -182,16 +182,16 @@ impl Links {
         let s = |i: u64| seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i);
         Self {
             dirs: [
-                Direction::new(lan, s(1)),
-                Direction::new(lan, s(2)),
-                Direction::new(wan, s(3)),
-                Direction::new(wan, s(4)),
+                LinkDirection::new(lan, s(1)),
+                LinkDirection::new(lan, s(2)),
+                LinkDirection::new(wan, s(3)),
+                LinkDirection::new(wan, s(4)),
             ],
         }
     }
 
     /// The direction of `hop`.
-    pub fn hop(&mut self, hop: Hop) -> &mut Direction {
+    pub fn hop(&mut self, hop: Hop) -> &mut LinkDirection {
         &mut self.dirs[hop as usize]
     }
 

@@ -325,9 +325,9 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
         }
     };
     let direction = if vs.app.direction == "upload" {
-        sidekick_examples::transfer::Direction::Upload
+        sidekick_examples::transfer::TransferDirection::Upload
     } else {
-        sidekick_examples::transfer::Direction::Download
+        sidekick_examples::transfer::TransferDirection::Download
     };
     Ok(TrialSetup {
         direction,

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use quinn_proto::{Connection, Dir, StreamId, VarInt};
-use sidekick_examples::transfer::{CHUNK, Direction, Request, Summary, fill_pattern};
+use sidekick_examples::transfer::{CHUNK, Request, Summary, TransferDirection, fill_pattern};
 
 /// The uploading client.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ impl UploadClient {
             bytes,
             stream: None,
             header: Request {
-                direction: Direction::Upload,
+                direction: TransferDirection::Upload,
                 bytes,
             }
             .encode()
@@ -298,7 +298,7 @@ impl DownloadClient {
                 return;
             };
             let req = Request {
-                direction: Direction::Download,
+                direction: TransferDirection::Download,
                 bytes: self.bytes,
             }
             .encode();

@@ -21,7 +21,7 @@ use sidekick::keylog::KeyLogStore;
 use sidekick::pacubic::PacubicConfig;
 use sidekick::session::SidekickClient;
 use sidekick_examples::transfer::sidekick::{Mode, SidekickParams, ack_frequency_config};
-use sidekick_examples::transfer::{Direction, SenderStats, Stack, TransferReport};
+use sidekick_examples::transfer::{SenderStats, Stack, TransferDirection, TransferReport};
 use sidekick_lab::spec::LinkSpec;
 use sidekick_proxy::config::Config as ProxyConfig;
 
@@ -44,7 +44,7 @@ pub struct TrialSetup {
     /// client — ap link (both directions).
     pub lan: LinkSpec,
     /// Which way the bulk data flows.
-    pub direction: Direction,
+    pub direction: TransferDirection,
     /// Bytes to transfer.
     pub bytes: u64,
     /// Virtual-time limit of the transfer.
@@ -301,10 +301,10 @@ impl World {
                     RtcClient::new(d),
                     RtcServer::new(sidekick_examples::rtc::FrameParams::default()),
                 ),
-                (None, Direction::Upload) => {
+                (None, TransferDirection::Upload) => {
                     App::Upload(UploadClient::new(s.bytes), UploadServer::new())
                 }
-                (None, Direction::Download) => {
+                (None, TransferDirection::Download) => {
                     App::Download(DownloadClient::new(s.bytes), DownloadServer::new())
                 }
             },

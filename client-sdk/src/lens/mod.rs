@@ -287,15 +287,15 @@ pub fn fuzz_datagram(data: &[u8]) {
     let _ = short_header_offset(data);
     let _ = LongHeader::parse(data);
     let mut lens = PacketNumberLens::new(Role::Client);
-    lens.set_secret(Direction::Incoming, &[7u8; 32]);
-    lens.set_secret(Direction::Outgoing, &[9u8; 48]);
+    lens.set_secret(DatagramDirection::Incoming, &[7u8; 32]);
+    lens.set_secret(DatagramDirection::Outgoing, &[9u8; 48]);
     lens.set_dcid_len(
-        Direction::Incoming,
+        DatagramDirection::Incoming,
         data.first().map_or(0, |b| usize::from(b % 21)),
     );
-    lens.set_dcid_len(Direction::Outgoing, 8);
-    let _ = lens.observe(Direction::Incoming, data);
-    let _ = lens.observe(Direction::Outgoing, data);
+    lens.set_dcid_len(DatagramDirection::Outgoing, 8);
+    let _ = lens.observe(DatagramDirection::Incoming, data);
+    let _ = lens.observe(DatagramDirection::Outgoing, data);
 }
 
 /// Which end of the connection the lens sits at.
@@ -307,9 +307,9 @@ pub enum Role {
     Server,
 }
 
-/// Direction of a datagram relative to the lens's endpoint.
+/// Which way a datagram goes relative to the lens's endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
+pub enum DatagramDirection {
     /// Sent by this endpoint.
     Outgoing,
     /// Received by this endpoint.
@@ -413,8 +413,8 @@ impl PacketNumberLens {
             dir.hp = None;
             dir.keys = None;
         }
-        self.outgoing.hp = self.derive(Direction::Outgoing);
-        self.incoming.hp = self.derive(Direction::Incoming);
+        self.outgoing.hp = self.derive(DatagramDirection::Outgoing);
+        self.incoming.hp = self.derive(DatagramDirection::Incoming);
     }
 
     /// The identified cipher suite.
@@ -428,17 +428,17 @@ impl PacketNumberLens {
         self.client_random = Some(random);
     }
 
-    fn state(&mut self, dir: Direction) -> &mut DirectionState {
+    fn state(&mut self, dir: DatagramDirection) -> &mut DirectionState {
         match dir {
-            Direction::Outgoing => &mut self.outgoing,
-            Direction::Incoming => &mut self.incoming,
+            DatagramDirection::Outgoing => &mut self.outgoing,
+            DatagramDirection::Incoming => &mut self.incoming,
         }
     }
 
-    fn derive(&self, dir: Direction) -> Option<HeaderProtection> {
+    fn derive(&self, dir: DatagramDirection) -> Option<HeaderProtection> {
         let state = match dir {
-            Direction::Outgoing => &self.outgoing,
-            Direction::Incoming => &self.incoming,
+            DatagramDirection::Outgoing => &self.outgoing,
+            DatagramDirection::Incoming => &self.incoming,
         };
         let secret = state.secret.as_ref()?;
         let suite = match self.suite {
@@ -455,7 +455,7 @@ impl PacketNumberLens {
     }
 
     /// Installs the 1-RTT traffic secret of a direction.
-    pub fn set_secret(&mut self, dir: Direction, secret: &[u8]) {
+    pub fn set_secret(&mut self, dir: DatagramDirection, secret: &[u8]) {
         let state = self.state(dir);
         state.secret = Some(secret.to_vec());
         state.hp = None;
@@ -478,8 +478,8 @@ impl PacketNumberLens {
             _ => return false,
         };
         let dir = match (self.role, client_secret) {
-            (Role::Client, true) | (Role::Server, false) => Direction::Outgoing,
-            (Role::Client, false) | (Role::Server, true) => Direction::Incoming,
+            (Role::Client, true) | (Role::Server, false) => DatagramDirection::Outgoing,
+            (Role::Client, false) | (Role::Server, true) => DatagramDirection::Incoming,
         };
         self.set_secret(dir, &entry.secret);
         true
@@ -492,36 +492,36 @@ impl PacketNumberLens {
     }
 
     /// Sets the destination CID length of short-header packets in a direction.
-    pub fn set_dcid_len(&mut self, dir: Direction, len: usize) {
+    pub fn set_dcid_len(&mut self, dir: DatagramDirection, len: usize) {
         self.state(dir).dcid_len = Some(len.min(20));
     }
 
     /// Counters of a direction.
-    pub fn stats(&self, dir: Direction) -> LensStats {
+    pub fn stats(&self, dir: DatagramDirection) -> LensStats {
         match dir {
-            Direction::Outgoing => self.outgoing.stats,
-            Direction::Incoming => self.incoming.stats,
+            DatagramDirection::Outgoing => self.outgoing.stats,
+            DatagramDirection::Incoming => self.incoming.stats,
         }
     }
 
     /// Largest packet number read in a direction.
-    pub fn largest(&self, dir: Direction) -> Option<u64> {
+    pub fn largest(&self, dir: DatagramDirection) -> Option<u64> {
         match dir {
-            Direction::Outgoing => self.outgoing.largest,
-            Direction::Incoming => self.incoming.largest,
+            DatagramDirection::Outgoing => self.outgoing.largest,
+            DatagramDirection::Incoming => self.incoming.largest,
         }
     }
 
     /// Reads the packet number of the short-header packet in `datagram` sent (`Outgoing`) or
     /// received (`Incoming`) by this endpoint. Long headers teach the lens CID lengths.
-    pub fn observe(&mut self, dir: Direction, datagram: &[u8]) -> Result<u64, LensError> {
+    pub fn observe(&mut self, dir: DatagramDirection, datagram: &[u8]) -> Result<u64, LensError> {
         if datagram.first().is_some_and(|b| b & 0x80 != 0)
             && let Ok(long) = LongHeader::parse(datagram)
         {
             // A packet's SCID is what the other side puts in its DCID.
             let other = match dir {
-                Direction::Outgoing => Direction::Incoming,
-                Direction::Incoming => Direction::Outgoing,
+                DatagramDirection::Outgoing => DatagramDirection::Incoming,
+                DatagramDirection::Incoming => DatagramDirection::Outgoing,
             };
             if long.ty.is_some_and(|t| t != LongType::Retry) && self.state(other).dcid_len.is_none()
             {
@@ -536,7 +536,7 @@ impl PacketNumberLens {
         if self.state(dir).hp.is_none() {
             self.identify_suite(dir, packet)?;
         }
-        let authenticate = self.authenticate && dir == Direction::Incoming;
+        let authenticate = self.authenticate && dir == DatagramDirection::Incoming;
         let state = self.state(dir);
         let (Some(hp), Some(dcid_len)) = (state.hp.as_ref(), state.dcid_len) else {
             return Err(state.not_ready());
@@ -578,7 +578,7 @@ impl PacketNumberLens {
     }
 
     /// For an ambiguous 32-byte secret: tries each candidate suite on this packet.
-    fn identify_suite(&mut self, dir: Direction, packet: &[u8]) -> Result<(), LensError> {
+    fn identify_suite(&mut self, dir: DatagramDirection, packet: &[u8]) -> Result<(), LensError> {
         let state = self.state(dir);
         let (Some(secret), Some(dcid_len)) = (state.secret.clone(), state.dcid_len) else {
             return Err(state.not_ready());
@@ -599,8 +599,8 @@ impl PacketNumberLens {
                 self.suite = Some(suite);
                 self.state(dir).hp = Some(hp);
                 let other = match dir {
-                    Direction::Outgoing => Direction::Incoming,
-                    Direction::Incoming => Direction::Outgoing,
+                    DatagramDirection::Outgoing => DatagramDirection::Incoming,
+                    DatagramDirection::Incoming => DatagramDirection::Outgoing,
                 };
                 if self.state(other).hp.is_none() {
                     let hp = self.derive(other);
@@ -661,10 +661,13 @@ mod tests {
         ));
         // The lens identifies ChaCha20 by trial decryption.
         let mut lens = PacketNumberLens::new(Role::Client);
-        lens.set_secret(Direction::Incoming, &secret);
-        lens.set_dcid_len(Direction::Incoming, 0);
+        lens.set_secret(DatagramDirection::Incoming, &secret);
+        lens.set_dcid_len(DatagramDirection::Incoming, 0);
         lens.incoming.largest = Some(654360563);
-        assert_eq!(lens.observe(Direction::Incoming, &packet), Ok(654360564));
+        assert_eq!(
+            lens.observe(DatagramDirection::Incoming, &packet),
+            Ok(654360564)
+        );
         assert_eq!(lens.suite(), Some(Suite::ChaCha20Poly1305));
     }
 
@@ -739,7 +742,7 @@ mod tests {
         );
         let mut lens = PacketNumberLens::new(Role::Client);
         assert_eq!(
-            lens.observe(Direction::Incoming, &pkt),
+            lens.observe(DatagramDirection::Incoming, &pkt),
             Err(LensError::NoShortHeader)
         );
         assert_eq!(lens.outgoing.dcid_len, Some(16));

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
-use sidekick_examples::transfer::Direction;
+use sidekick_examples::transfer::TransferDirection;
 use sidekick_examples::transfer::ngtcp2::{self, LogClock};
 
 /// Bulk transfer over HTTP/3 with ngtcp2's example server and client.
@@ -115,8 +115,8 @@ fn main() -> anyhow::Result<()> {
         Cmd::Client(a) => {
             a.common.check()?;
             let (direction, bytes) = match (a.download, a.upload) {
-                (Some(n), None) => (Direction::Download, n),
-                (None, Some(n)) => (Direction::Upload, n),
+                (Some(n), None) => (TransferDirection::Download, n),
+                (None, Some(n)) => (TransferDirection::Upload, n),
                 _ => bail!("exactly one of --download / --upload"),
             };
             if !(a.timeout > 0.0 && a.timeout < 86_400.0) {
@@ -151,7 +151,7 @@ impl Drop for TempDir {
 
 fn run_client(
     connect: SocketAddr,
-    direction: Direction,
+    direction: TransferDirection,
     bytes: u64,
     timeout: Duration,
 ) -> anyhow::Result<sidekick_examples::transfer::TransferReport> {
@@ -162,7 +162,7 @@ fn run_client(
     )));
     let save = tmp.0.join("out");
     std::fs::create_dir_all(&save).with_context(|| format!("creating {}", save.display()))?;
-    let body = if direction == Direction::Upload {
+    let body = if direction == TransferDirection::Upload {
         let p = tmp.0.join("body");
         std::fs::File::create(&p)
             .and_then(|f| f.set_len(bytes))
@@ -235,11 +235,11 @@ fn run_client(
     }
     let saved = save.join(bytes.to_string());
     let result = match direction {
-        Direction::Download => {
+        TransferDirection::Download => {
             let len = std::fs::metadata(&saved).map_or(0, |m| m.len());
             ngtcp2::download_report(bytes, len, &clock)
         }
-        Direction::Upload => {
+        TransferDirection::Upload => {
             let body = std::fs::read(&saved).unwrap_or_default();
             ngtcp2::upload_report(bytes, &body, &clock, start_wall.unwrap_or(0))
         }

@@ -28,7 +28,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
 use sidekick_examples::transfer::{
-    Cc, Direction, Request, Stack, TransportOptions, quiche_stack, quinn_stack, tcp_stack,
+    Cc, Request, Stack, TransferDirection, TransportOptions, quiche_stack, quinn_stack, tcp_stack,
 };
 
 /// The transport of an endpoint: a QUIC stack, or kernel TCP.
@@ -295,11 +295,11 @@ fn main() -> anyhow::Result<()> {
             let timeout = Duration::try_from_secs_f64(a.timeout).context("--timeout")?;
             let req = match (a.download, a.upload, a.both) {
                 (Some(b), _, _) => Request {
-                    direction: Direction::Download,
+                    direction: TransferDirection::Download,
                     bytes: b,
                 },
                 (None, Some(b), _) => Request {
-                    direction: Direction::Upload,
+                    direction: TransferDirection::Upload,
                     bytes: b,
                 },
                 (None, None, Some(b)) => {

@@ -67,22 +67,22 @@ impl Stack {
     }
 }
 
-/// Direction of the bulk data.
+/// Which way the bulk data of a transfer goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Direction {
+pub enum TransferDirection {
     /// Server sends to client.
     Download,
     /// Client sends to server.
     Upload,
 }
 
-impl Direction {
+impl TransferDirection {
     /// Lower-case name used in reports.
     pub fn name(self) -> &'static str {
         match self {
-            Direction::Download => "download",
-            Direction::Upload => "upload",
+            TransferDirection::Download => "download",
+            TransferDirection::Upload => "upload",
         }
     }
 }
@@ -172,8 +172,8 @@ pub enum FrameError {
 /// The client's request, first bytes on the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
-    /// Direction of the payload.
-    pub direction: Direction,
+    /// Which way the payload goes.
+    pub direction: TransferDirection,
     /// Payload size in bytes.
     pub bytes: u64,
 }
@@ -188,8 +188,8 @@ impl Request {
         let mut out = [0u8; Self::LEN];
         out[..4].copy_from_slice(Self::MAGIC);
         out[4] = match self.direction {
-            Direction::Download => b'D',
-            Direction::Upload => b'U',
+            TransferDirection::Download => b'D',
+            TransferDirection::Upload => b'U',
         };
         out[5..].copy_from_slice(&self.bytes.to_be_bytes());
         out
@@ -205,8 +205,8 @@ impl Request {
             return Err(FrameError::BadMagic);
         }
         let direction = match b[4] {
-            b'D' => Direction::Download,
-            b'U' => Direction::Upload,
+            b'D' => TransferDirection::Download,
+            b'U' => TransferDirection::Upload,
             other => return Err(FrameError::BadDirection(other)),
         };
         Ok(Self {
@@ -364,7 +364,7 @@ impl TransferReport {
     /// Build a report from measured values.
     pub fn new(
         stack: Stack,
-        direction: Direction,
+        direction: TransferDirection,
         bytes: u64,
         duration: Duration,
         stats: SenderStats,
@@ -376,7 +376,7 @@ impl TransferReport {
     /// QUIC [`Stack`]).
     pub fn named(
         stack: &'static str,
-        direction: Direction,
+        direction: TransferDirection,
         bytes: u64,
         duration: Duration,
         stats: SenderStats,
@@ -437,11 +437,11 @@ impl TransferReport {
             receiver_sent_packets: u.receiver_sent_packets + d.receiver_sent_packets,
             sender_unknown: u.sender_unknown || d.sender_unknown,
         };
-        let up = Self::new(stack, Direction::Upload, bytes, upload.0, u);
-        let down = Self::new(stack, Direction::Download, bytes, download.0, d);
+        let up = Self::new(stack, TransferDirection::Upload, bytes, upload.0, u);
+        let down = Self::new(stack, TransferDirection::Download, bytes, download.0, d);
         let mut r = Self::new(
             stack,
-            Direction::Upload,
+            TransferDirection::Upload,
             bytes.saturating_mul(2),
             upload.0.max(download.0),
             stats,
@@ -519,7 +519,7 @@ mod tests {
     #[test]
     fn request_roundtrip() {
         let r = Request {
-            direction: Direction::Upload,
+            direction: TransferDirection::Upload,
             bytes: 10_000_000,
         };
         assert_eq!(Request::decode(&r.encode()), Ok(r));
@@ -561,7 +561,7 @@ mod tests {
             })
         };
         let r = Request {
-            direction: Direction::Upload,
+            direction: TransferDirection::Upload,
             bytes: 10_000_000,
         };
         assert_eq!(hex(&r.encode()), "534b5431550000000000989680");
@@ -605,7 +605,7 @@ mod tests {
     fn report_goodput() {
         let r = TransferReport::new(
             Stack::Quiche,
-            Direction::Download,
+            TransferDirection::Download,
             10_000_000,
             Duration::from_secs(2),
             SenderStats::default(),

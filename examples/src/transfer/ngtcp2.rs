@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
-use super::{Direction, Summary, TransferReport, unix_ns, upload_duration};
+use super::{Summary, TransferDirection, TransferReport, unix_ns, upload_duration};
 
 /// Stack name in reports and in the lab (`app.stack` / `app.client_stack`).
 pub const NAME: &str = "ngtcp2";
@@ -123,7 +123,7 @@ pub fn server_args(files: &Htdocs, listen: std::net::SocketAddr) -> Vec<String> 
 /// sends `body` as a POST.
 pub fn client_args(
     connect: std::net::SocketAddr,
-    direction: Direction,
+    direction: TransferDirection,
     bytes: u64,
     save_dir: &Path,
     body: Option<&Path>,
@@ -233,7 +233,7 @@ pub fn download_report(
         bail!("download ended after {body_len} of {bytes} bytes");
     }
     Ok(report(
-        Direction::Download,
+        TransferDirection::Download,
         bytes,
         d,
         None,
@@ -257,7 +257,7 @@ pub fn upload_report(
     }
     let d = upload_duration(start_unix_ns, &s, elapsed);
     Ok(report(
-        Direction::Upload,
+        TransferDirection::Upload,
         bytes,
         d,
         Some(log.sent_packets),
@@ -266,7 +266,7 @@ pub fn upload_report(
 }
 
 fn report(
-    direction: Direction,
+    direction: TransferDirection,
     bytes: u64,
     d: Duration,
     sender_sent: Option<u64>,
@@ -407,7 +407,7 @@ HTTP stream 0 closed with error code 256
     fn client_command_line() {
         let a = client_args(
             "10.0.1.1:4433".parse().unwrap(),
-            Direction::Upload,
+            TransferDirection::Upload,
             7,
             Path::new("/t/out"),
             Some(Path::new("/t/body")),

@@ -12,8 +12,8 @@ use quiche::h3::NameValue as _;
 
 use super::quiche_stack::{Driver, Io, stats_of};
 use super::{
-    CHUNK, Direction, Request, SenderStats, Stack, Summary, TransferReport, fill_pattern, unix_ns,
-    upload_duration,
+    CHUNK, Request, SenderStats, Stack, Summary, TransferDirection, TransferReport, fill_pattern,
+    unix_ns, upload_duration,
 };
 
 /// Response body still to write on one stream: `pattern` bytes of payload, then `tail`, then FIN.
@@ -294,12 +294,12 @@ pub(super) fn client_loop(
         if main_sid.is_none() {
             start = Some((Instant::now(), unix_ns(SystemTime::now())));
             let sid = match req.direction {
-                Direction::Download => h3c.send_request(
+                TransferDirection::Download => h3c.send_request(
                     conn,
                     &request("GET", &format!("/download/{}", req.bytes)),
                     true,
                 ),
-                Direction::Upload => h3c.send_request(
+                TransferDirection::Upload => h3c.send_request(
                     conn,
                     &request("POST", &format!("/upload/{}", req.bytes)),
                     false,
@@ -331,7 +331,7 @@ pub(super) fn client_loop(
                 }
                 Ok((sid, quiche::h3::Event::Data)) => {
                     while let Ok(n) = h3c.recv_body(conn, sid, &mut buf) {
-                        if Some(sid) == main_sid && req.direction == Direction::Download {
+                        if Some(sid) == main_sid && req.direction == TransferDirection::Download {
                             got += n as u64;
                             if got >= req.bytes && t_end.is_none() {
                                 t_end = start.map(|(s, _)| s.elapsed());
@@ -343,7 +343,7 @@ pub(super) fn client_loop(
                     }
                 }
                 Ok((sid, quiche::h3::Event::Finished)) => {
-                    if Some(sid) == main_sid && req.direction == Direction::Download {
+                    if Some(sid) == main_sid && req.direction == TransferDirection::Download {
                         if got != req.bytes {
                             bail!("download ended after {got} of {} bytes", req.bytes);
                         }
@@ -355,7 +355,7 @@ pub(super) fn client_loop(
                         let summary = Summary::decode(&summary_buf)?;
                         let (s, s_wall) = start.context("summary before request")?;
                         result = Some(match req.direction {
-                            Direction::Download => (
+                            TransferDirection::Download => (
                                 t_end.context("summary before payload")?,
                                 SenderStats {
                                     sent_packets: summary.sent_packets,
@@ -365,7 +365,7 @@ pub(super) fn client_loop(
                                     sender_unknown: false,
                                 },
                             ),
-                            Direction::Upload => {
+                            TransferDirection::Upload => {
                                 if summary.bytes != req.bytes {
                                     bail!(
                                         "server received {} of {} bytes",
@@ -390,7 +390,7 @@ pub(super) fn client_loop(
                 Err(e) => bail!("h3 poll: {e}"),
             }
         }
-        if req.direction == Direction::Upload
+        if req.direction == TransferDirection::Upload
             && let Some(sid) = main_sid
         {
             upload.pump(h3c, conn, sid, &pattern)?;

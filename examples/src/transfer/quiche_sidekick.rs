@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use sidekick::integrations::quiche_conn::SidekickQuiche;
 use sidekick::session::{SidekickClient, Transmit};
 
-use super::Direction;
+use super::TransferDirection;
 use super::quiche_stack::Driver;
 use super::sidekick::{EngineSample, Mode, SidekickCounters, SidekickParams};
 
@@ -41,7 +41,7 @@ impl SkConn {
     pub(super) fn new(
         conn: quiche::Connection,
         peer: SocketAddr,
-        direction: Direction,
+        direction: TransferDirection,
         params: &SidekickParams,
     ) -> anyhow::Result<Self> {
         let socket =

@@ -11,7 +11,7 @@ use ring::rand::SecureRandom as _;
 
 use super::cert::SelfSigned;
 use super::{
-    ALPN, CHUNK, Cc, Direction, Request, SenderStats, Stack, Summary, TransferReport,
+    ALPN, CHUNK, Cc, Request, SenderStats, Stack, Summary, TransferDirection, TransferReport,
     TransportOptions, fill_pattern, unix_ns, upload_duration,
 };
 
@@ -505,7 +505,7 @@ fn serve_connection(
                     if hdr.len() == Request::LEN {
                         let r = Request::decode(&hdr)?;
                         tracing::info!(%peer, ?r, "request");
-                        if r.direction == Direction::Download {
+                        if r.direction == TransferDirection::Download {
                             out.queue.push_back(Segment::Pattern(r.bytes));
                         }
                         req = Some(r);
@@ -517,7 +517,7 @@ fn serve_connection(
                     }
                     got += data.len() as u64;
                     if let Some(r) = req
-                        && r.direction == Direction::Upload
+                        && r.direction == TransferDirection::Upload
                         && got >= r.bytes
                         && last == 0
                     {
@@ -543,7 +543,7 @@ fn serve_connection(
             s.sent_packets = st.sent_packets;
             s.lost_packets = st.lost_packets;
             s.retransmissions = st.retransmissions;
-            if r.direction == Direction::Upload {
+            if r.direction == TransferDirection::Upload {
                 s.bytes = got;
                 s.first_byte_unix_ns = first;
                 s.last_byte_unix_ns = last;
@@ -634,7 +634,7 @@ fn client_loop(
             start = Some((Instant::now(), unix_ns(SystemTime::now())));
             out.queue
                 .push_back(Segment::Bytes(req.encode().to_vec(), 0));
-            if req.direction == Direction::Upload {
+            if req.direction == TransferDirection::Upload {
                 out.queue.push_back(Segment::Pattern(req.bytes));
                 out.fin = true;
             }
@@ -652,7 +652,7 @@ fn client_loop(
                     continue;
                 }
                 let mut data = &buf[..n];
-                if req.direction == Direction::Download && got < req.bytes {
+                if req.direction == TransferDirection::Download && got < req.bytes {
                     let take = usize::try_from(req.bytes - got)
                         .unwrap_or(usize::MAX)
                         .min(data.len());
@@ -682,7 +682,7 @@ fn client_loop(
             let summary = Summary::decode(&summary_buf)?;
             let (s, s_wall) = start.context("summary before request")?;
             result = Some(match req.direction {
-                Direction::Download => (
+                TransferDirection::Download => (
                     t_end.context("summary before payload")?,
                     SenderStats {
                         sent_packets: summary.sent_packets,
@@ -692,7 +692,7 @@ fn client_loop(
                         sender_unknown: false,
                     },
                 ),
-                Direction::Upload => {
+                TransferDirection::Upload => {
                     if summary.bytes != req.bytes {
                         bail!("server received {} of {} bytes", summary.bytes, req.bytes);
                     }

@@ -8,7 +8,7 @@ use anyhow::{Context as _, bail};
 use bytes::{Buf as _, Bytes};
 
 use super::{
-    CHUNK, Direction, Request, SenderStats, Summary, fill_pattern, unix_ns, upload_duration,
+    CHUNK, Request, SenderStats, Summary, TransferDirection, fill_pattern, unix_ns, upload_duration,
 };
 
 fn pattern() -> Bytes {
@@ -156,7 +156,7 @@ pub(super) async fn client(
     let start = Instant::now();
     let start_wall = unix_ns(SystemTime::now());
     let result = match req.direction {
-        Direction::Download => {
+        TransferDirection::Download => {
             let r =
                 http::Request::get(format!("https://localhost/download/{}", req.bytes)).body(())?;
             let mut stream = send_request.send_request(r).await.context("send_request")?;
@@ -200,7 +200,7 @@ pub(super) async fn client(
                 },
             )
         }
-        Direction::Upload => {
+        TransferDirection::Upload => {
             let r =
                 http::Request::post(format!("https://localhost/upload/{}", req.bytes)).body(())?;
             let mut stream = send_request.send_request(r).await.context("send_request")?;

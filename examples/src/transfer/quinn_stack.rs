@@ -22,7 +22,7 @@ use sidekick::session::SidekickClient;
 use super::cert::SelfSigned;
 use super::sidekick::{self as sk, EngineSample};
 use super::{
-    ALPN, CHUNK, Cc, Direction, Request, SenderStats, SidekickCounters, Stack, Summary,
+    ALPN, CHUNK, Cc, Request, SenderStats, SidekickCounters, Stack, Summary, TransferDirection,
     TransferReport, TransportOptions, fill_pattern, unix_ns, upload_duration,
 };
 
@@ -225,7 +225,7 @@ async fn serve_stream(
     let req = Request::decode(&hdr)?;
     tracing::info!(%peer, ?req, "request");
     let summary = match req.direction {
-        Direction::Download => {
+        TransferDirection::Download => {
             let mut buf = vec![0u8; CHUNK];
             fill_pattern(&mut buf);
             let mut left = req.bytes;
@@ -250,7 +250,7 @@ async fn serve_stream(
                 ..Summary::default()
             }
         }
-        Direction::Upload => {
+        TransferDirection::Upload => {
             let mut got = 0u64;
             let mut first = 0u64;
             let mut last = 0u64;
@@ -488,11 +488,11 @@ async fn run(
         }
         Plan::Both(bytes) => {
             let up = Request {
-                direction: Direction::Upload,
+                direction: TransferDirection::Upload,
                 bytes,
             };
             let down = Request {
-                direction: Direction::Download,
+                direction: TransferDirection::Download,
                 bytes,
             };
             let mut unused = None;
@@ -536,7 +536,7 @@ async fn raw_transfer(
         .await
         .context("sending request")?;
     let (duration, stats) = match req.direction {
-        Direction::Download => {
+        TransferDirection::Download => {
             let mut got = 0u64;
             while got < req.bytes {
                 let want = usize::try_from(req.bytes - got)
@@ -570,7 +570,7 @@ async fn raw_transfer(
                 },
             )
         }
-        Direction::Upload => {
+        TransferDirection::Upload => {
             let mut buf = vec![0u8; CHUNK];
             fill_pattern(&mut buf);
             let mut left = req.bytes;

@@ -23,7 +23,7 @@ use sidekick::robin::RobinStats;
 use sidekick::session::{FallbackCause, SidekickClient, SidekickConfig};
 use sidekick_protocol::FallbackReason;
 
-use super::Direction;
+use super::TransferDirection;
 
 /// Parameters of the sidekick session (`--sidekick-*` flags).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -102,10 +102,10 @@ pub enum Mode {
 
 impl Mode {
     /// The engine for a transfer direction.
-    pub fn for_direction(d: Direction) -> Self {
+    pub fn for_direction(d: TransferDirection) -> Self {
         match d {
-            Direction::Upload => Mode::Robin,
-            Direction::Download => Mode::Packrat,
+            TransferDirection::Upload => Mode::Robin,
+            TransferDirection::Download => Mode::Packrat,
         }
     }
 
@@ -134,15 +134,15 @@ impl SidekickParams {
     /// The SDK configuration for a transfer in `direction`.
     ///
     /// ```
-    /// use sidekick_examples::transfer::Direction;
+    /// use sidekick_examples::transfer::TransferDirection;
     /// use sidekick_examples::transfer::sidekick::SidekickParams;
     ///
-    /// let c = SidekickParams::default().config(Direction::Upload);
+    /// let c = SidekickParams::default().config(TransferDirection::Upload);
     /// let robin = c.protocol.session.robin.unwrap();
     /// assert_eq!((robin.interval_ms, robin.threshold), (30, 10)); // Sidekick (NSDI '24) Table 5, #2
     /// assert!(c.protocol.session.packrat.is_none());
     /// ```
-    pub fn config(&self, direction: Direction) -> SidekickConfig {
+    pub fn config(&self, direction: TransferDirection) -> SidekickConfig {
         self.config_for(self.engines.unwrap_or(Mode::for_direction(direction)))
     }
 
@@ -237,7 +237,7 @@ pub struct SidekickCounters {
     /// Robin: identifier collisions inside decoded quACKs (indeterminate groups).
     pub quack_collisions: u64,
     /// Robin: losses not resent because the copy would reach the receiver too far behind its
-    /// highest packet number to be accepted (`RobinConfig::resend_window`).
+    /// highest packet number to be accepted (`RobinSenderConfig::resend_window`).
     pub resends_too_late: u64,
     /// Identifier width of the session, bytes.
     pub id_bytes: u32,
@@ -377,7 +377,7 @@ mod tests {
             ..p
         };
         assert_eq!(reduce.quack(), (15, 50));
-        let c = p.config(Direction::Download);
+        let c = p.config(TransferDirection::Download);
         let pk = c.protocol.session.packrat.unwrap();
         assert_eq!(
             (
@@ -404,11 +404,11 @@ mod tests {
             discovery_attempts: 2,
             ..SidekickParams::default()
         };
-        let up = p.config(Direction::Upload);
+        let up = p.config(TransferDirection::Upload);
         let r = up.protocol.session.robin.unwrap();
         assert_eq!((r.interval_ms, r.threshold, r.interval_packets), (7, 33, 2));
         assert_eq!(up.protocol.discovery_attempts, 2);
-        let down = p.config(Direction::Download);
+        let down = p.config(TransferDirection::Download);
         let pk = down.protocol.session.packrat.unwrap();
         assert_eq!((pk.reorder_delay_ms, pk.local_symbols), (65, 40));
         assert!(down.packrat.selective);
@@ -433,14 +433,15 @@ mod tests {
             engines: Some(Mode::Packrat),
             ..p
         }
-        .config(Direction::Upload);
+        .config(TransferDirection::Upload);
         assert!(only.protocol.session.robin.is_none());
         assert!(only.protocol.session.packrat.is_some());
     }
 
     #[test]
     fn counters_report_discovery_and_fallback() {
-        let mut c = SidekickClient::new(SidekickParams::default().config(Direction::Upload));
+        let mut c =
+            SidekickClient::new(SidekickParams::default().config(TransferDirection::Upload));
         let now = Instant::now();
         c.start(now).unwrap();
         let s = SidekickCounters::collect(Mode::Robin, &c, &EngineSample::default(), 0);

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context as _, bail};
 
 use super::{
-    CHUNK, Cc, Direction, Request, SenderStats, Summary, TransferReport, fill_pattern, unix_ns,
-    upload_duration,
+    CHUNK, Cc, Request, SenderStats, Summary, TransferDirection, TransferReport, fill_pattern,
+    unix_ns, upload_duration,
 };
 use crate::tcp_sys::{TcpCounters, set_congestion, tcp_counters};
 
@@ -67,7 +67,7 @@ fn serve_one(mut s: TcpStream) -> anyhow::Result<()> {
     let req = Request::decode(&head)?;
     let mut summary = Summary::default();
     match req.direction {
-        Direction::Download => {
+        TransferDirection::Download => {
             write_payload(&mut s, req.bytes, None)?;
             summary.bytes = req.bytes;
             // The client half-closes once it holds every byte.
@@ -76,7 +76,7 @@ fn serve_one(mut s: TcpStream) -> anyhow::Result<()> {
                 bail!("{extra} unexpected bytes after a download request");
             }
         }
-        Direction::Upload => {
+        TransferDirection::Upload => {
             let mut buf = vec![0u8; CHUNK];
             loop {
                 let n = s.read(&mut buf).context("reading the upload")?;
@@ -157,7 +157,7 @@ pub fn run_client(
     let start_unix = unix_ns(SystemTime::now());
     s.write_all(&req.encode()).context("writing the request")?;
     let (duration, summary, own) = match req.direction {
-        Direction::Download => {
+        TransferDirection::Download => {
             let mut buf = vec![0u8; CHUNK];
             let mut got = 0u64;
             while got < req.bytes {
@@ -179,7 +179,7 @@ pub fn run_client(
             let summary = read_summary(&mut s)?;
             (duration, summary, tcp_counters(&s).unwrap_or_default())
         }
-        Direction::Upload => {
+        TransferDirection::Upload => {
             write_payload(&mut s, req.bytes, Some(deadline))?;
             s.shutdown(Shutdown::Write)?;
             let summary = read_summary(&mut s)?;
@@ -202,16 +202,16 @@ pub fn run_client(
 
 /// The data sender's counters: the server's summary for a download, the client's own kernel
 /// counters for an upload (whose receiver, the server, reports its segments in the summary).
-fn sender_stats(direction: Direction, summary: &Summary, own: &TcpCounters) -> SenderStats {
+fn sender_stats(direction: TransferDirection, summary: &Summary, own: &TcpCounters) -> SenderStats {
     match direction {
-        Direction::Download => SenderStats {
+        TransferDirection::Download => SenderStats {
             sent_packets: summary.sent_packets,
             lost_packets: summary.lost_packets,
             retransmissions: summary.retransmissions,
             receiver_sent_packets: own.segs_out,
             sender_unknown: false,
         },
-        Direction::Upload => SenderStats {
+        TransferDirection::Upload => SenderStats {
             sent_packets: own.segs_out,
             lost_packets: own.total_retrans,
             retransmissions: own.total_retrans,
@@ -250,7 +250,7 @@ mod tests {
     #[test]
     fn download_and_upload_over_loopback() {
         let addr = server();
-        for direction in [Direction::Download, Direction::Upload] {
+        for direction in [TransferDirection::Download, TransferDirection::Upload] {
             let req = Request {
                 direction,
                 bytes: 3_000_000,
@@ -276,7 +276,7 @@ mod tests {
             s.write_all(&[0u8; 1000]).unwrap();
         });
         let req = Request {
-            direction: Direction::Download,
+            direction: TransferDirection::Download,
             bytes: 10_000,
         };
         let e = run_client(addr, req, Cc::Cubic, Duration::from_secs(5)).unwrap_err();

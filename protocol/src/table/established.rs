@@ -2,9 +2,9 @@
 //! proxy's table handles them once a session exists (or a half-open entry becomes one).
 
 use super::{
-    Challenge, Config, Direction, Error, ErrorCode, Header, InitAck, Instant, Message, ProxyEvent,
-    ProxySession, ProxySessionTable, Refresh, SecureRandom, SessionConfig, SocketAddr, Transmit,
-    frame,
+    Challenge, Config, Error, ErrorCode, FrameDirection, Header, InitAck, Instant, Message,
+    ProxyEvent, ProxySession, ProxySessionTable, Refresh, SecureRandom, SessionConfig, SocketAddr,
+    Transmit, frame,
 };
 
 impl ProxySessionTable {
@@ -24,7 +24,7 @@ impl ProxySessionTable {
         let Some(s) = self.sessions.get_mut(&Header::peek(datagram)?.session_id) else {
             return Err(Error::UnknownSession);
         };
-        let f = match frame::open(datagram, &s.key, Direction::ClientToProxy) {
+        let f = match frame::open(datagram, &s.key, FrameDirection::ClientToProxy) {
             Ok(f) => f,
             Err(e) => {
                 match e {

@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::frame::{self, Header, MIN_INIT_DATAGRAM};
 use crate::keys::{Ephemeral, SessionId, SessionKey};
 use crate::messages::{
-    Challenge, Close, Config, Direction, ErrorCode, InitAck, Message, Quack, Refresh, Reset,
+    Challenge, Close, Config, ErrorCode, FrameDirection, InitAck, Message, Quack, Refresh, Reset,
     SessionConfig, msg_type,
 };
 use crate::proxy::{BaseFlow, ProxyPolicy, ProxySession, SessionStats, Transmit};
@@ -493,7 +493,7 @@ impl ProxySessionTable {
             self.stats.unknown_session += 1;
             return Err(Error::UnknownSession);
         };
-        let f = match frame::open(datagram, &h.key, Direction::ClientToProxy) {
+        let f = match frame::open(datagram, &h.key, FrameDirection::ClientToProxy) {
             Ok(f) => f,
             Err(e) => {
                 self.count_open_error(&e);

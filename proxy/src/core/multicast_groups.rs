@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use super::{FrameMeta, ProxyCore, SessionLayer, checksummed};
 use crate::flow::FlowKey;
 use crate::packet::{LinkType, UdpPacket};
-use crate::packrat::PackratConfig;
+use crate::packrat::PackratEngineConfig;
 use crate::packrat::multicast::MulticastCache;
 
 impl<S: SessionLayer> ProxyCore<S> {
@@ -55,7 +55,7 @@ impl<S: SessionLayer> ProxyCore<S> {
         id: S::Id,
         flow: FlowKey,
         group: SocketAddr,
-        mut cfg: PackratConfig,
+        mut cfg: PackratEngineConfig,
         epoch: u32,
     ) {
         if self.cfg.link != LinkType::Ethernet {

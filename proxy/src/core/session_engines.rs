@@ -10,7 +10,7 @@ use super::{
 };
 use crate::engine::Outgoing;
 use crate::flow::{FlowKey, FlowState};
-use crate::packrat::{PackratConfig, PackratEngine};
+use crate::packrat::{PackratEngine, PackratEngineConfig};
 use crate::pemi::PemiEngine;
 use crate::robin::RobinEngine;
 use crate::session::{CloseReason, EngineConfig, SessionEvent};
@@ -179,7 +179,10 @@ impl<S: SessionLayer> ProxyCore<S> {
 
     /// Reserve a Packrat engine with `cfg`, halving its cache until it fits the budget (down to
     /// [`MIN_BUDGET_CACHE`]); `None` when even that does not fit.
-    fn reserve_packrat(&mut self, mut cfg: PackratConfig) -> (Option<PackratConfig>, usize) {
+    fn reserve_packrat(
+        &mut self,
+        mut cfg: PackratEngineConfig,
+    ) -> (Option<PackratEngineConfig>, usize) {
         let mut shrunk = false;
         loop {
             let need = PackratEngine::memory_cap(&cfg);

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::robin::RobinConfig;
+use crate::robin::RobinEngineConfig;
 use crate::session::{EngineConfig, StaticSessions};
 
 fn eth(src: SocketAddr, dst: SocketAddr, payload: &[u8]) -> Vec<u8> {
@@ -31,9 +31,9 @@ fn send(core: &mut ProxyCore<StaticSessions>, now: Instant, i: u32, payload: &[u
 
 fn robin_every(ms: u64) -> EngineConfig {
     EngineConfig {
-        robin: Some(RobinConfig {
+        robin: Some(RobinEngineConfig {
             every: Duration::from_millis(ms),
-            ..RobinConfig::default()
+            ..RobinEngineConfig::default()
         }),
         packrat: None,
         multicast_group: None,
@@ -156,9 +156,9 @@ fn an_idle_session_flow_leaves_its_session_and_keeps_its_counts() {
 fn packrat_engines(cache_bytes: usize) -> EngineConfig {
     EngineConfig {
         robin: None,
-        packrat: Some(crate::packrat::PackratConfig {
+        packrat: Some(crate::packrat::PackratEngineConfig {
             cache_bytes,
-            ..crate::packrat::PackratConfig::default()
+            ..crate::packrat::PackratEngineConfig::default()
         }),
         multicast_group: None,
     }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use eack::ReceiverEack;
 
 use crate::engine::{Action, Outgoing};
-use crate::packrat::PackratConfig;
+use crate::packrat::PackratEngineConfig;
 use crate::packrat::multicast::MulticastCache;
 
 const SYMBOLS: usize = 40;
@@ -66,10 +66,10 @@ pub fn fuzz_multicast_eack(data: &[u8]) {
         return;
     };
     let cap = 256 + usize::from(size) * 32;
-    let cfg = PackratConfig {
+    let cfg = PackratEngineConfig {
         local_symbols: SYMBOLS,
         cache_bytes: cap,
-        ..PackratConfig::default()
+        ..PackratEngineConfig::default()
     };
     let ids = cfg.id;
     let mut g: MulticastCache<u8> = MulticastCache::new(cfg, MAX_MEMBERS);

@@ -34,7 +34,7 @@ fn injected_bytes(out: &[Action]) -> u64 {
 /// "missing" forever and acknowledges every new one, so each eACK makes all 39 cached packets
 /// eligible again (a later packet was acknowledged after their last retransmission). Returns
 /// (bytes forwarded, bytes injected) after `rounds` eACKs.
-fn stuck_window_attack(cfg: PackratConfig, rounds: u32) -> (u64, u64, PackratEngine) {
+fn stuck_window_attack(cfg: PackratEngineConfig, rounds: u32) -> (u64, u64, PackratEngine) {
     let mut e = PackratEngine::new(cfg);
     let mut client = ReceiverEack::new(160);
     let (mut forwarded, mut injected) = (0u64, 0u64);
@@ -64,9 +64,9 @@ fn stuck_window_attack(cfg: PackratConfig, rounds: u32) -> (u64, u64, PackratEng
 #[test]
 fn budget_caps_a_stuck_window_attack() {
     // Without a budget the attack turns each forwarded packet into 39 retransmissions.
-    let open = PackratConfig {
+    let open = PackratEngineConfig {
         retx_budget_percent: u32::MAX,
-        ..PackratConfig::default()
+        ..PackratEngineConfig::default()
     };
     let (fwd, inj, _) = stuck_window_attack(open, 500);
     eprintln!(
@@ -80,7 +80,7 @@ fn budget_caps_a_stuck_window_attack() {
 
     // With the default budget: at most 10 % of the forwarded bytes, and the engine keeps
     // retransmitting up to the cap (the budget is spent, not merely refused).
-    let (fwd, inj, e) = stuck_window_attack(PackratConfig::default(), 500);
+    let (fwd, inj, e) = stuck_window_attack(PackratEngineConfig::default(), 500);
     eprintln!(
         "stuck-window attack, 500 eACKs, default budget: {inj} bytes retransmitted for {fwd} forwarded ({:.2} %), {} refused",
         100.0 * inj as f64 / fwd as f64,
@@ -100,7 +100,7 @@ fn budget_caps_a_stuck_window_attack() {
 #[test]
 fn ordinary_losses_stay_within_budget_and_are_all_repaired() {
     // 2 % loss, an eACK every 10 packets: the budget never gets in the way.
-    let mut e = PackratEngine::new(PackratConfig::default());
+    let mut e = PackratEngine::new(PackratEngineConfig::default());
     let mut client = ReceiverEack::new(160);
     let mut out = Vec::new();
     let mut lost = 0;
@@ -128,15 +128,15 @@ fn ordinary_losses_stay_within_budget_and_are_all_repaired() {
 
 #[test]
 fn zero_budget_disables_retransmission_and_resets_do_not_refill_it() {
-    let cfg = PackratConfig {
+    let cfg = PackratEngineConfig {
         retx_budget_percent: 0,
-        ..PackratConfig::default()
+        ..PackratEngineConfig::default()
     };
     let (_, inj, e) = stuck_window_attack(cfg, 50);
     assert_eq!(inj, 0);
     assert_eq!(e.counters.retransmissions, 0);
     // Garbage resets the epoch; the budget's accounts survive it.
-    let (_, _, mut e) = stuck_window_attack(PackratConfig::default(), 100);
+    let (_, _, mut e) = stuck_window_attack(PackratEngineConfig::default(), 100);
     let before = e.budget();
     let mut out = Vec::new();
     e.on_eack(b"\x01\x02garbage", &mut out);
@@ -146,7 +146,7 @@ fn zero_budget_disables_retransmission_and_resets_do_not_refill_it() {
 
 #[test]
 fn multicast_budget_is_per_client() {
-    let mut g: MulticastCache<u32> = MulticastCache::new(PackratConfig::default(), 4);
+    let mut g: MulticastCache<u32> = MulticastCache::new(PackratEngineConfig::default(), 4);
     for c in 0..2u32 {
         g.join(c, 0).unwrap();
         g.set_mac(c, [2, 0, 0, 0, 0, c as u8]);
@@ -228,7 +228,7 @@ proptest! {
         percent in 0u32..=100,
         steps in proptest::collection::vec(step(), 1..300),
     ) {
-        let cfg = PackratConfig { retx_budget_percent: percent, cache_bytes: 16 * 1024, ..PackratConfig::default() };
+        let cfg = PackratEngineConfig { retx_budget_percent: percent, cache_bytes: 16 * 1024, ..PackratEngineConfig::default() };
         let mut e = PackratEngine::new(cfg);
         let mut g: MulticastCache<u8> = MulticastCache::new(cfg, 2);
         g.join(1, 0).unwrap();

@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 
 use eack::{Decoder, Difference, Sketch};
 
-use super::{PackratConfig, PackratCounters, RetxBudget, ring};
+use super::{PackratCounters, PackratEngineConfig, RetxBudget, ring};
 use crate::engine::{Action, Direction, Outgoing};
 
 /// Default cap on clients per group.
@@ -93,9 +93,9 @@ impl<M> Member<M> {
 /// The shared cache of one multicast flow and its clients.
 ///
 /// ```
-/// use sidekick_proxy::packrat::PackratConfig;
+/// use sidekick_proxy::packrat::PackratEngineConfig;
 /// use sidekick_proxy::packrat::multicast::MulticastCache;
-/// let mut g: MulticastCache<u32> = MulticastCache::new(PackratConfig::default(), 16);
+/// let mut g: MulticastCache<u32> = MulticastCache::new(PackratEngineConfig::default(), 16);
 /// g.join(7, 0).unwrap();
 /// g.cache_packet(&1u32.to_le_bytes(), &[0u8; 100]);
 /// assert_eq!(g.members(), 1);
@@ -103,7 +103,7 @@ impl<M> Member<M> {
 /// ```
 #[derive(Debug, Clone)]
 pub struct MulticastCache<M> {
-    cfg: PackratConfig,
+    cfg: PackratEngineConfig,
     cache: VecDeque<Cached>,
     ring: ring::FrameRing,
     max_entries: usize,
@@ -128,7 +128,7 @@ pub struct MulticastCache<M> {
 impl<M: Copy + Eq> MulticastCache<M> {
     /// An empty group cache (`cfg.cache_bytes` bytes, `cfg.local_symbols` per client eACK) for
     /// at most `max_members` clients.
-    pub fn new(cfg: PackratConfig, max_members: usize) -> Self {
+    pub fn new(cfg: PackratEngineConfig, max_members: usize) -> Self {
         Self {
             cfg,
             cache: VecDeque::new(),
@@ -150,14 +150,14 @@ impl<M: Copy + Eq> MulticastCache<M> {
 
     /// The most memory a group with `cfg` and `max_members` clients can hold apart from its
     /// members' virtual caches (what the core's memory budget reserves for a group).
-    pub fn memory_cap(cfg: &PackratConfig, max_members: usize) -> usize {
+    pub fn memory_cap(cfg: &PackratEngineConfig, max_members: usize) -> usize {
         cfg.cache_bytes
             + (cfg.cache_bytes / super::MIN_FRAME + 1) * std::mem::size_of::<Cached>()
             + max_members * (2 * cfg.local_symbols * 16 + 128)
     }
 
     /// The group's cache settings.
-    pub fn config(&self) -> &PackratConfig {
+    pub fn config(&self) -> &PackratEngineConfig {
         &self.cfg
     }
 

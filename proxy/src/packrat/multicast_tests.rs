@@ -42,10 +42,10 @@ fn injected(out: &[Action]) -> Vec<([u8; 6], u32)> {
 }
 
 /// The loss-rule tests run without a retransmission budget in the way (it has its own tests).
-pub(super) fn unbudgeted() -> PackratConfig {
-    PackratConfig {
+pub(super) fn unbudgeted() -> PackratEngineConfig {
+    PackratEngineConfig {
         retx_budget_percent: 100,
-        ..PackratConfig::default()
+        ..PackratEngineConfig::default()
     }
 }
 
@@ -211,7 +211,7 @@ fn one_clients_reset_leaves_the_others_intact() {
 #[test]
 fn unknown_mac_caps_and_eviction_are_counted() {
     let mut g: MulticastCache<u32> = MulticastCache::new(
-        PackratConfig {
+        PackratEngineConfig {
             cache_bytes: 1040,
             ..unbudgeted()
         },

@@ -7,10 +7,10 @@ use proptest::prelude::*;
 use std::collections::VecDeque;
 
 /// The loss-rule tests: no retransmission budget in the way (the budget has its own tests).
-fn unbudgeted() -> PackratConfig {
-    PackratConfig {
+fn unbudgeted() -> PackratEngineConfig {
+    PackratEngineConfig {
         retx_budget_percent: 100,
-        ..PackratConfig::default()
+        ..PackratEngineConfig::default()
     }
 }
 
@@ -92,7 +92,7 @@ fn tail_losses_wait_for_a_gap() {
 
 #[test]
 fn optimistic_eviction_keeps_views_in_sync() {
-    let cfg = PackratConfig {
+    let cfg = PackratEngineConfig {
         cache_bytes: 104 * 4,
         ..unbudgeted()
     };
@@ -160,7 +160,7 @@ pub(super) fn injected_frames(out: &[Action]) -> Vec<Vec<u8>> {
 
 #[test]
 fn tiny_frames_are_capped_by_count() {
-    let cfg = PackratConfig {
+    let cfg = PackratEngineConfig {
         cache_bytes: 280,
         ..unbudgeted()
     };
@@ -182,7 +182,7 @@ fn tiny_frames_are_capped_by_count() {
 fn retransmissions_are_intact_after_wrap_and_compaction() {
     // 1000-byte ring, frames of 150..=330 bytes: the ring wraps every few packets; three
     // new frames always fit, so the lost one is still cached at the eACK.
-    let cfg = PackratConfig {
+    let cfg = PackratEngineConfig {
         cache_bytes: 1000,
         ..unbudgeted()
     };
@@ -229,7 +229,7 @@ proptest! {
         lens in proptest::collection::vec(104usize..1500, 1..80),
         losses in proptest::collection::btree_set(0usize..80, 0..10),
     ) {
-        let mut e = PackratEngine::new(PackratConfig { cache_bytes: cap, ..unbudgeted() });
+        let mut e = PackratEngine::new(PackratEngineConfig { cache_bytes: cap, ..unbudgeted() });
         let mut client = ReceiverEack::new(160);
         let mut model: VecDeque<(u32, Vec<u8>)> = VecDeque::new();
         let mut bytes = 0usize;

@@ -11,11 +11,11 @@ use super::*;
 const WIDTHS: [Width; 3] = [Width::U16, Width::U32, Width::U64];
 
 fn engine(width: Width) -> PackratEngine {
-    PackratEngine::new(PackratConfig {
+    PackratEngine::new(PackratEngineConfig {
         id: IdSource::Offset(-(width.bytes() as isize)),
         width,
         retx_budget_percent: 100,
-        ..PackratConfig::default()
+        ..PackratEngineConfig::default()
     })
 }
 
@@ -93,9 +93,9 @@ fn datagrams_shorter_than_the_width_are_not_cached() {
 #[test]
 fn memory_accounts_for_the_symbol_width() {
     let at = |width| {
-        PackratEngine::memory_cap(&PackratConfig {
+        PackratEngine::memory_cap(&PackratEngineConfig {
             width,
-            ..PackratConfig::default()
+            ..PackratEngineConfig::default()
         })
     };
     assert!(at(Width::U16) <= at(Width::U32));

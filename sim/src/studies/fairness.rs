@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use sidekick_examples::transfer::Direction;
+use sidekick_examples::transfer::TransferDirection;
 use sidekick_examples::transfer::sidekick::SidekickParams;
 use sidekick_lab::spec::LinkSpec;
 
@@ -194,7 +194,7 @@ pub fn setup(
                 "--sidekick-listen",
                 "10.0.2.1:7788",
             ]))?),
-            Direction::Upload,
+            TransferDirection::Upload,
         ),
         Pair::Pemi => (
             Some(parse_args(&args(&[
@@ -209,10 +209,10 @@ pub fn setup(
                 "--sidekick-listen",
                 "127.0.0.1:7788",
             ]))?),
-            Direction::Download,
+            TransferDirection::Download,
         ),
-        Pair::Cubic => (None, Direction::Upload),
-        Pair::CubicDown => (None, Direction::Download),
+        Pair::Cubic => (None, TransferDirection::Upload),
+        Pair::CubicDown => (None, TransferDirection::Download),
     };
     let clients = (0..=plain)
         .map(|k| ClientSpec {

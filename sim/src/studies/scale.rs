@@ -31,7 +31,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use sidekick::session::{SdkEvent, SidekickClient, Transmit};
-use sidekick_examples::transfer::Direction;
+use sidekick_examples::transfer::TransferDirection;
 use sidekick_examples::transfer::sidekick::SidekickParams;
 
 use super::alloc;
@@ -601,7 +601,7 @@ pub fn run_scale(spec: &ScaleSpec) -> Result<ScaleResult, ScaleError> {
     let params = SidekickParams::default();
     for j in 0..spec.sessions {
         let i = (j * stride) as u32;
-        let mut sdk = SidekickClient::new(params.config(Direction::Upload));
+        let mut sdk = SidekickClient::new(params.config(TransferDirection::Upload));
         sdk.set_base_peer(server_addr());
         sdk.add_local_addrs([IpAddr::V4(client_ip(i))]);
         sim.sessions.push(Session {
