@@ -2,20 +2,46 @@
 # The whole test suite: formatting, lints, unit/integration/doc tests, C tests, lab tests.
 # This is what CI runs (.ci/run). Lab tests need root (network namespaces); without root they are
 # reported as skipped, in CI they run.
+#
+# The order keeps the two cores busy: the test build first, then the tests with clippy and the
+# fuzz smoke beside them at nice 19. The tests mostly wait on sockets, emulated links and
+# real-time calls (in a cold run here the foreground used about a third of the CPU during
+# `cargo test` and a sixth during the lab tests), while clippy and the fuzz builds are CPU-bound;
+# at nice 19 they take what the tests leave idle. Their logs and results come at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Each stage prints the seconds since the start (the CI log shows where the time goes).
 stage() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
+target="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target"
+# Background jobs (name -> pid), each in its own process group, stopped if this script exits
+# early.
+declare -A background_pid=()
+trap 'for p in "${background_pid[@]}"; do kill -- -"$p" 2>/dev/null || true; done' EXIT
+# background NAME CMD...: runs CMD at nice 19, its output in $target/NAME.log.
+background() {
+    local name=$1
+    shift
+    setsid -w nice -n 19 "$@" >"$target/$name.log" 2>&1 &
+    background_pid[$name]=$!
+}
+# finish NAME: waits for the job and prints its log; returns the job's status.
+finish() {
+    local name=$1 rc=0
+    wait "${background_pid[$name]}" || rc=$?
+    stage "$name: finished beside the tests (log $target/$name.log)"
+    cat "$target/$name.log"
+    [ "$rc" -eq 0 ] || echo "$name: FAILED (exit $rc)"
+    return "$rc"
+}
+
 stage "setup"
 bash scripts/setup.sh
 
 stage "cargo fmt --check"
 cargo fmt --all --check
-
-stage "cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
 
 stage "go: the quic-go RTC server and transfer (examples/quic-go)"
 (cd examples/quic-go && test -z "$(gofmt -l .)" && go vet ./... && go test ./...)
@@ -35,40 +61,24 @@ bash scripts/build-curl.sh
 # libcurl or server binary fails instead of skipping.
 export SIDEKICK_REQUIRE_CURL=1
 
-stage "cargo test"
-cargo test --workspace --locked
-
+stage "clippy and the fuzz smoke start beside the tests (nice 19)"
+# Its own target directory: cargo locks one directory per build, and the tests hold theirs.
+background clippy env CARGO_TARGET_DIR="$target/clippy" \
+    cargo clippy --workspace --all-targets --locked -- -D warnings
 # The fuzz smoke: every cargo-fuzz target builds and survives its seeds for a few seconds.
 # Every crate's targets but the examples': their instrumented build pulls in quiche, quinn, h3,
 # str0m and tokio, more than half of the fuzz build's cold CPU time (docs/fuzzing.md), so
 # `scripts/fuzz.sh` smokes them on demand; their bodies are library functions whose committed
-# seeds replay on stable in `cargo test` above.
+# seeds replay on stable in `cargo test`.
 SIDEKICK_FUZZ_CRATES="${SIDEKICK_FUZZ_CRATES:-wire quack eack protocol proxy client-sdk bindings interop}"
 export SIDEKICK_FUZZ_CRATES
-fuzz_log="${CARGO_TARGET_DIR:-target}/fuzz-smoke.log"
-# Starts the smoke in the background in its own process group (stopped with the script), with
-# `nice` arguments in front (none for the default priority); fuzz_smoke_report waits for it.
-fuzz_smoke_start() {
-    setsid -w "$@" bash -c 'source scripts/fuzz.sh && fuzz_smoke' >"$fuzz_log" 2>&1 &
-    fuzz_pid=$!
-    trap 'kill -- -"$fuzz_pid" 2>/dev/null || true' EXIT
-}
-# Prints the smoke's log and its outcome; returns the smoke's exit status.
-fuzz_smoke_report() {
-    local rc=0
-    wait "$fuzz_pid" || rc=$?
-    trap - EXIT
-    stage "fuzz smoke: finished (log $fuzz_log)"
-    cat "$fuzz_log"
-    [ "$rc" -eq 0 ] || echo "fuzz smoke: FAILED (exit $rc)"
-    return "$rc"
-}
+background fuzz-smoke bash -c 'source scripts/fuzz.sh && fuzz_smoke'
 
-stage "lab tests (network namespaces, root), the fuzz smoke beside them at nice 19"
+stage "cargo test"
+cargo test --workspace --locked
+
+stage "lab tests (network namespaces, root)"
 if [ "$(id -u)" -eq 0 ]; then
-    # The lab tests mostly wait on emulated links and real-time calls, while the smoke's build
-    # and runs (about 3 minutes) are CPU-bound: at nice 19 it takes what the lab leaves idle.
-    fuzz_smoke_start nice -n 19
     # The lab tests launch sidekick-transfer and sidekick-proxy from the same debug build that
     # `cargo test --workspace` just made (it builds every package's binaries for its integration
     # tests); selecting the whole workspace again keeps the feature set, so nothing is rebuilt.
@@ -81,14 +91,17 @@ if [ "$(id -u)" -eq 0 ]; then
         --test lab_handshake \
         --test afpacket --test netns_e2e --test netns_flood \
         --test netns_hardening --test netns_reload --test lab_stacks -- --test-threads=1
-    sidekick_lab_bin="${CARGO_TARGET_DIR:-target}/debug/sidekick-lab"
+    sidekick_lab_bin="$target/debug/sidekick-lab"
     # Only dead runs: other lab runs on this machine (an experiment, another checkout's tests)
     # may be live, and `clean --all` would break them.
     "$sidekick_lab_bin" clean
-    fuzz_smoke_report
 else
     echo "lab tests: skipped (need root for network namespaces; run as root, as CI does)"
-    fuzz_smoke_start
-    fuzz_smoke_report
 fi
+
+# Both jobs are reported even when the first failed.
+rc=0
+finish clippy || rc=1
+finish fuzz-smoke || rc=1
+[ "$rc" -eq 0 ] || exit 1
 stage "done"
