@@ -85,6 +85,37 @@ pub struct DirCounters {
     pub dropped_rule: u64,
 }
 
+impl DirCounters {
+    /// Writes these counters as the trial metrics `{link}_{dir}_offered`, `_delivered`,
+    /// `_dropped_loss`, `_dropped_queue`, `_dropped_rule` and `bytes_per_link_{link}_{dir}`
+    /// (the lab's elements and the simulator's links report the same keys).
+    pub fn add_metrics(
+        &self,
+        m: &mut std::collections::BTreeMap<String, f64>,
+        link: &str,
+        dir: &str,
+    ) {
+        m.insert(
+            format!("{link}_{dir}_dropped_loss"),
+            self.dropped_loss as f64,
+        );
+        m.insert(
+            format!("{link}_{dir}_dropped_queue"),
+            self.dropped_queue as f64,
+        );
+        m.insert(
+            format!("{link}_{dir}_dropped_rule"),
+            self.dropped_rule as f64,
+        );
+        m.insert(format!("{link}_{dir}_offered"), self.offered as f64);
+        m.insert(format!("{link}_{dir}_delivered"), self.delivered as f64);
+        m.insert(
+            format!("bytes_per_link_{link}_{dir}"),
+            self.delivered_bytes as f64,
+        );
+    }
+}
+
 #[derive(Debug)]
 struct Pending {
     due: Duration,

@@ -125,18 +125,7 @@ pub fn derive_metrics(m: &mut BTreeMap<String, f64>, direction: &str) {
 pub(crate) fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: &ElementStats) {
     // Direction names: a→b is towards the client (down) for both wan and lan elements.
     for (dir, c) in [("down", &s.a_to_b), ("up", &s.b_to_a)] {
-        m.insert(format!("{link}_{dir}_dropped_loss"), c.dropped_loss as f64);
-        m.insert(
-            format!("{link}_{dir}_dropped_queue"),
-            c.dropped_queue as f64,
-        );
-        m.insert(format!("{link}_{dir}_dropped_rule"), c.dropped_rule as f64);
-        m.insert(format!("{link}_{dir}_offered"), c.offered as f64);
-        m.insert(format!("{link}_{dir}_delivered"), c.delivered as f64);
-        m.insert(
-            format!("bytes_per_link_{link}_{dir}"),
-            c.delivered_bytes as f64,
-        );
+        c.add_metrics(m, link, dir);
     }
     m.insert(format!("{link}_late_p99_us"), s.late_p99_us);
 }

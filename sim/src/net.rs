@@ -208,18 +208,9 @@ impl Links {
             ("lan0", Hop::LanDown, Hop::LanUp),
         ] {
             for (name, hop) in [("down", down), ("up", up)] {
-                let c = self.dirs[hop as usize].counters();
-                m.insert(format!("{link}_{name}_dropped_loss"), c.dropped_loss as f64);
-                m.insert(
-                    format!("{link}_{name}_dropped_queue"),
-                    c.dropped_queue as f64,
-                );
-                m.insert(format!("{link}_{name}_offered"), c.offered as f64);
-                m.insert(format!("{link}_{name}_delivered"), c.delivered as f64);
-                m.insert(
-                    format!("bytes_per_link_{link}_{name}"),
-                    c.delivered_bytes as f64,
-                );
+                self.dirs[hop as usize]
+                    .counters()
+                    .add_metrics(m, link, name);
             }
             // Virtual time delivers every frame exactly when due.
             m.insert(format!("{link}_late_p99_us"), 0.0);
