@@ -6,6 +6,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use serde::Deserialize;
+use sidekick_proxy_core::session::SessionLimits;
 
 /// How the proxy sits in the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -563,6 +564,20 @@ impl Config {
     /// The flow idle timeout.
     pub fn idle_timeout(&self) -> Duration {
         Duration::from_secs(self.idle_timeout_s)
+    }
+
+    /// The session layer's share of the [`LIVE_KEYS`]: what a reload changes on a running core.
+    pub fn session_limits(&self) -> SessionLimits {
+        SessionLimits {
+            max_threshold: self.max_threshold,
+            min_quack_interval_ms: self.min_quack_interval_ms,
+            max_symbols: self.max_symbols,
+            max_cache_bytes: self.max_cache_bytes,
+            discovery_rate: self.discovery_rate,
+            discovery_burst: self.discovery_burst,
+            idle_timeout: Duration::from_secs(self.session_idle_timeout_s),
+            packrat_retx_budget_percent: self.packrat_retx_budget_percent,
+        }
     }
 }
 

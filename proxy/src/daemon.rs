@@ -16,7 +16,7 @@ use sidekick_protocol::ProxyPolicy;
 use crate::config::{Config, Mode};
 use crate::core::{CoreConfig, ProxyCore};
 use crate::flow::FlowTableConfig;
-use crate::metrics::Counters;
+use crate::metrics::{Counters, RenderPrometheus as _};
 use crate::notify::Notifier;
 use crate::packet::LinkType;
 use crate::session::ProtocolSessions;
@@ -31,16 +31,11 @@ pub fn build_core(cfg: &Config) -> ProxyCore<ProtocolSessions> {
 /// Build the core a configuration describes with the flow table's SipHash key `hash_key` (the
 /// simulator seeds it, so runs are reproducible).
 pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<ProtocolSessions> {
+    let limits = cfg.session_limits();
     let mut policy = ProxyPolicy::new(cfg.advertise());
-    policy.max_threshold = cfg.max_threshold;
-    policy.min_quack_interval_ms = cfg.min_quack_interval_ms;
-    policy.max_symbols = cfg.max_symbols;
-    policy.max_cache_bytes = cfg.max_cache_bytes;
+    limits.apply_to(&mut policy);
     policy.max_sessions = cfg.max_sessions;
     policy.max_half_open = cfg.max_half_open;
-    policy.idle_timeout = Duration::from_secs(cfg.session_idle_timeout_s);
-    policy.discovery_rate = cfg.discovery_rate;
-    policy.discovery_burst = cfg.discovery_burst;
     let core_cfg = CoreConfig {
         link: LinkType::Ethernet,
         flows: FlowTableConfig {
@@ -56,7 +51,7 @@ pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<Protoco
     };
     #[allow(unused_mut)] // a test build may lie (feature `testing`)
     let mut sessions =
-        ProtocolSessions::new(policy).with_packrat_retx_budget(cfg.packrat_retx_budget_percent);
+        ProtocolSessions::new(policy).with_packrat_retx_budget(limits.packrat_retx_budget_percent);
     #[cfg(feature = "testing")]
     if cfg.lie == Some(crate::lie::Lie::ExtremeEcho) {
         tracing::warn!("lying to clients: extreme echoes (a test build)");

@@ -1,24 +1,20 @@
-//! The sidekick proxy for access points and gateways.
+//! The sidekick proxy daemon for access points and gateways.
 //!
-//! Captures the opaque packets of base connections, keeps a bounded flow table and runs one engine
-//! per flow: Robin (quACKs to senders), Packrat (cache and retransmit to receivers) or PEMI
-//! (transparent assistance). The engines are sans-IO; capture and injection live in thin backends.
+//! Captures the opaque packets of base connections (AF_PACKET rings, sniff or bridge mode),
+//! reads its configuration, drops privileges, runs one worker per core and serves metrics; the
+//! per-packet work is the sans-IO core of [`sidekick_proxy_core`], whose modules are re-exported
+//! here under their own names.
+
+#[cfg(feature = "testing")]
+pub use sidekick_proxy_core::lie;
+pub use sidekick_proxy_core::{
+    core, counters, engine, flow, fuzz_support, packet, packrat, pemi, robin, session,
+};
 
 pub mod config;
-pub mod core;
 pub mod daemon;
-pub mod engine;
-pub mod flow;
-pub mod fuzz_support;
-#[cfg(feature = "testing")]
-pub mod lie;
 pub mod metrics;
 pub mod notify;
-pub mod packet;
-pub mod packrat;
-pub mod pemi;
-pub mod robin;
-pub mod session;
 pub mod supervisor;
 pub mod sys;
 pub mod worker;

@@ -158,8 +158,16 @@ struct Cli {
     pemi_trace: Option<std::path::PathBuf>,
     /// Test builds only: lie to clients this way (a lab test of the clients' defences).
     #[cfg(feature = "testing")]
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = lie_parser())]
     lie: Option<sidekick_proxy::lie::Lie>,
+}
+
+/// `--lie`: one of the lie names, listed in `--help`.
+#[cfg(feature = "testing")]
+fn lie_parser() -> impl clap::builder::TypedValueParser<Value = sidekick_proxy::lie::Lie> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(sidekick_proxy::lie::Lie::NAMES.map(|(name, _)| name))
+        .try_map(|name| name.parse::<sidekick_proxy::lie::Lie>())
 }
 
 macro_rules! apply {

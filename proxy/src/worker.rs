@@ -146,7 +146,7 @@ impl Worker {
     /// taking the worker's share of `cfg` (`Config::for_worker`); sessions and flows are kept.
     pub fn reload(&mut self, cfg: &Config, n: usize) {
         let own = cfg.for_worker(self.index, n);
-        self.core.sessions_mut().apply_limits(&own);
+        self.core.sessions_mut().apply_limits(&own.session_limits());
         self.core.set_pemi(own.pemi_config());
     }
 

@@ -17,6 +17,7 @@ use sidekick_protocol::{ClientConfig, ClientSession, Destination, SessionConfig}
 use sidekick_proxy::config::{Config, Mode};
 use sidekick_proxy::core::{FrameMeta, ProxyCore, Transmit};
 use sidekick_proxy::engine::Direction;
+use sidekick_proxy::metrics::RenderPrometheus as _;
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
 use sidekick_proxy::session::ProtocolSessions;
 use sidekick_proxy::sys::RingOptions;

@@ -15,6 +15,7 @@ use sidekick_protocol::{
 };
 use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
 use sidekick_proxy::engine::Direction;
+use sidekick_proxy::metrics::RenderPrometheus as _;
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
 use sidekick_proxy::session::ProtocolSessions;
 

@@ -12,6 +12,7 @@ use common::{CLIENT, SERVER, addr, eth, long};
 use sidekick_protocol::ProxyPolicy;
 use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
 use sidekick_proxy::engine::Direction;
+use sidekick_proxy::metrics::RenderPrometheus as _;
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame, udp_checksum_ok};
 use sidekick_proxy::pemi::{PemiConfig, PemiStats};
 use sidekick_proxy::session::ProtocolSessions;

@@ -25,6 +25,7 @@ use std::time::Instant;
 use sidekick_proxy::config::{Config, Faces, Mode};
 use sidekick_proxy::core::{FrameMeta, ProxyCore, Transmit};
 use sidekick_proxy::engine::Direction;
+use sidekick_proxy::metrics::RenderPrometheus as _;
 use sidekick_proxy::session::ProtocolSessions;
 
 /// Errors of the proxy command line.

@@ -112,8 +112,8 @@ impl HandshakeTracker {
     ///
     /// ```
     /// # use std::time::{Duration, Instant};
-    /// # use sidekick_proxy::engine::Direction;
-    /// # use sidekick_proxy::pemi::handshake::HandshakeTracker;
+    /// # use sidekick_proxy_core::engine::Direction;
+    /// # use sidekick_proxy_core::pemi::handshake::HandshakeTracker;
     /// // A client Initial (version 1, empty token, 20-byte packet) and a server Handshake.
     /// let initial = [0xc0, 0, 0, 0, 1, 0, 0, 0, 20].iter().copied().chain([0; 20]).collect::<Vec<_>>();
     /// let hs = [0xe0, 0, 0, 0, 1, 0, 0, 20].iter().copied().chain([0; 20]).collect::<Vec<_>>();
@@ -188,7 +188,7 @@ impl HandshakeTracker {
 
 /// Fuzz body: walk arbitrary datagrams and feed a tracker; must never panic.
 pub fn fuzz_handshake(data: &[u8]) {
-    let t0 = Instant::now();
+    let t0 = crate::offline_origin();
     let mut t = HandshakeTracker::new();
     for (i, chunk) in data.split(|&b| b == 0x5a).enumerate() {
         let _ = coalesced(chunk, 16);

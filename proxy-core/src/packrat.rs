@@ -17,7 +17,7 @@
 //!   and the cache are cleared and a Reset is sent.
 //!
 //! The cache stores frames back to back in one byte ring whose capacity is the byte cap
-//! ([`ring`]); its index is a queue of fixed-size entries. Neither allocates per packet in steady
+//! (`ring`); its index is a queue of fixed-size entries. Neither allocates per packet in steady
 //! state, which keeps the per-data-packet cost (§7.3.4: 1002 cycles in the paper) low.
 
 pub mod multicast;
@@ -78,7 +78,7 @@ pub const DEFAULT_RETX_BUDGET_PERCENT: u32 = 10;
 /// every instant, whatever eACKs arrive.
 ///
 /// ```
-/// use sidekick_proxy::packrat::RetxBudget;
+/// use sidekick_proxy_core::packrat::RetxBudget;
 /// let mut b = RetxBudget::default();
 /// b.on_forwarded(10_000);
 /// assert!(b.try_spend(1_000, 10));
@@ -209,7 +209,7 @@ const MIN_FRAME: usize = 28;
 /// The per-flow Packrat state.
 ///
 /// ```
-/// use sidekick_proxy::packrat::{PackratEngineConfig, PackratEngine};
+/// use sidekick_proxy_core::packrat::{PackratEngineConfig, PackratEngine};
 /// let e = PackratEngine::new(PackratEngineConfig::default());
 /// assert_eq!(e.cache_bytes(), 0);
 /// ```

@@ -93,8 +93,8 @@ impl<M> Member<M> {
 /// The shared cache of one multicast flow and its clients.
 ///
 /// ```
-/// use sidekick_proxy::packrat::PackratEngineConfig;
-/// use sidekick_proxy::packrat::multicast::MulticastCache;
+/// use sidekick_proxy_core::packrat::PackratEngineConfig;
+/// use sidekick_proxy_core::packrat::multicast::MulticastCache;
 /// let mut g: MulticastCache<u32> = MulticastCache::new(PackratEngineConfig::default(), 16);
 /// g.join(7, 0).unwrap();
 /// g.cache_packet(&1u32.to_le_bytes(), &[0u8; 100]);

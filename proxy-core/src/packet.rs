@@ -86,7 +86,7 @@ fn be16(b: &[u8], at: usize, what: &'static str) -> Result<u16, ParseError> {
 /// Parse a captured frame down to its UDP payload.
 ///
 /// ```
-/// use sidekick_proxy::packet::{build_udp_ipv4, parse_frame, LinkType};
+/// use sidekick_proxy_core::packet::{build_udp_ipv4, parse_frame, LinkType};
 /// let frame = build_udp_ipv4(
 ///     "10.0.0.1:4433".parse().unwrap(), "10.0.0.2:5555".parse().unwrap(), b"hello", 64);
 /// let p = parse_frame(&frame, LinkType::RawIp).unwrap();

@@ -22,8 +22,8 @@ pub const PROBE_MARK: [u8; 8] = *b"SKPEMI01";
 ///
 /// ```
 /// use std::net::SocketAddr;
-/// use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
-/// use sidekick_proxy::pemi::probe::{echo_reply, echo_request};
+/// use sidekick_proxy_core::packet::{LinkType, build_udp_ip, parse_frame};
+/// use sidekick_proxy_core::pemi::probe::{echo_reply, echo_request};
 /// let (s, c): (SocketAddr, SocketAddr) = ("10.0.1.2:443".parse().unwrap(), "10.0.0.2:5000".parse().unwrap());
 /// let data = build_udp_ip(s, c, b"quic", 64);
 /// let udp = parse_frame(&data, LinkType::RawIp).unwrap();

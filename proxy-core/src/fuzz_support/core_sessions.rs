@@ -269,7 +269,7 @@ impl Harness {
             rx: WidthReceiverEack::new(preset_width(mode), SYMBOLS, HashKey::DEFAULT),
             ids: IdSource::Offset(-(preset_width(mode).bytes() as isize)),
             authentic: HashSet::new(),
-            now: Instant::now(),
+            now: crate::offline_origin(),
         }
     }
 

@@ -467,7 +467,7 @@ fn bare_udp(len: usize) -> UdpPacket {
 /// table with a small budget. Invariants: every replay goes to a flow some client Initial opened,
 /// no datagram is replayed twice, and the budget's reservation equals the bytes kept.
 pub fn fuzz_rescue(data: &[u8]) {
-    let t0 = Instant::now();
+    let t0 = crate::offline_origin();
     let cfg = RescueConfig {
         max_flows: 4,
         max_datagrams: 3,

@@ -21,16 +21,16 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
-//! use sidekick_proxy::engine::Direction;
-//! use sidekick_proxy::session::ProtocolSessions;
+//! use sidekick_proxy_core::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+//! use sidekick_proxy_core::engine::Direction;
+//! use sidekick_proxy_core::session::ProtocolSessions;
 //! use sidekick_protocol::ProxyPolicy;
 //!
 //! let policy = ProxyPolicy::new("192.0.2.1:7788".parse().unwrap());
 //! let mut core = ProxyCore::new(CoreConfig::default(), ProtocolSessions::new(policy), (1, 2));
 //! let now = Instant::now();
 //! // A captured Ethernet frame from a client (here: an IPv4/UDP datagram to port 443).
-//! let ip = sidekick_proxy::packet::build_udp_ipv4(
+//! let ip = sidekick_proxy_core::packet::build_udp_ipv4(
 //!     "10.0.0.2:5000".parse().unwrap(),
 //!     "203.0.113.9:443".parse().unwrap(),
 //!     b"opaque QUIC short-header packet",
@@ -72,9 +72,9 @@ pub use assistance::{Assistance, FlowValue, SessionAssist};
 pub use handshake_rescue::{HandshakeRescue, RescueConfig, RescueStats, fuzz_rescue};
 pub use output::{Transmit, Verdict};
 
+use crate::counters::Counters;
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
 use crate::flow::{FlowKey, FlowTable, FlowTableConfig};
-use crate::metrics::Counters;
 use crate::packet::{
     LinkType, ParseError, UdpPacket, build_reply_frame, fill_udp_checksum, gso_segments,
     parse_frame,
@@ -739,7 +739,7 @@ pub fn fuzz_core(data: &[u8]) {
         (1, 2),
     )
     .with_handshake_rescue(Some(RescueConfig::default()));
-    let now = Instant::now();
+    let now = crate::offline_origin();
     for (i, chunk) in data.split(|&b| b == 0xff).enumerate() {
         let dir = if i % 2 == 0 {
             Direction::FromClient

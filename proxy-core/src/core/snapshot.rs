@@ -2,7 +2,7 @@
 //! engine's (walked, so called periodically by the daemon, never per packet).
 
 use super::{ProxyCore, SessionLayer};
-use crate::metrics::Counters;
+use crate::counters::Counters;
 
 impl<S: SessionLayer> ProxyCore<S> {
     /// A snapshot of all counters and gauges (sums live engines and retired ones).

@@ -113,7 +113,7 @@ struct Repair {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use sidekick_proxy::pemi::gap::{GapConfig, GapTracker};
+/// use sidekick_proxy_core::pemi::gap::{GapConfig, GapTracker};
 /// let (t0, ms) = (Instant::now(), Duration::from_millis);
 /// let floor = ms(2); // the ICMP-measured RTT to the receiver
 /// let mut g = GapTracker::new(GapConfig::default(), true);

@@ -33,7 +33,7 @@ const MAX_HEAD: usize = 1500;
 /// 64-bit FNV-1a over `data` (the hash the lab's drop log uses too).
 ///
 /// ```
-/// use sidekick_proxy::pemi::trace::fnv1a64;
+/// use sidekick_proxy_core::pemi::trace::fnv1a64;
 /// assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
 /// assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
 /// ```
@@ -225,7 +225,7 @@ pub fn replay_calibrated(
     let (cport, sport) = (records[first].src_port, records[first].dst_port);
     let caddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), cport));
     let saddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, 1, 2), sport));
-    let origin = Instant::now();
+    let origin = crate::offline_origin();
     let at = |t: u64| origin + Duration::from_nanos(t);
     let mut engine = PemiEngine::new(cfg, at(records[first].t_ns));
     let mut actions = Vec::new();

@@ -10,7 +10,7 @@
 use sidekick_protocol::messages::{MAX_SYMBOLS, MAX_THRESHOLD, SessionConfig};
 
 /// One way of lying.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Lie {
     /// Every InitAck echoes extreme values instead of the negotiated ones: the largest quACK
@@ -29,6 +29,33 @@ pub enum Lie {
     /// large gap and hold genuine traffic).
     ForgedPackets,
 }
+
+impl Lie {
+    /// Every mode, by the name the configuration file and the command line use.
+    pub const NAMES: [(&'static str, Lie); 4] = [
+        ("extreme-echo", Lie::ExtremeEcho),
+        ("false-loss", Lie::FalseLoss),
+        ("never-repair", Lie::NeverRepair),
+        ("forged-packets", Lie::ForgedPackets),
+    ];
+}
+
+impl std::str::FromStr for Lie {
+    type Err = UnknownLie;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Lie::NAMES
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|&(_, lie)| lie)
+            .ok_or_else(|| UnknownLie(s.to_owned()))
+    }
+}
+
+/// A name that is not one of [`Lie::NAMES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown lie {0:?} (one of extreme-echo, false-loss, never-repair, forged-packets)")]
+pub struct UnknownLie(pub String);
 
 /// [`Lie::FalseLoss`]: one packet in this many is left out of the quACKs. Below the usual quACK
 /// thresholds per interval, so the quACKs still decode and the lie reaches the client.
@@ -117,6 +144,19 @@ pub fn forged_payload(payload: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use sidekick_protocol::messages::{PackratConfig, RobinConfig};
+
+    #[test]
+    fn every_name_parses_as_the_configuration_file_reads_it() {
+        use serde::Deserialize as _;
+        use serde::de::IntoDeserializer as _;
+        for (name, lie) in Lie::NAMES {
+            assert_eq!(name.parse::<Lie>(), Ok(lie));
+            let de: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+                name.into_deserializer();
+            assert_eq!(Lie::deserialize(de), Ok(lie));
+        }
+        assert!("never".parse::<Lie>().is_err());
+    }
 
     #[test]
     fn the_extreme_echo_is_outside_what_any_client_asks() {

@@ -198,7 +198,7 @@ struct Shard<V> {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use sidekick_proxy::flow::{FlowKey, FlowState, FlowTable, FlowTableConfig};
+/// use sidekick_proxy_core::flow::{FlowKey, FlowState, FlowTable, FlowTableConfig};
 /// struct S;
 /// impl FlowState for S { fn assisted(&self) -> bool { false } }
 /// let mut t = FlowTable::new(FlowTableConfig::default(), 1, 2);

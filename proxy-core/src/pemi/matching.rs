@@ -41,7 +41,7 @@ pub fn fresh_rtt(sent: &[u64], replies: &[u64], srtt: u64) -> u64 {
 /// feasible assignment exists the flowlet is [`Matching::Abandoned`].
 ///
 /// ```
-/// use sidekick_proxy::pemi::matching::{Matching, match_flowlet};
+/// use sidekick_proxy_core::pemi::matching::{Matching, match_flowlet};
 /// // Four packets 1 ms apart, RTT 10 ms, the third one unreplied.
 /// let sent = [0, 1_000_000, 2_000_000, 3_000_000];
 /// let replies = [10_000_000, 11_000_000, 13_000_000];
@@ -64,7 +64,7 @@ pub fn match_flowlet(sent: &[u64], replies: &[u64], srtt: u64) -> Matching {
 /// says otherwise. Cost O(n·m·threshold).
 ///
 /// ```
-/// use sidekick_proxy::pemi::matching::{Matching, match_flowlet, match_flowlet_penalised};
+/// use sidekick_proxy_core::pemi::matching::{Matching, match_flowlet, match_flowlet_penalised};
 /// const MS: u64 = 1_000_000;
 /// // Six packets 1.2 ms apart ACKed in pairs 3 ms later; the second ACK comes 0.9 ms early.
 /// let sent: Vec<u64> = (0..6).map(|i| i * 1_200_000).collect();

@@ -49,7 +49,7 @@ impl WidthQuack {
     ///
     /// ```
     /// use quack::{IdSource, Width};
-    /// use sidekick_proxy::robin::WidthQuack;
+    /// use sidekick_proxy_core::robin::WidthQuack;
     /// let mut q = WidthQuack::new(Width::U16, 4);
     /// assert!(q.insert_from(IdSource::Offset(-2), &[9, 9, 1, 2]));
     /// assert_eq!((q.count(), q.width()), (1, Width::U16));
@@ -215,7 +215,7 @@ impl RobinCounters {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use sidekick_proxy::robin::{RobinEngineConfig, RobinEngine};
+/// use sidekick_proxy_core::robin::{RobinEngineConfig, RobinEngine};
 /// let cfg = RobinEngineConfig { every_packets: 2, every: Duration::ZERO, ..RobinEngineConfig::default() };
 /// let e = RobinEngine::new(cfg, Instant::now());
 /// assert_eq!(e.quack().count(), 0);

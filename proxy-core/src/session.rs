@@ -239,25 +239,55 @@ impl ProtocolSessions {
         self.table.lie_in_echoes(lie);
     }
 
-    /// Apply the live keys of a reloaded configuration (`Config::LIVE_KEYS`): the limits on
-    /// what sessions may ask for, the discovery rate, the session idle timeout and the Packrat
+    /// Apply reloaded limits (the daemon's live configuration keys): the limits on what
+    /// sessions may ask for, the discovery rate, the session idle timeout and the Packrat
     /// retransmission budget. Sessions already established keep what they were granted; the
     /// new limits apply to every later negotiation.
-    pub fn apply_limits(&mut self, cfg: &crate::config::Config) {
-        let p = self.table.policy_mut();
-        p.max_threshold = cfg.max_threshold;
-        p.min_quack_interval_ms = cfg.min_quack_interval_ms;
-        p.max_symbols = cfg.max_symbols;
-        p.max_cache_bytes = cfg.max_cache_bytes;
-        p.discovery_rate = cfg.discovery_rate;
-        p.discovery_burst = cfg.discovery_burst;
-        p.idle_timeout = Duration::from_secs(cfg.session_idle_timeout_s);
-        self.packrat_retx_budget_percent = cfg.packrat_retx_budget_percent;
+    pub fn apply_limits(&mut self, limits: &SessionLimits) {
+        limits.apply_to(self.table.policy_mut());
+        self.packrat_retx_budget_percent = limits.packrat_retx_budget_percent;
     }
 
     /// The underlying table.
     pub fn table(&self) -> &ProxySessionTable {
         &self.table
+    }
+}
+
+/// The session layer's limits that a running proxy may change (the daemon's live configuration
+/// keys): set at start with [`SessionLimits::apply_to`] and [`ProtocolSessions::with_packrat_retx_budget`],
+/// changed later with [`ProtocolSessions::apply_limits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Largest quACK threshold a session may ask for.
+    pub max_threshold: u32,
+    /// Shortest quACK interval a session may ask for, ms.
+    pub min_quack_interval_ms: u32,
+    /// Most eACK symbols a session may ask for.
+    pub max_symbols: u32,
+    /// Largest Packrat cache a session may ask for, bytes.
+    pub max_cache_bytes: u64,
+    /// Discovery replies per second and station.
+    pub discovery_rate: u32,
+    /// Discovery replies a station may ask for at once.
+    pub discovery_burst: u32,
+    /// A session without traffic this long ends.
+    pub idle_timeout: Duration,
+    /// Packrat retransmissions per client, in percent of the bytes forwarded to it.
+    pub packrat_retx_budget_percent: u32,
+}
+
+impl SessionLimits {
+    /// Write the negotiation and discovery limits into a proxy policy (the retransmission
+    /// budget is the session layer's, not the policy's).
+    pub fn apply_to(&self, p: &mut ProxyPolicy) {
+        p.max_threshold = self.max_threshold;
+        p.min_quack_interval_ms = self.min_quack_interval_ms;
+        p.max_symbols = self.max_symbols;
+        p.max_cache_bytes = self.max_cache_bytes;
+        p.discovery_rate = self.discovery_rate;
+        p.discovery_burst = self.discovery_burst;
+        p.idle_timeout = self.idle_timeout;
     }
 }
 
