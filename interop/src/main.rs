@@ -64,6 +64,9 @@ enum Cmd {
         /// Trials per variant (default: the scenario's).
         #[arg(long)]
         trials: Option<usize>,
+        /// Run only these variants (comma-separated names; default: every variant).
+        #[arg(long, value_delimiter = ',')]
+        variants: Vec<String>,
         /// Results file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -326,6 +329,7 @@ fn main() -> Result<()> {
             scenario,
             sets,
             trials,
+            variants,
             json,
             plot,
             check_links,
@@ -333,7 +337,8 @@ fn main() -> Result<()> {
             link_backend,
         } => {
             let stop = stop_flag()?;
-            let scn = Scenario::load(&scenario_path(&scenario), &sets)?;
+            let mut scn = Scenario::load(&scenario_path(&scenario), &sets)?;
+            scn.keep_variants(&variants)?;
             eprintln!("{}: wan {} | lan {}", scn.name, scn.wan, scn.lan);
             let opts = RunOptions {
                 trials,

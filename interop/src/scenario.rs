@@ -418,6 +418,26 @@ impl Scenario {
         t.insert("variants".into(), only);
         Self::from_table(t)
     }
+
+    /// Keep only the variants named in `names` (in the scenario's order), e.g. to rerun the two
+    /// variants a comparison needs. Unknown names are an error; an empty list keeps them all.
+    pub fn keep_variants(&mut self, names: &[String]) -> Result<(), ScenarioError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        if let Some(unknown) = names
+            .iter()
+            .find(|n| !self.variants.iter().any(|v| &v.name == *n))
+        {
+            let known: Vec<&str> = self.variants.iter().map(|v| v.name.as_str()).collect();
+            return Err(ScenarioError::Invalid(format!(
+                "no variant {unknown:?} (the scenario has {})",
+                known.join(", ")
+            )));
+        }
+        self.variants.retain(|v| names.contains(&v.name));
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -457,6 +477,19 @@ set = ["lan.loss=0%"]
         );
         assert!(Scenario::parse(S, &["topology.ap=hub".into()]).is_err());
         assert!(Scenario::parse(S, &["topology.ap=bridge".into(), "clients=2".into()]).is_err());
+    }
+
+    #[test]
+    fn keep_variants_selects_by_name_and_refuses_unknown_names() {
+        let mut s = Scenario::parse(S, &[]).unwrap();
+        s.keep_variants(&[]).unwrap();
+        assert_eq!(s.variants.len(), 2);
+        let err = s.keep_variants(&["nope".into()]).unwrap_err();
+        assert!(err.to_string().contains("e2e, clean"), "{err}");
+        assert_eq!(s.variants.len(), 2);
+        s.keep_variants(&["clean".into()]).unwrap();
+        let names: Vec<_> = s.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["clean"]);
     }
 
     #[test]

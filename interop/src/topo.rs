@@ -476,7 +476,9 @@ impl Topology {
     }
 
     /// [`ApMode::Bridge`]: takes `wan0` and `lan0` out of the kernel bridge so that a proxy in
-    /// bridge mode forwards between them; they go back when the guard drops.
+    /// bridge mode forwards between them, and gives `lan0` the ap's client-side address
+    /// ([`Topology::ap_lan_addr`]) for the proxy's sidekick socket; the address goes and the
+    /// ports go back when the guard drops.
     pub fn hand_ports_to_proxy(&self) -> Result<PortsHandedOver, LabError> {
         if self.ap != ApMode::Bridge {
             return Err(LabError::Config(
@@ -487,7 +489,11 @@ impl Topology {
         for port in ["wan0", "lan0"] {
             ip(&["-n", &ap, "link", "set", port, "nomaster"])?;
         }
-        Ok(PortsHandedOver { ap })
+        // The bridging ap's own address on its client side (an access point's management
+        // address), where the proxy's sidekick socket listens for clients that opt in.
+        let own = format!("{}/24", Self::ap_lan_addr(0));
+        ip(&["-n", &ap, "addr", "add", &own, "dev", "lan0"])?;
+        Ok(PortsHandedOver { ap, own })
     }
 
     /// Carries the server's multicast stream (destination in 224.0.0.0/4) across the routed ap
@@ -691,10 +697,14 @@ impl Drop for Topology {
 #[derive(Debug)]
 pub struct PortsHandedOver {
     ap: String,
+    own: String,
 }
 
 impl Drop for PortsHandedOver {
     fn drop(&mut self) {
+        if let Err(e) = ip(&["-n", &self.ap, "addr", "del", &self.own, "dev", "lan0"]) {
+            tracing::warn!(error = %e, "removing the ap's address from lan0");
+        }
         for port in ["wan0", "lan0"] {
             if let Err(e) = ip(&["-n", &self.ap, "link", "set", port, "master", "br0"]) {
                 tracing::warn!(error = %e, "returning {port} to the kernel bridge");

@@ -26,6 +26,7 @@ const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_HOST: u8 = 0;
 const PACKET_OUTGOING: u8 = 4;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
@@ -97,6 +98,10 @@ impl RingOptions {
 pub struct FrameInfo {
     /// The frame was sent by this host (PACKET_OUTGOING): forwarded towards the link.
     pub outgoing: bool,
+    /// The frame is addressed to this interface's own MAC address (PACKET_HOST): traffic for
+    /// the host itself, such as datagrams to the proxy's sidekick socket, which a bridge
+    /// delivers locally and does not forward.
+    pub to_host: bool,
     /// The kernel left the checksum partial.
     pub csum_not_ready: bool,
     /// GSO segment size of a UDP super-frame, from the virtio-net header.
@@ -368,6 +373,7 @@ impl PacketSocket {
                 };
                 let mut info = FrameInfo {
                     outgoing: pkttype == PACKET_OUTGOING,
+                    to_host: pkttype == PACKET_HOST,
                     csum_not_ready: status & TP_STATUS_CSUMNOTREADY != 0,
                     gso_size: None,
                     wire_len: len,
@@ -435,6 +441,7 @@ impl PacketSocket {
             }
             let mut info = FrameInfo {
                 outgoing: sll.sll_pkttype == PACKET_OUTGOING,
+                to_host: sll.sll_pkttype == PACKET_HOST,
                 wire_len: u32::try_from(len).unwrap_or(u32::MAX),
                 ..FrameInfo::default()
             };

@@ -264,7 +264,10 @@ impl Worker {
                     t.record(at, dir, frame);
                 }
                 let verdict = core.handle_frame(at, dir, frame, meta);
-                if bridge {
+                // A frame addressed to the interface itself (the ap's own address, e.g. the
+                // sidekick socket's) is the host's: the kernel delivers it, a bridge does not
+                // forward it.
+                if bridge && !info.to_host {
                     let to_client = dir == Direction::ToClient;
                     match verdict {
                         Verdict::Delay { until } if delayed.len() < DELAY_CAP => {

@@ -461,7 +461,9 @@ fn sessions_reach_their_flows_worker_with_two_workers() {
 }
 
 /// Bridge mode: the proxy alone joins two segments of one subnet; UDP datagrams (including IP
-/// fragments) cross it both ways unchanged.
+/// fragments) cross it both ways unchanged. Datagrams to the bridging box's own address (on its
+/// client-side interface, where a sidekick socket would listen) reach the box and are not
+/// forwarded to the server side.
 #[test]
 fn bridge_mode_forwards_both_ways() {
     if !lab() {
@@ -518,15 +520,25 @@ fn bridge_mode_forwards_both_ways() {
         ])
         && sh(&["ip", "-n", &sv, "link", "set", &s0, "up"])
         && sh(&["ip", "-n", &ap, "link", "set", &l, "up"])
-        && sh(&["ip", "-n", &ap, "link", "set", &w, "up"]);
+        && sh(&["ip", "-n", &ap, "link", "set", &w, "up"])
+        && sh(&["ip", "-n", &ap, "addr", "add", "10.222.250.1/24", "dev", &l]);
     if !ok {
         let _ = sh(&["ip", "netns", "del", &cl]);
         eprintln!("skipping: could not build the namespaces");
         return;
     }
+    // The fail-open kernel bridge carries the frames until a worker is ready; the proxy removes
+    // it and then says READY=1 (a path socket: abstract ones do not cross namespaces).
+    let notify_path = format!("/tmp/sidekick-notify-bridge-{}.sock", std::process::id());
+    let _ = std::fs::remove_file(&notify_path);
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     t.proxy = Some(
         Command::new("ip")
             .args(["netns", "exec", &ap, env!("CARGO_BIN_EXE_sidekick-proxy")])
+            .env("NOTIFY_SOCKET", &notify_path)
             .args([
                 "--mode",
                 "bridge",
@@ -535,12 +547,18 @@ fn bridge_mode_forwards_both_ways() {
                 "--server-interface",
                 &w,
             ])
-            .args(["--sidekick-listen", "127.0.0.1:7788", "--no-metrics"])
+            .args(["--sidekick-listen", "10.222.250.1:7788", "--no-metrics"])
             .stderr(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
     );
+    let mut buf = [0u8; 64];
+    let ready = notify
+        .recv(&mut buf)
+        .is_ok_and(|k| buf[..k].starts_with(b"READY=1"));
+    let _ = std::fs::remove_file(&notify_path);
+    let proxy_bridges = ready && !sh(&["ip", "-n", &ap, "link", "show", "sidekick0"]);
     t.server = Some(
         Command::new("ip")
             .args(["netns", "exec", &sv, "python3", "-c"])
@@ -571,11 +589,64 @@ fn bridge_mode_forwards_both_ways() {
         )
         .output()
         .unwrap();
-    let _ = sh(&["ip", "netns", "del", &cl]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "5",
         "echoes through the bridge"
+    );
+    // 200 datagrams to the box itself: its own listener gets them, the server side does not.
+    let rx_packets = || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &sv, "cat"])
+            .arg(format!("/sys/class/net/{s0}/statistics/rx_packets"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let own = Command::new("ip")
+        .args(["netns", "exec", &ap, "python3", "-c"])
+        .arg(
+            "import socket\n\
+             s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(3)\n\
+             s.bind(('10.222.250.1',9001)); n=0\n\
+             try:\n\
+             \x20 while n<200: s.recvfrom(2000); n+=1\n\
+             except Exception: pass\n\
+             print(n)\n",
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = rx_packets();
+    let sent = Command::new("ip")
+        .args(["netns", "exec", &cl, "python3", "-c"])
+        .arg(
+            "import socket,time\n\
+             s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+             for i in range(200):\n\
+             \x20 s.sendto(b'x'*500,('10.222.250.1',9001)); time.sleep(0.002)\n",
+        )
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let own = own.wait_with_output().unwrap();
+    let reached = String::from_utf8_lossy(&own.stdout).trim().to_string();
+    std::thread::sleep(Duration::from_millis(200));
+    let forwarded = rx_packets() - before;
+    let _ = sh(&["ip", "netns", "del", &cl]);
+    assert!(
+        proxy_bridges,
+        "the worker never took over from the fail-open bridge"
+    );
+    assert_eq!(reached, "200", "datagrams to the box reach its socket");
+    // The client's ARP request for the box's address is a broadcast and crosses the bridge.
+    assert!(
+        forwarded <= 20,
+        "{forwarded} frames reached the server side while the client sent 200 datagrams to the box"
     );
     let mut proxy = t.proxy.take().unwrap();
     assert!(sh(&["kill", "-TERM", &proxy.id().to_string()]));
