@@ -3,7 +3,6 @@
 //! or more capture workers ([`crate::worker`]), plus the metrics endpoint and clean shutdown on
 //! SIGINT/SIGTERM.
 
-use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,7 +15,7 @@ use sidekick_protocol::ProxyPolicy;
 use crate::config::{Config, Mode};
 use crate::core::{CoreConfig, ProxyCore};
 use crate::flow::FlowTableConfig;
-use crate::metrics::{Counters, RenderPrometheus as _};
+use crate::metrics::{self, Counters};
 use crate::notify::Notifier;
 use crate::packet::LinkType;
 use crate::session::ProtocolSessions;
@@ -135,50 +134,40 @@ fn spawn_metrics(
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
                 fresh.request();
-                let mut body = slots.lock().map(|v| render(&v)).unwrap_or_default();
-                body.push_str(
-                    "# HELP sidekick_config_reloads_total Configuration reloads (SIGHUP), by outcome.\n\
-                     # TYPE sidekick_config_reloads_total counter\n",
-                );
-                let _ = writeln!(
-                    body,
-                    "sidekick_config_reloads_total{{result=\"applied\"}} {}\n\
-                     sidekick_config_reloads_total{{result=\"refused\"}} {}",
-                    reloads.applied.load(Ordering::Relaxed),
-                    reloads.refused.load(Ordering::Relaxed)
-                );
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-                    body.len(),
-                    body
-                );
+                let scrape = slots.lock().map(|v| scrape(&v, &reloads)).unwrap_or_default();
+                let response = match metrics::encode(scrape) {
+                    Ok(body) => format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        metrics::CONTENT_TYPE,
+                        body.len()
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "metrics exposition");
+                        "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                            .to_string()
+                    }
+                };
+                let _ = s.write_all(response.as_bytes());
             }
         })
         .context("spawn metrics thread")?;
     Ok(())
 }
 
-/// The exposition of every worker's counters: their sum, and each worker's frames.
-fn render(slots: &[Counters]) -> String {
+/// One scrape: every worker's counters summed, each worker's frames, the reload outcomes.
+fn scrape(slots: &[Counters], reloads: &Reloads) -> metrics::Scrape {
     let mut total = Counters::default();
     for c in slots {
         total.merge(c);
     }
-    let mut text = total.render_prometheus();
-    text.push_str("# HELP sidekick_worker_frames_total Frames captured by each capture worker.\n");
-    text.push_str("# TYPE sidekick_worker_frames_total counter\n");
-    for (k, c) in slots.iter().enumerate() {
-        let _ = writeln!(
-            text,
-            "sidekick_worker_frames_total{{worker=\"{k}\"}} {}",
-            c.frames
-        );
+    metrics::Scrape {
+        counters: total,
+        worker_frames: slots.iter().map(|c| c.frames).collect(),
+        reloads: Some(metrics::ReloadCounts {
+            applied: reloads.applied.load(Ordering::Relaxed),
+            refused: reloads.refused.load(Ordering::Relaxed),
+        }),
     }
-    text.push_str("# HELP sidekick_workers Capture workers running.\n");
-    text.push_str("# TYPE sidekick_workers gauge\n");
-    let _ = writeln!(text, "sidekick_workers {}", slots.len());
-    text
 }
 
 /// How often a worker publishes its counters.

@@ -1,265 +1,379 @@
-//! The Prometheus text exposition (format 0.0.4) of the core's [`Counters`].
+//! The metrics endpoint's exposition: a core's [`Counters`] (every worker's, merged) and the
+//! daemon's own figures, as OpenMetrics text encoded by `prometheus-client`.
 //!
-//! The core keeps plain `u64` counters (no atomics on the hot path); the I/O loop publishes
-//! [`Counters`] snapshots to the metrics server periodically.
+//! The core counts in plain `u64`s (no atomics on its hot path) and the workers publish
+//! snapshots; at each scrape a [`Scrape`] of those values is registered as a `prometheus-client`
+//! [`Collector`] of constant metrics and encoded. Names keep the `sidekick_` prefix; a counter's
+//! samples end in `_total` (OpenMetrics).
 
-use std::fmt::Write as _;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
 
 pub use sidekick_proxy_core::counters::Counters;
 
-/// Renders a core's counters in the Prometheus text format.
+/// The `Content-Type` of [`encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What one scrape exposes.
+#[derive(Debug, Clone, Default)]
+pub struct Scrape {
+    /// The core's counters and gauges (the sum over the workers).
+    pub counters: Counters,
+    /// Frames each capture worker captured, by worker index (the daemon's; empty elsewhere).
+    pub worker_frames: Vec<u64>,
+    /// Configuration reloads (SIGHUP) applied and refused (the daemon's; `None` elsewhere).
+    pub reloads: Option<ReloadCounts>,
+}
+
+/// Outcomes of configuration reloads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReloadCounts {
+    /// Reloads applied.
+    pub applied: u64,
+    /// Reloads refused (a key that needs a restart changed, or the file did not parse).
+    pub refused: u64,
+}
+
+/// Encodes a scrape as OpenMetrics text ([`CONTENT_TYPE`]).
+///
+/// ```
+/// use sidekick_proxy::metrics::{Counters, Scrape, encode};
+/// let mut counters = Counters::default();
+/// counters.quacks_sent = 7;
+/// let text = encode(Scrape { counters, ..Scrape::default() }).unwrap();
+/// assert!(text.contains("sidekick_quacks_sent_total 7\n"));
+/// assert!(text.ends_with("# EOF\n"));
+/// ```
+pub fn encode(scrape: Scrape) -> Result<String, std::fmt::Error> {
+    let mut registry = Registry::with_prefix("sidekick");
+    registry.register_collector(Box::new(scrape));
+    let mut text = String::with_capacity(16 * 1024);
+    prometheus_client::encoding::text::encode(&mut text, &registry)?;
+    Ok(text)
+}
+
+/// Renders a core's counters alone (no daemon figures), as the simulator and tests read them.
 pub trait RenderPrometheus {
-    /// The text exposition: one `# HELP`, one `# TYPE` and the samples of each family.
-    fn render_prometheus(&self) -> String;
+    /// [`encode`] of a [`Scrape`] holding only these counters.
+    fn render_prometheus(&self) -> Result<String, std::fmt::Error>;
 }
 
 impl RenderPrometheus for Counters {
-    fn render_prometheus(&self) -> String {
-        render(self)
+    fn render_prometheus(&self) -> Result<String, std::fmt::Error> {
+        encode(Scrape {
+            counters: *self,
+            ..Scrape::default()
+        })
     }
 }
 
-fn render(c: &Counters) -> String {
-    let mut s = String::with_capacity(4096);
-    let mut m = |name: &str, kind: &str, help: &str, v: u64| {
-        let _ = writeln!(s, "# HELP sidekick_{name} {help}");
-        let _ = writeln!(s, "# TYPE sidekick_{name} {kind}");
-        let _ = writeln!(s, "sidekick_{name} {v}");
-    };
-    m("frames_total", "counter", "Frames captured.", c.frames);
-    m(
-        "udp_packets_total",
-        "counter",
-        "UDP datagrams seen.",
-        c.udp_packets,
-    );
-    m("flows", "gauge", "Flows in the flow table.", c.flows);
-    m(
+impl Collector for Scrape {
+    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let enc = &mut enc;
+        core_families(enc, &self.counters)?;
+        drops(enc, &self.counters)?;
+        pemi_families(enc, &self.counters)?;
+        handshake_rescue_families(enc, &self.counters)?;
+        if !self.worker_frames.is_empty() {
+            labelled(
+                enc,
+                "worker_frames",
+                "Frames captured by each capture worker.",
+                self.worker_frames
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &v)| (k.to_string(), v)),
+                "worker",
+            )?;
+            gauge(
+                enc,
+                "workers",
+                "Capture workers running.",
+                self.worker_frames.len() as u64,
+            )?;
+        }
+        if let Some(r) = self.reloads {
+            labelled(
+                enc,
+                "config_reloads",
+                "Configuration reloads (SIGHUP), by outcome.",
+                [
+                    ("applied".to_string(), r.applied),
+                    ("refused".to_string(), r.refused),
+                ],
+                "result",
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// One unlabelled counter (`sidekick_<name>_total`).
+fn counter(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    v: u64,
+) -> Result<(), std::fmt::Error> {
+    let c = ConstCounter::new(v);
+    c.encode(enc.encode_descriptor(name, help, None, c.metric_type())?)
+}
+
+/// One unlabelled gauge (`sidekick_<name>`); values beyond `i64::MAX` (none in practice) read as
+/// `i64::MAX` rather than fail the whole scrape.
+fn gauge(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    v: u64,
+) -> Result<(), std::fmt::Error> {
+    let g = ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
+    g.encode(enc.encode_descriptor(name, help, None, g.metric_type())?)
+}
+
+/// A counter family with one label (`sidekick_<name>_total{<label>="…"}`).
+fn labelled(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, u64)>,
+    label: &str,
+) -> Result<(), std::fmt::Error> {
+    let kind = ConstCounter::new(0u64).metric_type();
+    let mut family = enc.encode_descriptor(name, help, None, kind)?;
+    for (value, v) in samples {
+        let labels = [(label, value.as_str())];
+        ConstCounter::new(v).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// Traffic, sessions, engines, caches, memory, timers and capture.
+fn core_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), std::fmt::Error> {
+    counter(enc, "frames", "Frames captured.", c.frames)?;
+    counter(enc, "udp_packets", "UDP datagrams seen.", c.udp_packets)?;
+    gauge(enc, "flows", "Flows in the flow table.", c.flows)?;
+    gauge(
+        enc,
         "sessions",
-        "gauge",
         "Flows with a sidekick session.",
         c.assisted_flows,
-    );
-    m(
-        "discovery_seen_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "discovery_seen",
         "Discovery requests seen.",
         c.discovery_seen,
-    );
-    m(
-        "discovery_replied_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "discovery_replied",
         "Discovery replies injected.",
         c.discovery_replied,
-    );
-    m(
-        "quacks_sent_total",
-        "counter",
-        "quACKs sent.",
-        c.quacks_sent,
-    );
-    m(
-        "quacks_on_gap_total",
-        "counter",
+    )?;
+    counter(enc, "quacks_sent", "quACKs sent.", c.quacks_sent)?;
+    counter(
+        enc,
+        "quacks_on_gap",
         "quACKs sent early: a packet followed a silence (quack_on_gap_percent).",
         c.robin.gap_quacks,
-    );
-    m(
-        "eacks_received_total",
-        "counter",
-        "eACKs received.",
-        c.eacks_in,
-    );
-    m(
-        "eacks_decoded_total",
-        "counter",
+    )?;
+    counter(enc, "eacks_received", "eACKs received.", c.eacks_in)?;
+    counter(
+        enc,
+        "eacks_decoded",
         "eACKs decoded.",
         c.packrat.eacks_decoded,
-    );
-    m(
-        "eacks_failed_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "eacks_failed",
         "eACKs that did not decode (Reset sent).",
         c.packrat.eacks_failed,
-    );
-    m(
-        "eacks_stale_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "eacks_stale",
         "eACKs of an old epoch.",
         c.packrat.eacks_stale,
-    );
-    m(
-        "retransmissions_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "retransmissions",
         "Cached packets retransmitted.",
         c.packrat.retransmissions,
-    );
-    m(
-        "retransmitted_bytes_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "retransmitted_bytes",
         "Bytes of cached packets retransmitted.",
         c.packrat.retransmitted_bytes,
-    );
-    m(
-        "packrat_forwarded_bytes_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "packrat_forwarded_bytes",
         "Bytes forwarded to Packrat clients (the retransmission budget's base).",
         c.packrat.forwarded_bytes,
-    );
-    m(
-        "retransmissions_refused_budget_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "retransmissions_refused_budget",
         "Retransmissions refused: over the budget (retx_budget_percent of forwarded bytes).",
         c.packrat.retx_refused_budget,
-    );
-    m(
+    )?;
+    gauge(
+        enc,
         "cache_bytes",
-        "gauge",
         "Bytes in Packrat caches.",
         c.cache_bytes,
-    );
-    m(
-        "cache_evicted_acked_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "cache_evicted_acked",
         "Cached packets evicted on acknowledgement.",
         c.packrat.evicted_acked,
-    );
-    m(
-        "cache_evicted_optimistic_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "cache_evicted_optimistic",
         "Cached packets evicted because the cache was full.",
         c.packrat.evicted_optimistic,
-    );
-    m(
-        "eack_id_collisions_total",
-        "counter",
-        "Identifier collisions: packets forwarded with an identifier an eACK showed missing, \
-             and cached packets beyond the first sharing one.",
+    )?;
+    counter(
+        enc,
+        "eack_id_collisions",
+        "Identifier collisions: packets forwarded with an identifier an eACK showed missing,  and cached packets beyond the first sharing one.",
         c.packrat.id_collisions,
-    );
-    m(
-        "missing_uncached_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "missing_uncached",
         "Missing packets no longer cached.",
         c.packrat.missing_uncached,
-    );
-    m(
-        "resets_sent_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "resets_sent",
         "Resets sent by the proxy.",
         c.resets_sent,
-    );
-    m("injected_total", "counter", "Frames injected.", c.injected);
-    m(
+    )?;
+    counter(enc, "injected", "Frames injected.", c.injected)?;
+    gauge(
+        enc,
         "engine_memory_bytes",
-        "gauge",
         "Heap bytes held by engines.",
         c.engine_memory_bytes,
-    );
-    m(
+    )?;
+    gauge(
+        enc,
         "multicast_groups",
-        "gauge",
         "Multicast groups with a shared Packrat cache.",
         c.multicast_groups,
-    );
-    m(
+    )?;
+    gauge(
+        enc,
         "multicast_members",
-        "gauge",
         "Clients subscribed to multicast groups.",
         c.multicast_members,
-    );
-    m(
+    )?;
+    gauge(
+        enc,
         "multicast_virtual_cache_bytes",
-        "gauge",
         "Bytes of multicast clients' virtual caches.",
         c.multicast_virtual_cache_bytes,
-    );
-    m(
-        "multicast_refused_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "multicast_refused",
         "Multicast joins refused (caps).",
         c.multicast_refused,
-    );
-    m(
-        "multicast_no_mac_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "multicast_no_mac",
         "Multicast retransmissions skipped: client MAC unknown.",
         c.multicast_no_mac,
-    );
-    m(
-        "inject_queue_dropped_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "inject_queue_dropped",
         "Frames not queued for injection: the backend did not poll in time.",
         c.inject_queue_dropped,
-    );
-    m(
+    )?;
+    gauge(
+        enc,
         "memory_reserved_bytes",
-        "gauge",
         "Bytes of the memory budget reserved by engines and multicast caches.",
         c.memory_reserved_bytes,
-    );
-    m(
-        "memory_refused_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "memory_refused",
         "Engines refused or Packrat caches shrunk: the memory budget was spent.",
         c.memory_refused,
-    );
-    m(
+    )?;
+    gauge(
+        enc,
         "timer_entries",
-        "gauge",
         "Entries in the core's deadline index.",
         c.timer_entries,
-    );
-    m(
-        "timers_fired_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "timers_fired",
         "Deadlines that came due in the core.",
         c.timers_fired,
-    );
-    m(
-        "checksums_filled_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "checksums_filled",
         "Partial checksums completed before caching.",
         c.checksums_filled,
-    );
-    m(
-        "gso_superframes_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "gso_superframes",
         "GSO/GRO super-frames split.",
         c.gso_superframes,
-    );
-    m(
-        "capture_drops_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "capture_drops",
         "Frames dropped by the kernel capture ring.",
         c.capture_drops,
-    );
-    m(
-        "capture_resets_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "capture_resets",
         "Robin epochs restarted because the capture dropped frames.",
         c.capture_resets,
-    );
-    m(
-        "capture_delay_frames_total",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "capture_delay_frames",
         "Frames whose kernel capture time was known.",
         c.capture_delay_frames,
-    );
-    m(
-        "capture_delay_us_sum",
-        "counter",
+    )?;
+    counter(
+        enc,
+        "capture_delay_us",
         "Sum of kernel-capture-to-processing delays, microseconds.",
         c.capture_delay_us_sum,
-    );
-    m(
+    )?;
+    gauge(
+        enc,
         "capture_delay_us_max",
-        "gauge",
         "Largest kernel-capture-to-processing delay, microseconds.",
         c.capture_delay_us_max,
-    );
-    let _ = writeln!(s, "# HELP sidekick_drops_total Items dropped, by reason.");
-    let _ = writeln!(s, "# TYPE sidekick_drops_total counter");
+    )?;
+    Ok(())
+}
+
+/// Items dropped, by reason.
+fn drops(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), std::fmt::Error> {
     let drops: [(&str, u64); 15] = [
         ("not_ip", c.not_ip),
         ("not_udp", c.not_udp),
@@ -280,172 +394,97 @@ fn render(c: &Counters) -> String {
         ("send_error", c.send_errors),
         ("flow_expired", c.flow_table.expired),
     ];
-    for (reason, v) in drops {
-        let _ = writeln!(s, "sidekick_drops_total{{reason=\"{reason}\"}} {v}");
-    }
-    render_pemi(c, &mut s);
-    render_handshake_rescue(c, &mut s);
-    s
+    labelled(
+        enc,
+        "drops",
+        "Items dropped, by reason.",
+        drops.map(|(r, v)| (r.to_string(), v)),
+        "reason",
+    )
 }
 
-/// Handshake rescue counters (`core::handshake_rescue`).
-fn render_handshake_rescue(c: &Counters, s: &mut String) {
-    let h = &c.handshake_rescue;
-    let families: [(&str, &str, u64); 13] = [
-        (
-            "handshake_flows_total",
-            "New flows whose handshake the rescue tracked.",
-            h.flows,
-        ),
-        (
-            "handshake_completed_total",
-            "Tracked handshakes the client completed (1-RTT seen).",
-            h.completed,
-        ),
-        (
-            "handshake_kept_total",
-            "Server handshake datagrams kept.",
-            h.kept,
-        ),
-        (
-            "handshake_replays_total",
-            "Server handshake datagrams replayed.",
-            h.replays,
-        ),
-        (
-            "handshake_replay_bytes_total",
-            "Bytes of replayed handshake frames.",
-            h.replay_bytes,
-        ),
-        (
-            "handshake_probe_triggers_total",
-            "Replays started by a repeated first client Initial.",
-            h.probe_triggers,
-        ),
-        (
-            "handshake_silence_triggers_total",
-            "Replays started by a missing client completion.",
-            h.silence_triggers,
-        ),
-        (
-            "handshake_refused_total",
-            "Server handshake datagrams not kept (caps, memory budget).",
-            h.refused,
-        ),
-        (
-            "handshake_amplification_refused_total",
-            "Replays withheld: beyond 3x the client's bytes on the flow.",
-            h.amplification_refused,
-        ),
-        (
-            "handshake_retry_or_vn_total",
-            "Tracked handshakes ended by Retry or Version Negotiation.",
-            h.retry_or_vn,
-        ),
-        (
-            "handshake_expired_total",
-            "Tracked handshakes that never completed.",
-            h.expired,
-        ),
-        (
-            "handshake_instant_acks_total",
-            "Server first answers that were an instant ACK.",
-            h.instant_acks,
-        ),
-        (
-            "handshake_wait_for_cert_total",
-            "Server first answers coalescing ACK and ServerHello.",
-            h.wait_for_cert,
-        ),
-    ];
-    for (name, help, v) in families {
-        let _ = writeln!(s, "# HELP sidekick_{name} {help}");
-        let _ = writeln!(s, "# TYPE sidekick_{name} counter");
-        let _ = writeln!(s, "sidekick_{name} {v}");
-    }
-}
-
-/// PEMI counters: activity, and each give-up with its reason (PEMI §4.6).
-fn render_pemi(c: &Counters, s: &mut String) {
+/// PEMI: activity, each give-up with its reason (PEMI §4.6), and the session fallbacks.
+fn pemi_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), std::fmt::Error> {
     let p = &c.pemi;
-    let families: [(&str, &str, u64); 14] = [
-        (
-            "pemi_handshakes_total",
-            "Handshakes with both initial RTTs measured.",
-            p.handshakes,
-        ),
-        (
-            "pemi_instant_acks_total",
-            "Handshakes with an instant ACK.",
-            p.instant_acks,
-        ),
-        (
-            "pemi_protected_total",
-            "Dominant-direction packets forwarded.",
-            p.protected,
-        ),
-        ("pemi_flowlets_total", "Flowlets evaluated.", p.flowlets),
-        (
-            "pemi_rtt_samples_total",
-            "RTT samples from matched pairs.",
-            p.rtt_samples,
-        ),
-        (
-            "pemi_inferred_lost_total",
-            "Packets inferred lost.",
-            p.inferred_lost,
-        ),
-        (
-            "pemi_retransmissions_total",
-            "Datagrams retransmitted by PEMI.",
-            p.retransmissions,
-        ),
-        (
-            "pemi_replies_delayed_total",
-            "Replies delayed to enforce the window.",
-            p.replies_delayed,
-        ),
-        (
-            "pemi_gap_signals_total",
-            "Prompt replies one ACK range longer than the previous one.",
-            p.gap_signals,
-        ),
-        (
-            "pemi_gap_retransmissions_total",
-            "Retransmissions named by the reply-length gap signal.",
-            p.gap_retransmissions,
-        ),
-        (
-            "pemi_replies_held_total",
-            "Replies held while a repaired gap was open.",
-            p.replies_held,
-        ),
-        (
-            "pemi_spin_samples_total",
-            "Spin-bit RTT samples.",
-            p.spin_samples,
-        ),
-        (
-            "pemi_icmp_probes_total",
-            "ICMP echo probes sent to protected endpoints.",
-            p.icmp_probes,
-        ),
-        (
-            "pemi_icmp_samples_total",
-            "ICMP echo replies matched (RTT calibration samples).",
-            p.icmp_samples,
-        ),
-    ];
-    for (name, help, v) in families {
-        let _ = writeln!(s, "# HELP sidekick_{name} {help}");
-        let _ = writeln!(s, "# TYPE sidekick_{name} counter");
-        let _ = writeln!(s, "sidekick_{name} {v}");
-    }
-    let _ = writeln!(
-        s,
-        "# HELP sidekick_pemi_giveups_total PEMI protection given up, by reason."
-    );
-    let _ = writeln!(s, "# TYPE sidekick_pemi_giveups_total counter");
+    counter(
+        enc,
+        "pemi_handshakes",
+        "Handshakes with both initial RTTs measured.",
+        p.handshakes,
+    )?;
+    counter(
+        enc,
+        "pemi_instant_acks",
+        "Handshakes with an instant ACK.",
+        p.instant_acks,
+    )?;
+    counter(
+        enc,
+        "pemi_protected",
+        "Dominant-direction packets forwarded.",
+        p.protected,
+    )?;
+    counter(enc, "pemi_flowlets", "Flowlets evaluated.", p.flowlets)?;
+    counter(
+        enc,
+        "pemi_rtt_samples",
+        "RTT samples from matched pairs.",
+        p.rtt_samples,
+    )?;
+    counter(
+        enc,
+        "pemi_inferred_lost",
+        "Packets inferred lost.",
+        p.inferred_lost,
+    )?;
+    counter(
+        enc,
+        "pemi_retransmissions",
+        "Datagrams retransmitted by PEMI.",
+        p.retransmissions,
+    )?;
+    counter(
+        enc,
+        "pemi_replies_delayed",
+        "Replies delayed to enforce the window.",
+        p.replies_delayed,
+    )?;
+    counter(
+        enc,
+        "pemi_gap_signals",
+        "Prompt replies one ACK range longer than the previous one.",
+        p.gap_signals,
+    )?;
+    counter(
+        enc,
+        "pemi_gap_retransmissions",
+        "Retransmissions named by the reply-length gap signal.",
+        p.gap_retransmissions,
+    )?;
+    counter(
+        enc,
+        "pemi_replies_held",
+        "Replies held while a repaired gap was open.",
+        p.replies_held,
+    )?;
+    counter(
+        enc,
+        "pemi_spin_samples",
+        "Spin-bit RTT samples.",
+        p.spin_samples,
+    )?;
+    counter(
+        enc,
+        "pemi_icmp_probes",
+        "ICMP echo probes sent to protected endpoints.",
+        p.icmp_probes,
+    )?;
+    counter(
+        enc,
+        "pemi_icmp_samples",
+        "ICMP echo replies matched (RTT calibration samples).",
+        p.icmp_samples,
+    )?;
     let giveups: [(&str, u64); 7] = [
         ("flowlet_too_long", p.giveup_flowlet_too_long),
         ("implausible_loss", p.giveup_implausible_loss),
@@ -455,23 +494,110 @@ fn render_pemi(c: &Counters, s: &mut String) {
         ("reply_excluded", p.replies_excluded),
         ("rtt_reset", p.rtt_resets),
     ];
-    for (reason, v) in giveups {
-        let _ = writeln!(s, "sidekick_pemi_giveups_total{{reason=\"{reason}\"}} {v}");
-    }
-    let _ = writeln!(
-        s,
-        "# HELP sidekick_pemi_fallbacks_total Flows handed back to PEMI when their session went, by why."
-    );
-    let _ = writeln!(s, "# TYPE sidekick_pemi_fallbacks_total counter");
-    for (reason, v) in [
-        ("session_ended", c.pemi_fallbacks_ended),
-        ("session_failed", c.pemi_fallbacks_failed),
-    ] {
-        let _ = writeln!(
-            s,
-            "sidekick_pemi_fallbacks_total{{reason=\"{reason}\"}} {v}"
-        );
-    }
+    labelled(
+        enc,
+        "pemi_giveups",
+        "PEMI protection given up, by reason.",
+        giveups.map(|(r, v)| (r.to_string(), v)),
+        "reason",
+    )?;
+    labelled(
+        enc,
+        "pemi_fallbacks",
+        "Flows handed back to PEMI when their session went, by why.",
+        [
+            ("session_ended".to_string(), c.pemi_fallbacks_ended),
+            ("session_failed".to_string(), c.pemi_fallbacks_failed),
+        ],
+        "reason",
+    )
+}
+
+/// Handshake rescue (`core::handshake_rescue`).
+fn handshake_rescue_families(
+    enc: &mut DescriptorEncoder<'_>,
+    c: &Counters,
+) -> Result<(), std::fmt::Error> {
+    let h = &c.handshake_rescue;
+    counter(
+        enc,
+        "handshake_flows",
+        "New flows whose handshake the rescue tracked.",
+        h.flows,
+    )?;
+    counter(
+        enc,
+        "handshake_completed",
+        "Tracked handshakes the client completed (1-RTT seen).",
+        h.completed,
+    )?;
+    counter(
+        enc,
+        "handshake_kept",
+        "Server handshake datagrams kept.",
+        h.kept,
+    )?;
+    counter(
+        enc,
+        "handshake_replays",
+        "Server handshake datagrams replayed.",
+        h.replays,
+    )?;
+    counter(
+        enc,
+        "handshake_replay_bytes",
+        "Bytes of replayed handshake frames.",
+        h.replay_bytes,
+    )?;
+    counter(
+        enc,
+        "handshake_probe_triggers",
+        "Replays started by a repeated first client Initial.",
+        h.probe_triggers,
+    )?;
+    counter(
+        enc,
+        "handshake_silence_triggers",
+        "Replays started by a missing client completion.",
+        h.silence_triggers,
+    )?;
+    counter(
+        enc,
+        "handshake_refused",
+        "Server handshake datagrams not kept (caps, memory budget).",
+        h.refused,
+    )?;
+    counter(
+        enc,
+        "handshake_amplification_refused",
+        "Replays withheld: beyond 3x the client's bytes on the flow.",
+        h.amplification_refused,
+    )?;
+    counter(
+        enc,
+        "handshake_retry_or_vn",
+        "Tracked handshakes ended by Retry or Version Negotiation.",
+        h.retry_or_vn,
+    )?;
+    counter(
+        enc,
+        "handshake_expired",
+        "Tracked handshakes that never completed.",
+        h.expired,
+    )?;
+    counter(
+        enc,
+        "handshake_instant_acks",
+        "Server first answers that were an instant ACK.",
+        h.instant_acks,
+    )?;
+    counter(
+        enc,
+        "handshake_wait_for_cert",
+        "Server first answers coalescing ACK and ServerHello.",
+        h.wait_for_cert,
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -489,7 +615,7 @@ mod tests {
         c.packrat.retransmitted_bytes = 3600;
         c.packrat.forwarded_bytes = 36_000;
         c.flow_table.refused_full = 9;
-        let text = c.render_prometheus();
+        let text = c.render_prometheus().unwrap();
         assert!(text.contains("sidekick_retransmissions_refused_budget_total 5\n"));
         assert!(text.contains("sidekick_retransmitted_bytes_total 3600\n"));
         assert!(text.contains("sidekick_packrat_forwarded_bytes_total 36000\n"));
@@ -507,16 +633,53 @@ mod tests {
         // Every family of two workers adds up, the flow table's and the sessions' included.
         assert!(
             d.render_prometheus()
+                .unwrap()
                 .contains("sidekick_drops_total{reason=\"flow_table_full\"} 18\n")
         );
         let mut p = Counters::default();
         p.pemi.giveup_budget = 4;
         p.pemi.retransmissions = 2;
-        let text = p.render_prometheus();
+        let text = p.render_prometheus().unwrap();
         assert!(text.contains("sidekick_pemi_giveups_total{reason=\"budget_exhausted\"} 4\n"));
         assert!(text.contains("sidekick_pemi_retransmissions_total 2\n"));
         let mut q = p;
         q.merge(&p);
         assert_eq!(q.pemi.giveup_budget, 8);
+    }
+
+    #[test]
+    fn the_daemon_adds_workers_and_reloads_and_gauges_never_fail_the_scrape() {
+        let counters = Counters {
+            frames: 7,
+            flows: u64::MAX,
+            ..Counters::default()
+        };
+        let text = encode(Scrape {
+            counters,
+            worker_frames: vec![3, 4],
+            reloads: Some(ReloadCounts {
+                applied: 1,
+                refused: 2,
+            }),
+        })
+        .unwrap();
+        for line in [
+            "sidekick_frames_total 7",
+            "sidekick_flows 9223372036854775807",
+            "sidekick_worker_frames_total{worker=\"0\"} 3",
+            "sidekick_worker_frames_total{worker=\"1\"} 4",
+            "sidekick_workers 2",
+            "sidekick_config_reloads_total{result=\"applied\"} 1",
+            "sidekick_config_reloads_total{result=\"refused\"} 2",
+            "# TYPE sidekick_frames counter",
+            "# TYPE sidekick_flows gauge",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in:\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        // Outside the daemon there is no worker or reload family.
+        let core_only = counters.render_prometheus().unwrap();
+        assert!(!core_only.contains("sidekick_workers"));
+        assert!(!core_only.contains("config_reloads"));
     }
 }

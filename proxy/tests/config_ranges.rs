@@ -131,7 +131,7 @@ fn run(cfg: &Config) {
         core.handle_timeout(t);
         while core.poll_transmit().is_some() {}
     }
-    let _ = core.snapshot().render_prometheus();
+    let _ = core.snapshot().render_prometheus().unwrap();
 }
 
 fn toml_for(mode_bridge: bool, picks: &[(usize, Option<usize>)]) -> (String, Vec<(String, u64)>) {

@@ -217,7 +217,7 @@ fn one_shared_cache_retransmits_each_clients_own_losses_to_that_client() {
     assert!(snap.cache_bytes >= 16 * 240);
     // Three retransmissions outstanding: 16 bytes each plus 8 per client.
     assert_eq!(snap.multicast_virtual_cache_bytes, 2 * 8 + 3 * 16);
-    let prom = snap.render_prometheus();
+    let prom = snap.render_prometheus().unwrap();
     assert!(prom.contains("sidekick_multicast_members 2"), "{prom}");
 
     // Client 0 leaves; the group stays for client 1, then goes with it.

@@ -307,6 +307,7 @@ fn session_end_hands_the_flow_to_pemi() {
     assert_eq!((c.pemi_fallbacks_ended, c.pemi_fallbacks_failed), (1, 0));
     assert!(
         c.render_prometheus()
+            .unwrap()
             .contains("sidekick_pemi_fallbacks_total{reason=\"session_ended\"} 1\n")
     );
     pemi_repairs_again(&mut path, Duration::from_millis(1300));

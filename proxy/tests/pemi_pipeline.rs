@@ -305,7 +305,7 @@ fn retransmissions_capped_at_ten_percent() {
     let got: BTreeSet<u32> = sim.injected.iter().copied().collect();
     assert!(got.is_subset(&drop));
     assert_eq!(got.len(), sim.injected.len());
-    let text = sim.core.snapshot().render_prometheus();
+    let text = sim.core.snapshot().render_prometheus().unwrap();
     assert!(text.contains("sidekick_pemi_giveups_total{reason=\"budget_exhausted\"}"));
 }
 

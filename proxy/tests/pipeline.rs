@@ -198,7 +198,7 @@ fn discovery_then_quacks_for_an_upload() {
     assert!(snap.quacks_sent as usize >= quacks.len());
     // Quota: the proxy never sends more quACKs than the cadence asks for (every 2 packets).
     assert!(snap.quacks_sent <= 5);
-    let text = snap.render_prometheus();
+    let text = snap.render_prometheus().unwrap();
     assert!(text.contains("sidekick_sessions 1"));
 }
 
@@ -229,6 +229,7 @@ fn a_negotiated_quack_on_gap_reveals_a_loss_with_the_next_packet() {
     assert_eq!(snap.robin.gap_quacks, 1);
     assert!(
         snap.render_prometheus()
+            .unwrap()
             .contains("sidekick_quacks_on_gap_total 1\n")
     );
 }

@@ -251,7 +251,8 @@ impl ProxyNode {
     /// The proxy's metrics as the lab records them: the Prometheus names without `sidekick_`,
     /// prefixed `proxy_` (`proxy_quacks_sent_total`, ...), and `proxy_ran`.
     pub fn metrics(&self, m: &mut BTreeMap<String, f64>) {
-        let text = self.core.snapshot().render_prometheus();
+        // Encoding into a String fails only on a gauge beyond i64::MAX, which `encode` clamps.
+        let text = self.core.snapshot().render_prometheus().unwrap_or_default();
         for (k, v) in sidekick_lab::proxyproc::parse_prometheus(&text) {
             let k = k.strip_prefix("sidekick_").unwrap_or(&k).to_string();
             m.insert(format!("proxy_{k}"), v);
