@@ -84,7 +84,7 @@ if [ "$(id -u)" -eq 0 ]; then
     # lab_stacks (~50 s): one download per quic-go / ngtcp2 server x client pair.
     SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test lab_webrtc --test lab_webrtc_browser --test lab_multicast --test lab_tcp --test lab_both --test lying_proxy \
         --test lab_handshake \
-        --test afpacket --test netns_e2e --test netns_flood \
+        --test afpacket --test netns_e2e --test netns_bridge --test netns_flood \
         --test netns_hardening --test netns_reload --test lab_stacks -- --test-threads=1
     sidekick_lab_bin="$target/debug/sidekick-lab"
     # Only dead runs: other lab runs on this machine (an experiment, another checkout's tests)

@@ -674,7 +674,10 @@ mod tests {
             "# TYPE sidekick_frames counter",
             "# TYPE sidekick_flows gauge",
         ] {
-            assert!(text.lines().any(|l| l == line), "{line} missing in:\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing in:\n{text}"
+            );
         }
         assert!(text.ends_with("# EOF\n"));
         // Outside the daemon there is no worker or reload family.
