@@ -324,7 +324,8 @@ fn trial_inner(
         None => None,
     };
     let port = 4433;
-    let (server_args, mut args) = app_args(&scn.app, port);
+    let (mut server_args, mut args) = app_args(&scn.app, port);
+    server_args.extend(scn.app.server_args.iter().cloned());
     let _server = spawn_in(&topo.ns_server(), bin.server, &server_args, Stdio::null())?;
     std::thread::sleep(Duration::from_millis(300));
     let before = topo.counters()?;

@@ -103,6 +103,10 @@ pub struct AppSpec {
     /// Extra client arguments.
     #[serde(default)]
     pub client_args: Vec<String>,
+    /// Extra server arguments (e.g. `--set 'app.server_args=["--trace","rx.csv"]'` for the
+    /// WebRTC receiver's per-packet trace on an upload).
+    #[serde(default)]
+    pub server_args: Vec<String>,
     /// `transfer`: pad the server's certificate to at least this many bytes
     /// (`sidekick-transfer server --cert-bytes`; ReACKed QUICer (IMC '24) §3 used 5113 B to hit
     /// the anti-amplification limit); 0: unpadded.
