@@ -300,8 +300,8 @@ fn to_flow(b: BaseFlow) -> FlowKey {
 
 /// Map a negotiated protocol configuration to engine parameters. Robin's quACKs and Packrat's
 /// eACKs take 2-, 4- and 8-byte identifiers (Sidekick (NSDI '24) §3; 4 is Packrat (CoNEXT '26)
-/// §5.2.1's default). A multicast group's shared cache takes 4-byte identifiers only (one
-/// width for every member of the group): a multicast session at another width is refused.
+/// §5.2.1's default), multicast groups included (the core refuses a member whose width differs
+/// from its group's).
 pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError> {
     let width = match config.identifier.as_ref().map_or(4, |s| s.width) {
         2 => quack::Width::U16,
@@ -313,17 +313,6 @@ pub fn engines_from(config: &SessionConfig) -> Result<EngineConfig, SessionError
             )));
         }
     };
-    if config
-        .packrat
-        .as_ref()
-        .is_some_and(|p| !p.multicast_group.is_empty())
-        && width != quack::Width::U32
-    {
-        return Err(SessionError(format!(
-            "identifier width {} not supported by a multicast group (4 only)",
-            width.bytes()
-        )));
-    }
     let id = match &config.identifier {
         None => IdSource::QUIC_DEFAULT,
         Some(spec) => match IdentifierMode::try_from(spec.mode) {
@@ -676,14 +665,20 @@ mod tests {
         }
         c.identifier = Some(spec(3));
         assert!(engines_from(&c).is_err());
-        // A multicast group's shared cache: 4 bytes only.
+        // A multicast group's shared cache at every width (the core keeps one width per group).
         if let Some(p) = c.packrat.as_mut() {
             p.multicast_group =
                 WirePackrat::encode_multicast_group("239.1.2.3:5004".parse().unwrap());
         }
-        c.identifier = Some(spec(8));
-        assert!(engines_from(&c).is_err());
-        c.identifier = Some(spec(4));
-        assert!(engines_from(&c).unwrap().multicast_group.is_some());
+        for (w, want) in [
+            (2, quack::Width::U16),
+            (4, quack::Width::U32),
+            (8, quack::Width::U64),
+        ] {
+            c.identifier = Some(spec(w));
+            let e = engines_from(&c).unwrap();
+            assert!(e.multicast_group.is_some());
+            assert_eq!(e.packrat.unwrap().width, want);
+        }
     }
 }

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use common::{PROXY, SERVER, addr};
-use eack::ReceiverEack;
+use eack::{HashKey, WidthReceiverEack};
+use quack::{IdSource, Width};
 use sidekick_protocol::messages::{IdentifierSpec, PackratConfig};
 use sidekick_protocol::{
     ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy, SessionConfig,
@@ -28,7 +29,9 @@ struct Client {
     base: SocketAddr,
     sidekick: SocketAddr,
     mac: [u8; 6],
-    rx: ReceiverEack,
+    /// Where the client reads its identifiers, and its eACK at its width.
+    src: IdSource,
+    rx: WidthReceiverEack,
 }
 
 fn frame(dst_mac: [u8; 6], src_mac: [u8; 6], ip: &[u8]) -> Vec<u8> {
@@ -39,7 +42,8 @@ fn frame(dst_mac: [u8; 6], src_mac: [u8; 6], ip: &[u8]) -> Vec<u8> {
     f
 }
 
-fn config() -> SessionConfig {
+/// The session at identifier width `width` (the datagram's last `width` bytes).
+fn config_at(width: u32) -> SessionConfig {
     SessionConfig {
         robin: None,
         packrat: Some(PackratConfig {
@@ -50,7 +54,11 @@ fn config() -> SessionConfig {
             reorder_delay_ms: 0,
             multicast_group: PackratConfig::encode_multicast_group(addr(GROUP)),
         }),
-        identifier: Some(IdentifierSpec::quic_default()),
+        identifier: Some(IdentifierSpec {
+            offset: -(width as i32),
+            width,
+            ..IdentifierSpec::quic_default()
+        }),
     }
 }
 
@@ -63,6 +71,11 @@ struct Lab {
 
 impl Lab {
     fn new(n: u8) -> Self {
+        Self::with_widths(&vec![4; usize::from(n)])
+    }
+
+    /// One client per entry, each at that identifier width.
+    fn with_widths(widths: &[u32]) -> Self {
         let core = ProxyCore::new(
             CoreConfig::default(),
             // 16-packet streams: the retransmission budget (10 % of a few kB) is tested on its
@@ -70,13 +83,24 @@ impl Lab {
             ProtocolSessions::new(ProxyPolicy::new(addr(PROXY))).with_packrat_retx_budget(100),
             (1, 2),
         );
-        let clients = (0..n)
-            .map(|i| Client {
-                session: ClientSession::new(ClientConfig::new(config())),
+        let clients = widths
+            .iter()
+            .zip(0u8..)
+            .map(|(&w, i)| Client {
+                session: ClientSession::new(ClientConfig::new(config_at(w))),
                 base: addr(&format!("10.0.0.{}:6000", 10 + i)),
                 sidekick: addr(&format!("10.0.0.{}:6001", 10 + i)),
                 mac: [0x02, 0, 0, 0, 1, i],
-                rx: ReceiverEack::new(40),
+                src: IdSource::Offset(-(w as isize)),
+                rx: WidthReceiverEack::new(
+                    match w {
+                        2 => Width::U16,
+                        8 => Width::U64,
+                        _ => Width::U32,
+                    },
+                    40,
+                    HashKey::DEFAULT,
+                ),
             })
             .collect();
         Self {
@@ -139,8 +163,14 @@ impl Lab {
     }
 
     fn stream(&mut self, now: Instant, id: u32, lost_by: &[usize]) -> Vec<u8> {
-        let mut payload = vec![0x40u8; 236];
-        payload.extend_from_slice(&id.to_le_bytes());
+        // The last 8 bytes differ in every byte position from packet to packet, so that a
+        // client reads a distinct identifier at any width.
+        let mut payload = vec![0x40u8; 232];
+        payload.extend_from_slice(
+            &(u64::from(id) + 1)
+                .wrapping_mul(0x0101_0101_0101_0101)
+                .to_le_bytes(),
+        );
         let ip = build_udp_ip(addr(SERVER), addr(GROUP), &payload, 64);
         let f = frame(GROUP_MAC, AP_MAC, &ip);
         let v = self
@@ -149,7 +179,7 @@ impl Lab {
         assert_eq!(v, Verdict::Forward, "fail-open");
         for (i, c) in self.clients.iter_mut().enumerate() {
             if !lost_by.contains(&i) {
-                c.rx.on_receive(id);
+                c.rx.on_datagram(&c.src, &payload).unwrap();
             }
         }
         payload
@@ -243,4 +273,38 @@ fn a_unicast_flow_to_the_same_server_is_not_the_group() {
     lab.core
         .handle_frame(now, Direction::ToClient, &f, FrameMeta::default());
     assert_eq!(lab.core.snapshot().packrat.cached, 0);
+}
+
+#[test]
+fn a_group_takes_the_width_of_its_first_client_and_refuses_another() {
+    let now = Instant::now();
+    // Client 0 opens the group at 2-byte identifiers, client 1 asks for 8.
+    let mut lab = Lab::with_widths(&[2, 8]);
+    for i in 0..lab.clients.len() {
+        lab.clients[i].session.start(now).unwrap();
+        lab.pump(now);
+    }
+    for c in &mut lab.clients {
+        while let Some(ev) = c.session.poll_event() {
+            if let ClientEvent::Established { .. } = ev {
+                c.rx.reset(c.session.epoch());
+            }
+        }
+    }
+    let snap = lab.core.snapshot();
+    assert_eq!((snap.multicast_groups, snap.multicast_members), (1, 1));
+    assert_eq!(snap.multicast_refused, 1);
+    let mut sent = Vec::new();
+    for id in 0..16u32 {
+        let lost_by: &[usize] = if id == 6 { &[0] } else { &[] };
+        sent.push(lab.stream(now, id, lost_by));
+    }
+    lab.send_eacks(now);
+    // The 2-byte member's loss is repaired from the shared cache.
+    let mac0 = lab.clients[0].mac;
+    assert_eq!(
+        lab.retransmitted,
+        vec![(mac0, addr(GROUP), sent[6].clone())]
+    );
+    assert_eq!(lab.core.snapshot().packrat.eacks_decoded, 1);
 }

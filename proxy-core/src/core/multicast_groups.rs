@@ -85,6 +85,17 @@ impl<S: SessionLayer> ProxyCore<S> {
             .groups
             .entry(key)
             .or_insert_with(|| MulticastCache::new(cfg, max_members));
+        if g.config().width != cfg.width {
+            // One width per group: every member's eACK encodes the shared cache's identifiers.
+            tracing::info!(
+                group = %group,
+                width = cfg.width.bytes(),
+                group_width = g.config().width.bytes(),
+                "multicast join refused: another identifier width than the group's"
+            );
+            self.counters.multicast_refused += 1;
+            return;
+        }
         match g.join(id, epoch) {
             Ok(()) => {
                 self.membership.insert(id, key);
@@ -111,7 +122,7 @@ impl<S: SessionLayer> ProxyCore<S> {
                 self.retired.multicast.cached += shared.cached;
                 self.retired.multicast.not_cached += shared.not_cached;
                 self.retired.multicast.evicted_optimistic += shared.evicted_optimistic;
-                self.counters.multicast_no_mac += g.no_mac;
+                self.counters.multicast_no_mac += g.no_mac();
                 self.budget.release(MulticastCache::<S::Id>::memory_cap(
                     g.config(),
                     self.cfg.max_group_members,

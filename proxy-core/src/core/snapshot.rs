@@ -47,7 +47,7 @@ impl<S: SessionLayer> ProxyCore<S> {
             memory += g.memory_bytes() as u64;
             c.multicast_members += g.members() as u64;
             c.multicast_virtual_cache_bytes += g.virtual_cache_bytes() as u64;
-            c.multicast_no_mac += g.no_mac;
+            c.multicast_no_mac += g.no_mac();
         }
         if let Some(r) = &self.rescue {
             c.handshake_rescue = r.stats;

@@ -24,7 +24,8 @@
 
 use std::collections::VecDeque;
 
-use eack::{Decoder, Difference, Sketch};
+use eack::{Decoder, Difference, Id, Sketch};
+use quack::{Identifier, Width};
 
 use super::{PackratCounters, PackratEngineConfig, RetxBudget, ring};
 use crate::engine::{Action, Direction, Outgoing};
@@ -41,24 +42,24 @@ pub enum JoinError {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Cached {
+struct Cached<I> {
     seq: u64,
     at: usize,
     len: usize,
-    id: u32,
+    id: I,
 }
 
 /// One client's state: its eACK views and its virtual cache.
 #[derive(Debug, Clone)]
-struct Member<M> {
+struct Member<M, I: Id> {
     key: M,
     mac: Option<[u8; 6]>,
     /// First sequence number of the client's epoch.
     epoch_start: u64,
     /// Packets with `seq < encoded_upto` are in `view`.
     encoded_upto: u64,
-    view: Sketch,
-    remote: Sketch,
+    view: Sketch<I>,
+    remote: Sketch<I>,
     /// Virtual cache (1): the first sequence number not known to be acknowledged.
     first_unacked: u64,
     /// Virtual cache (2): (retransmitted seq, newest seq when retransmitted), sorted by seq.
@@ -71,7 +72,7 @@ struct Member<M> {
     counters: PackratCounters,
 }
 
-impl<M> Member<M> {
+impl<M, I: Id> Member<M, I> {
     /// The client's budget accounts given the group's forwarded total.
     fn budget(&self, group_forwarded: u64) -> RetxBudget {
         let mut b = RetxBudget::default();
@@ -90,7 +91,10 @@ impl<M> Member<M> {
     }
 }
 
-/// The shared cache of one multicast flow and its clients.
+/// The shared cache of one multicast flow and its clients, at the group's identifier width
+/// (`cfg.width`: 2, 4 or 8 bytes, Sidekick (NSDI '24) §3), which every member's eACKs use. The
+/// core creates a group with the width of the client that opened it and refuses members of
+/// another width.
 ///
 /// ```
 /// use sidekick_proxy_core::packrat::PackratEngineConfig;
@@ -102,17 +106,150 @@ impl<M> Member<M> {
 /// assert_eq!(g.cache_len(), 1);
 /// ```
 #[derive(Debug, Clone)]
-pub struct MulticastCache<M> {
+pub enum MulticastCache<M> {
+    /// 2-byte identifiers.
+    U16(WidthCache<M, u16>),
+    /// 4-byte identifiers.
+    U32(WidthCache<M, u32>),
+    /// 8-byte identifiers.
+    U64(WidthCache<M, u64>),
+}
+
+macro_rules! each {
+    ($self:expr, $g:ident => $e:expr) => {
+        match $self {
+            MulticastCache::U16($g) => $e,
+            MulticastCache::U32($g) => $e,
+            MulticastCache::U64($g) => $e,
+        }
+    };
+}
+
+impl<M: Copy + Eq> MulticastCache<M> {
+    /// An empty group cache at `cfg.width` (see [`WidthCache::new`]).
+    pub fn new(cfg: PackratEngineConfig, max_members: usize) -> Self {
+        match cfg.width {
+            Width::U16 => Self::U16(WidthCache::new(cfg, max_members)),
+            Width::U32 => Self::U32(WidthCache::new(cfg, max_members)),
+            Width::U64 => Self::U64(WidthCache::new(cfg, max_members)),
+        }
+    }
+
+    /// [`WidthCache::memory_cap`] at `cfg.width`.
+    pub fn memory_cap(cfg: &PackratEngineConfig, max_members: usize) -> usize {
+        match cfg.width {
+            Width::U16 => WidthCache::<M, u16>::memory_cap(cfg, max_members),
+            Width::U32 => WidthCache::<M, u32>::memory_cap(cfg, max_members),
+            Width::U64 => WidthCache::<M, u64>::memory_cap(cfg, max_members),
+        }
+    }
+
+    /// The group's cache settings (its width included).
+    pub fn config(&self) -> &PackratEngineConfig {
+        each!(self, g => g.config())
+    }
+
+    /// Clients subscribed.
+    pub fn members(&self) -> usize {
+        each!(self, g => g.members())
+    }
+
+    /// Packets in the shared cache.
+    pub fn cache_len(&self) -> usize {
+        each!(self, g => g.cache_len())
+    }
+
+    /// Bytes in the shared cache.
+    pub fn cache_bytes(&self) -> usize {
+        each!(self, g => g.cache_bytes())
+    }
+
+    /// [`WidthCache::virtual_cache_bytes`].
+    pub fn virtual_cache_bytes(&self) -> usize {
+        each!(self, g => g.virtual_cache_bytes())
+    }
+
+    /// Outstanding retransmission pairs of one client.
+    pub fn outstanding(&self, key: M) -> Option<usize> {
+        each!(self, g => g.outstanding(key))
+    }
+
+    /// Counters of one client.
+    pub fn member_counters(&self, key: M) -> Option<PackratCounters> {
+        each!(self, g => g.member_counters(key))
+    }
+
+    /// One client's retransmission budget accounts.
+    pub fn member_budget(&self, key: M) -> Option<RetxBudget> {
+        each!(self, g => g.member_budget(key))
+    }
+
+    /// Sum of every client's counters plus the shared cache's.
+    pub fn counters(&self) -> PackratCounters {
+        each!(self, g => g.counters())
+    }
+
+    /// [`WidthCache::memory_bytes`].
+    pub fn memory_bytes(&self) -> usize {
+        each!(self, g => g.memory_bytes())
+    }
+
+    /// Retransmissions skipped because the client's MAC address was not known yet.
+    pub fn no_mac(&self) -> u64 {
+        each!(self, g => g.no_mac)
+    }
+
+    /// Packets evicted from the front of the full cache.
+    pub fn evicted(&self) -> u64 {
+        each!(self, g => g.evicted)
+    }
+
+    /// [`WidthCache::join`].
+    pub fn join(&mut self, key: M, epoch: u32) -> Result<(), JoinError> {
+        each!(self, g => g.join(key, epoch))
+    }
+
+    /// [`WidthCache::leave`].
+    pub fn leave(&mut self, key: M) -> Option<PackratCounters> {
+        each!(self, g => g.leave(key))
+    }
+
+    /// [`WidthCache::set_mac`].
+    pub fn set_mac(&mut self, key: M, mac: [u8; 6]) {
+        each!(self, g => g.set_mac(key, mac));
+    }
+
+    /// [`WidthCache::reset`].
+    pub fn reset(&mut self, key: M, epoch: u32) {
+        each!(self, g => g.reset(key, epoch));
+    }
+
+    /// [`WidthCache::cache_packet`] (the hot path: one dispatch per packet).
+    #[inline]
+    pub fn cache_packet(&mut self, payload: &[u8], frame: &[u8]) {
+        each!(self, g => g.cache_packet(payload, frame));
+    }
+
+    /// [`WidthCache::on_eack`].
+    pub fn on_eack(&mut self, key: M, bytes: &[u8], out: &mut Vec<Action>) {
+        each!(self, g => g.on_eack(key, bytes, out));
+    }
+}
+
+/// The shared cache of one multicast flow and its clients at one identifier width: the body of
+/// [`MulticastCache`].
+#[derive(Debug, Clone)]
+pub struct WidthCache<M, I: Id> {
     cfg: PackratEngineConfig,
-    cache: VecDeque<Cached>,
+    cache: VecDeque<Cached<I>>,
     ring: ring::FrameRing,
     max_entries: usize,
     next_seq: u64,
-    members: Vec<Member<M>>,
+    members: Vec<Member<M, I>>,
     max_members: usize,
-    decoder: Decoder,
-    diff: Difference,
-    missing: Vec<u32>,
+    decoder: Decoder<I>,
+    diff: Difference<I>,
+    missing: Vec<I>,
     /// Bytes of the group's stream forwarded (every packet, cached or not).
     forwarded_bytes: u64,
     /// Packets cached.
@@ -125,7 +262,7 @@ pub struct MulticastCache<M> {
     pub no_mac: u64,
 }
 
-impl<M: Copy + Eq> MulticastCache<M> {
+impl<M: Copy + Eq, I: Id + Identifier> WidthCache<M, I> {
     /// An empty group cache (`cfg.cache_bytes` bytes, `cfg.local_symbols` per client eACK) for
     /// at most `max_members` clients.
     pub fn new(cfg: PackratEngineConfig, max_members: usize) -> Self {
@@ -152,8 +289,8 @@ impl<M: Copy + Eq> MulticastCache<M> {
     /// members' virtual caches (what the core's memory budget reserves for a group).
     pub fn memory_cap(cfg: &PackratEngineConfig, max_members: usize) -> usize {
         cfg.cache_bytes
-            + (cfg.cache_bytes / super::MIN_FRAME + 1) * std::mem::size_of::<Cached>()
-            + max_members * (2 * cfg.local_symbols * 16 + 128)
+            + (cfg.cache_bytes / super::MIN_FRAME + 1) * std::mem::size_of::<Cached<I>>()
+            + max_members * (2 * cfg.local_symbols * Self::SYMBOL_BYTES + 128)
     }
 
     /// The group's cache settings.
@@ -218,16 +355,19 @@ impl<M: Copy + Eq> MulticastCache<M> {
     /// Approximate memory: the ring, the index and every client's sketches and virtual cache.
     pub fn memory_bytes(&self) -> usize {
         self.ring.allocated()
-            + self.cache.capacity() * std::mem::size_of::<Cached>()
-            + self.members.len() * (2 * self.cfg.local_symbols * 16 + 128)
+            + self.cache.capacity() * std::mem::size_of::<Cached<I>>()
+            + self.members.len() * (2 * self.cfg.local_symbols * Self::SYMBOL_BYTES + 128)
             + self.virtual_cache_bytes()
     }
 
-    fn member(&self, key: M) -> Option<&Member<M>> {
+    /// Heap bytes of one coded symbol of a client's sketch at this width.
+    const SYMBOL_BYTES: usize = std::mem::size_of::<eack::CodedSymbol<I>>();
+
+    fn member(&self, key: M) -> Option<&Member<M, I>> {
         self.members.iter().find(|m| m.key == key)
     }
 
-    fn member_mut(&mut self, key: M) -> Option<&mut Member<M>> {
+    fn member_mut(&mut self, key: M) -> Option<&mut Member<M, I>> {
         self.members.iter_mut().find(|m| m.key == key)
     }
 
@@ -293,7 +433,7 @@ impl<M: Copy + Eq> MulticastCache<M> {
     /// Caches one packet of the group's stream (the hot path).
     pub fn cache_packet(&mut self, payload: &[u8], frame: &[u8]) {
         self.forwarded_bytes = self.forwarded_bytes.saturating_add(frame.len() as u64);
-        let Ok(id) = self.cfg.id.extract::<u32>(payload) else {
+        let Ok(id) = self.cfg.id.extract::<I>(payload) else {
             self.not_cached += 1;
             return;
         };
@@ -387,7 +527,7 @@ impl<M: Copy + Eq> MulticastCache<M> {
         // The client's part of the cache: from its first unacknowledged packet on.
         let start = m.first_unacked.max(m.epoch_start).max(front);
         let skip = cache.partition_point(|c| c.seq < start);
-        let is_missing = |id: u32| missing.binary_search(&id).is_ok();
+        let is_missing = |id: I| missing.binary_search(&id).is_ok();
         let max_acked = cache
             .iter()
             .skip(skip)
@@ -448,7 +588,7 @@ impl<M: Copy + Eq> MulticastCache<M> {
         m.counters.missing_uncached += missing.len().saturating_sub(found) as u64;
     }
 
-    fn fail(m: &mut Member<M>, next_seq: u64, out: &mut Vec<Action>) {
+    fn fail(m: &mut Member<M, I>, next_seq: u64, out: &mut Vec<Action>) {
         m.counters.eacks_failed += 1;
         m.counters.resets += 1;
         let epoch = m.view.epoch().wrapping_add(1);

@@ -229,12 +229,12 @@ fn unknown_mac_caps_and_eviction_are_counted() {
     }
     // 10 frames of 104 bytes fit; 20 were evicted (and encoded into both clients' views).
     assert_eq!(g.cache_len(), 10);
-    assert_eq!(g.evicted, 20);
+    assert_eq!(g.evicted(), 20);
     let mut out = Vec::new();
     g.on_eack(0, &eack_of(&rx), &mut out);
     // 25 is cached but the client's MAC is unknown: nothing sent, counted. 2 is gone.
     assert!(out.is_empty());
-    assert_eq!(g.no_mac, 1);
+    assert_eq!(g.no_mac(), 1);
     assert_eq!(g.member_counters(0).unwrap().missing_uncached, 1);
     g.set_mac(0, mac_of(0));
     out.clear();

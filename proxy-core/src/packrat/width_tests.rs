@@ -184,3 +184,64 @@ fn a_new_packet_with_a_missing_identifier_is_a_collision() {
     e.cache_packet(&dg(13, 0x104), &dg(13, 0x104));
     assert_eq!(e.counters.id_collisions, 1);
 }
+
+#[test]
+fn a_multicast_group_at_every_width_retransmits_each_clients_own_losses() {
+    use super::multicast::MulticastCache;
+    for width in WIDTHS {
+        let cfg = PackratEngineConfig {
+            id: IdSource::Offset(-(width.bytes() as isize)),
+            width,
+            retx_budget_percent: 100,
+            ..PackratEngineConfig::default()
+        };
+        let mut g: MulticastCache<u32> = MulticastCache::new(cfg, 4);
+        assert_eq!(g.config().width, width);
+        let src = IdSource::Offset(-(width.bytes() as isize));
+        let lost: [&[u64]; 2] = [&[2, 11], &[7]];
+        let mut clients: Vec<WidthReceiverEack> = (0..2)
+            .map(|_| WidthReceiverEack::new(width, 160, HashKey::DEFAULT))
+            .collect();
+        for c in 0..2u32 {
+            g.join(c, 0).unwrap();
+            g.set_mac(c, [2, 0, 0, 0, 0, c as u8]);
+        }
+        for i in 0..30u64 {
+            let d = datagram(i);
+            g.cache_packet(&d, &d);
+            for (c, client) in clients.iter_mut().enumerate() {
+                if !lost[c].contains(&i) {
+                    client.on_datagram(&src, &d).unwrap();
+                }
+            }
+        }
+        for c in 0..2u32 {
+            let mut wire = Vec::new();
+            clients[c as usize].encode(60, &mut wire).unwrap();
+            assert_eq!(usize::from(wire[1]), width.bytes());
+            let mut out = Vec::new();
+            g.on_eack(c, &wire, &mut out);
+            // The cached frame with its destination MAC set to the client's.
+            let want: Vec<Vec<u8>> = lost[c as usize]
+                .iter()
+                .map(|&i| {
+                    let mut f = datagram(i);
+                    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, c as u8]);
+                    f
+                })
+                .collect();
+            assert_eq!(injected_frames(&out), want, "width {width:?}, client {c}");
+        }
+        assert_eq!(g.counters().eacks_decoded, 2);
+        assert_eq!(g.counters().retransmissions, 3);
+        // An eACK of another width is a Reset for that client, never misread.
+        let other = WIDTHS.into_iter().find(|&w| w != width).unwrap();
+        let mut wire = Vec::new();
+        WidthReceiverEack::new(other, 40, HashKey::DEFAULT)
+            .encode(10, &mut wire)
+            .unwrap();
+        let mut out = Vec::new();
+        g.on_eack(0, &wire, &mut out);
+        assert!(matches!(out.as_slice(), [Action::Message(Outgoing::Reset)]));
+    }
+}
