@@ -117,6 +117,10 @@ struct ClientArgs {
     /// The proxy's shared cache, bytes (Table 4, multicast: 64 kB).
     #[arg(long, value_name = "B", default_value_t = 64_000)]
     sidekick_cache_bytes: u64,
+    /// Identifier width, bytes (the datagram's last N bytes; every receiver of the group must
+    /// use the same, the proxy keeps the first one's).
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["2", "4", "8"]), |s: String| s.parse::<u32>().unwrap_or(4)))]
+    sidekick_id_bytes: u32,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -183,7 +187,10 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
             if let Some(p) = c.protocol.session.packrat.as_mut() {
                 p.cache_capacity_bytes = a.sidekick_cache_bytes;
             }
-            SidekickClient::new(c.with_multicast_group(a.group))
+            SidekickClient::new(
+                c.with_identifier_width(a.sidekick_id_bytes)
+                    .with_multicast_group(a.group),
+            )
         });
         let cfg = cfg.clone();
         let (server, group) = (a.connect, a.group);
