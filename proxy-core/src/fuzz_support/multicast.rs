@@ -3,7 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use eack::ReceiverEack;
+use eack::WidthReceiverEack;
+use quack::{IdSource, Width};
 
 use crate::engine::{Action, Outgoing};
 use crate::packrat::PackratEngineConfig;
@@ -18,20 +19,20 @@ struct Client {
     joined: bool,
     mac: Option<[u8; 6]>,
     epoch: u32,
-    rx: ReceiverEack,
-    /// Identifiers received this epoch.
-    received: HashSet<u32>,
+    rx: WidthReceiverEack,
+    /// Identifiers received this epoch (zero-extended).
+    received: HashSet<u64>,
     /// Identifiers forwarded to the group this epoch (count per identifier).
-    forwarded: HashMap<u32, u32>,
+    forwarded: HashMap<u64, u32>,
 }
 
 impl Client {
-    fn new() -> Self {
+    fn new(cfg: &PackratEngineConfig) -> Self {
         Self {
             joined: false,
             mac: None,
             epoch: 0,
-            rx: ReceiverEack::new(SYMBOLS),
+            rx: WidthReceiverEack::new(cfg.width, SYMBOLS, cfg.key),
             received: HashSet::new(),
             forwarded: HashMap::new(),
         }
@@ -44,14 +45,15 @@ impl Client {
         self.forwarded.clear();
     }
 
-    fn receive(&mut self, id: u32) {
+    fn receive(&mut self, id: u64) {
         if self.received.insert(id) {
             self.rx.on_receive(id);
         }
     }
 }
 
-/// Fuzz body: `data[0]` sizes the shared cache (256 B to 8 kB); the rest is a script of steps
+/// Fuzz body: `data[0]` sizes the shared cache (256 B to 8 kB) and picks the group's
+/// identifier width (`data[0] % 3`: 4, 2 or 8 bytes); the rest is a script of steps
 /// `op, len, payload[len]` for the client `k = (op >> 4) % 5` (the fifth never fits: four
 /// members at most): `op % 8` = 0 the group's stream carries `payload` (bits 4..8 of the *first*
 /// payload byte say which clients lose it), 1 join in epoch `payload[0]`, 2 leave, 3 the client's
@@ -66,14 +68,25 @@ pub fn fuzz_multicast_eack(data: &[u8]) {
         return;
     };
     let cap = 256 + usize::from(size) * 32;
+    // The group's identifier width: `size % 3` (4, 2 or 8 bytes, the datagram's last ones).
+    let width = [Width::U32, Width::U16, Width::U64][usize::from(size % 3)];
+    let ids = IdSource::Offset(-(width.bytes() as isize));
     let cfg = PackratEngineConfig {
         local_symbols: SYMBOLS,
         cache_bytes: cap,
+        width,
+        id: ids,
         ..PackratEngineConfig::default()
     };
-    let ids = cfg.id;
+    let id_of = |payload: &[u8]| -> Option<u64> {
+        match width {
+            Width::U16 => ids.extract::<u16>(payload).ok().map(u64::from),
+            Width::U32 => ids.extract::<u32>(payload).ok().map(u64::from),
+            Width::U64 => ids.extract::<u64>(payload).ok(),
+        }
+    };
     let mut g: MulticastCache<u8> = MulticastCache::new(cfg, MAX_MEMBERS);
-    let mut clients: Vec<Client> = (0..5).map(|_| Client::new()).collect();
+    let mut clients: Vec<Client> = (0..5).map(|_| Client::new(&cfg)).collect();
     // Frames ever cached, without their destination MAC (retransmissions rewrite it).
     let mut cached: HashSet<Vec<u8>> = HashSet::new();
     let mut out = Vec::new();
@@ -93,7 +106,7 @@ pub fn fuzz_multicast_eack(data: &[u8]) {
                 frame.extend_from_slice(payload);
                 g.cache_packet(payload, &frame);
                 cached.insert(frame[6..].to_vec());
-                if let Ok(id) = ids.extract::<u32>(payload) {
+                if let Some(id) = id_of(payload) {
                     for (i, c) in clients.iter_mut().enumerate().filter(|(_, c)| c.joined) {
                         *c.forwarded.entry(id).or_insert(0) += 1;
                         if first & (0x10 << i) == 0 {
@@ -153,9 +166,9 @@ pub fn fuzz_multicast_eack(data: &[u8]) {
                     assert_eq!(frame.get(..6), c.mac.as_ref().map(|m| &m[..]), "wrong MAC");
                     assert!(cached.contains(&frame[6..]), "not a cached frame");
                     if oracle {
-                        let id = ids.extract::<u32>(&frame[14..]);
+                        let id = id_of(&frame[14..]);
                         assert!(
-                            id.is_ok_and(|id| !c.received.contains(&id)),
+                            id.is_some_and(|id| !c.received.contains(&id)),
                             "retransmitted a packet the client has"
                         );
                     }
@@ -173,7 +186,7 @@ pub fn fuzz_multicast_eack(data: &[u8]) {
                 clients[ki].restart(e);
                 continue;
             };
-            if let Ok(id) = ids.extract::<u32>(&frame[14..]) {
+            if let Some(id) = id_of(&frame[14..]) {
                 clients[ki].receive(id);
             }
         }
