@@ -497,6 +497,17 @@ set = ["lan.loss=0%"]
     }
 
     #[test]
+    fn app_server_args_reach_the_spec() {
+        let text = S.replace(
+            "bytes = 1000\n",
+            "bytes = 1000\nserver_args = [\"--trace\", \"rx.csv\"]\n",
+        );
+        let s = Scenario::parse(&text, &[]).unwrap();
+        assert_eq!(s.app.server_args, ["--trace", "rx.csv"]);
+        assert!(Scenario::parse(S, &[]).unwrap().app.server_args.is_empty());
+    }
+
+    #[test]
     fn parse_and_override() {
         let s = Scenario::parse(S, &["wan.delay=40ms".into(), "trials=7".into()]).unwrap();
         assert_eq!(s.wan.delay, Duration::from_millis(40));
