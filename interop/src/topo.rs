@@ -485,15 +485,18 @@ impl Topology {
                 "a bridging proxy needs `[topology] ap = \"bridge\"` (the routed ap's interfaces are addressed)".into(),
             ));
         }
-        let ap = self.ns_ap();
+        // The guard first: whatever fails below, its drop returns the ports to the bridge.
+        let guard = PortsHandedOver {
+            ap: self.ns_ap(),
+            // The bridging ap's own address on its client side (an access point's management
+            // address), where the proxy's sidekick socket listens for clients that opt in.
+            own: format!("{}/24", Self::ap_lan_addr(0)),
+        };
         for port in ["wan0", "lan0"] {
-            ip(&["-n", &ap, "link", "set", port, "nomaster"])?;
+            ip(&["-n", &guard.ap, "link", "set", port, "nomaster"])?;
         }
-        // The bridging ap's own address on its client side (an access point's management
-        // address), where the proxy's sidekick socket listens for clients that opt in.
-        let own = format!("{}/24", Self::ap_lan_addr(0));
-        ip(&["-n", &ap, "addr", "add", &own, "dev", "lan0"])?;
-        Ok(PortsHandedOver { ap, own })
+        ip(&["-n", &guard.ap, "addr", "add", &guard.own, "dev", "lan0"])?;
+        Ok(guard)
     }
 
     /// Carries the server's multicast stream (destination in 224.0.0.0/4) across the routed ap
