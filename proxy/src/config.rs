@@ -122,6 +122,9 @@ pub struct Config {
     /// PEMI's reply-length gap signal (our extension; `pemi::gap`): on by default; off leaves
     /// PEMI to the paper's timing-only inference (PEMI §4.2–4.3).
     pub pemi_gap_signal: bool,
+    /// How PEMI slows a flow over its target in bridge mode (PEMI §4.5.2): `delay` every reply
+    /// (default) or `reorder` them (`pemi::ReplyEnforcement`).
+    pub pemi_reply_enforcement: crate::pemi::ReplyEnforcement,
     /// Write a PEMI trace of every UDP datagram seen (one line each, `pemi::trace`) to this
     /// file: for offline replay and scoring of the loss inference. Off by default.
     pub pemi_trace: Option<std::path::PathBuf>,
@@ -187,6 +190,7 @@ impl Default for Config {
             vnet_hdr: true,
             pemi: None,
             pemi_gap_signal: true,
+            pemi_reply_enforcement: crate::pemi::ReplyEnforcement::Delay,
             pemi_trace: None,
             packrat_retx_budget_percent: crate::packrat::DEFAULT_RETX_BUDGET_PERCENT,
             fail_open: true,
@@ -223,6 +227,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "packrat_retx_budget_percent",
     "pemi",
     "pemi_gap_signal",
+    "pemi_reply_enforcement",
 ];
 
 /// Most capture workers (`workers`).
@@ -475,6 +480,7 @@ impl Config {
             enforce_delay: self.mode == Mode::Bridge,
             hold_on_gap: self.mode == Mode::Bridge,
             gap_signal: self.pemi_gap_signal,
+            reply_enforcement: self.pemi_reply_enforcement,
             ..crate::pemi::PemiConfig::default()
         })
     }
@@ -500,6 +506,9 @@ impl Config {
         }
         if self.pemi_gap_signal != new.pemi_gap_signal {
             live.push("pemi_gap_signal");
+        }
+        if self.pemi_reply_enforcement != new.pemi_reply_enforcement {
+            live.push("pemi_reply_enforcement");
         }
         let others: [(&'static str, bool); 18] = [
             ("mode", self.mode == new.mode),
@@ -638,7 +647,7 @@ mod tests {
         for k in LIVE_KEYS {
             assert!(
                 old.numeric_keys().iter().any(|(n, _, _)| n == k)
-                    || ["pemi", "pemi_gap_signal"].contains(k),
+                    || ["pemi", "pemi_gap_signal", "pemi_reply_enforcement"].contains(k),
                 "{k}"
             );
         }
@@ -662,5 +671,16 @@ mod tests {
         assert!(c.pemi_config().unwrap().gap_signal);
         let c = Config::from_toml("pemi = true\npemi_gap_signal = false").unwrap();
         assert!(!c.pemi_config().unwrap().gap_signal);
+        assert_eq!(
+            c.pemi_config().unwrap().reply_enforcement,
+            crate::pemi::ReplyEnforcement::Delay
+        );
+        let c =
+            Config::from_toml("mode = \"bridge\"\npemi_reply_enforcement = \"reorder\"").unwrap();
+        assert_eq!(
+            c.pemi_config().unwrap().reply_enforcement,
+            crate::pemi::ReplyEnforcement::Reorder
+        );
+        assert!(Config::from_toml("pemi_reply_enforcement = \"drop\"").is_err());
     }
 }

@@ -128,6 +128,9 @@ struct Cli {
     /// PEMI's reply-length gap signal (true/false; on by default, off = timing-only inference).
     #[arg(long)]
     pemi_gap_signal: Option<bool>,
+    /// How PEMI slows a flow over its target in bridge mode: delay (every reply) or reorder.
+    #[arg(long, value_name = "delay|reorder")]
+    pemi_reply_enforcement: Option<sidekick_proxy::pemi::ReplyEnforcement>,
     /// Packrat retransmission budget, % of the bytes forwarded to each client (0–100).
     #[arg(long)]
     packrat_retx_budget_percent: Option<u32>,
@@ -219,6 +222,7 @@ fn load(cli: &Cli) -> anyhow::Result<Config> {
         capture,
         vnet_hdr,
         pemi_gap_signal,
+        pemi_reply_enforcement,
         packrat_retx_budget_percent,
         handshake_rescue,
         handshake_rescue_slack_ms,

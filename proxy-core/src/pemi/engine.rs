@@ -51,6 +51,8 @@ pub struct PemiEngine {
     next_seq: u64,
     copa: CopaWindow,
     enforcer: Enforcer,
+    /// Replies seen while enforcing by reordering (which of them is held).
+    replies_while_enforcing: u64,
     sent_evaluated: u64,
     replied_evaluated: u64,
     forwarded: u64,
@@ -102,6 +104,7 @@ impl PemiEngine {
             next_seq: 0,
             copa: CopaWindow::new(cfg.copa_delta),
             enforcer: Enforcer::new(cfg.enforce_delay, cfg.max_reply_delay),
+            replies_while_enforcing: 0,
             sent_evaluated: 0,
             replied_evaluated: 0,
             forwarded: 0,
@@ -547,6 +550,12 @@ impl FlowEngine for PemiEngine {
                 .enforcer
                 .reply_delay()
                 .filter(|_| self.cfg.enforce_delay)
+                .and_then(|d| {
+                    self.replies_while_enforcing += 1;
+                    self.cfg
+                        .reply_enforcement
+                        .hold(d, self.replies_while_enforcing)
+                })
                 .map(|d| now + d);
             if enforced.is_some() {
                 self.stats.replies_delayed += 1;

@@ -65,6 +65,9 @@ pub struct PemiConfig {
     pub enforce_delay: bool,
     /// Largest reply delay applied by enforcement.
     pub max_reply_delay: Duration,
+    /// How enforcement perturbs the replies (§4.5.2 names both): delay every reply, or reorder
+    /// them (hold one in [`REORDER_EVERY`] so that later replies overtake it).
+    pub reply_enforcement: ReplyEnforcement,
     /// Infer losses from the receiver's ACK lengths as well (our extension to §4.3, see
     /// [`gap`]): a prompt reply one ACK range longer than the previous one names the packet
     /// before the one it answers, and PEMI retransmits it at once.
@@ -86,6 +89,61 @@ pub struct PemiConfig {
     pub implausible_loss: f64,
 }
 
+/// How a flow over its target rate is slowed once it has lost its retransmissions (PEMI
+/// §4.5.2: "PEMI will reorder or delay the reply packets to make the overspeed sender slow
+/// down"). Bridge mode only (`enforce_delay`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplyEnforcement {
+    /// Every reply waits the enforcement delay: the sender's RTT grows by it.
+    #[default]
+    Delay,
+    /// One reply in [`REORDER_EVERY`] waits the enforcement delay while the following replies
+    /// pass: the sender sees its replies reordered, the paper's packet-threshold trigger. A QUIC
+    /// ACK frame repeats the ranges of the ACKs before it, so the overtaken reply carries nothing
+    /// the later ones lack: for QUIC this is expected to slow nothing (measured:
+    /// docs/results.md, "PEMI's reply enforcement: delaying against reordering").
+    Reorder,
+}
+
+/// [`ReplyEnforcement::Reorder`]: one reply in this many is held, so that at least
+/// `kPacketThreshold` (3, RFC 9002 §6.1.1) replies overtake it.
+pub const REORDER_EVERY: u64 = 4;
+
+impl ReplyEnforcement {
+    /// How long to hold the `nth` reply (counted from 1) while enforcing with `delay`, if at
+    /// all: every reply under [`Self::Delay`], the first of every [`REORDER_EVERY`] under
+    /// [`Self::Reorder`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sidekick_proxy_core::pemi::ReplyEnforcement;
+    /// let d = Duration::from_millis(8);
+    /// let held = |e: ReplyEnforcement| (1..=8).filter(|&n| e.hold(d, n).is_some()).count();
+    /// assert_eq!(held(ReplyEnforcement::Delay), 8);
+    /// assert_eq!(held(ReplyEnforcement::Reorder), 2);
+    /// assert_eq!("reorder".parse(), Ok(ReplyEnforcement::Reorder));
+    /// ```
+    pub fn hold(self, delay: Duration, nth: u64) -> Option<Duration> {
+        match self {
+            Self::Delay => Some(delay),
+            Self::Reorder => (nth % REORDER_EVERY == 1).then_some(delay),
+        }
+    }
+}
+
+impl std::str::FromStr for ReplyEnforcement {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "delay" => Ok(Self::Delay),
+            "reorder" => Ok(Self::Reorder),
+            other => Err(format!("{other:?} is not delay or reorder")),
+        }
+    }
+}
+
 impl Default for PemiConfig {
     fn default() -> Self {
         Self {
@@ -101,6 +159,7 @@ impl Default for PemiConfig {
             copa_delta: 0.5,
             enforce_delay: true,
             max_reply_delay: Duration::from_millis(200),
+            reply_enforcement: ReplyEnforcement::Delay,
             gap_signal: true,
             timing_retx: false,
             hold_on_gap: true,
