@@ -93,6 +93,8 @@ pub struct MultiOutcome {
     pub errors: Vec<Option<String>>,
     /// Events processed.
     pub events: u64,
+    /// The proxy's counters at the end (none without a proxy).
+    pub proxy: Option<sidekick_proxy::metrics::Counters>,
 }
 
 impl MultiOutcome {
@@ -308,6 +310,7 @@ impl World {
             received: vec![Vec::new(); self.clients.len()],
             errors: vec![None; self.clients.len()],
             events: 0,
+            proxy: None,
         };
         let every = s.sample_every.max(Duration::from_millis(1));
         let mut next_sample = Duration::ZERO;
@@ -344,6 +347,7 @@ impl World {
                 out.errors[i] = c.app.error();
             }
         }
+        out.proxy = self.proxy.as_ref().map(ProxyNode::counters);
         out
     }
 

@@ -10,6 +10,8 @@
 //! - `pemi`: client 0's port is bridged by the proxy in PEMI transparent mode (the lab's
 //!   pemi-file proxy command line), its client plain quinn; downloads, as in PEMI's file
 //!   experiments; the plain flows' ports bypass the proxy;
+//! - `pemi-reorder`: the same with `--pemi-reply-enforcement reorder` (PEMI §4.5.2's other
+//!   enforcement: replies reordered instead of delayed);
 //! - `cubic`: no proxy, every flow plain CUBIC uploads (the reference: equal shares expected);
 //! - `cubic-down`: the same as downloads (the reference of `pemi`).
 //!
@@ -38,6 +40,8 @@ pub enum Pair {
     Pacubic,
     /// PEMI transparent mode (downloads).
     Pemi,
+    /// PEMI enforcing its window by reordering replies instead of delaying them.
+    PemiReorder,
     /// Plain CUBIC uploads only (reference).
     Cubic,
     /// Plain CUBIC downloads only (reference of [`Pair::Pemi`]).
@@ -50,6 +54,7 @@ impl Pair {
         match self {
             Pair::Pacubic => "pacubic",
             Pair::Pemi => "pemi",
+            Pair::PemiReorder => "pemi-reorder",
             Pair::Cubic => "cubic",
             Pair::CubicDown => "cubic-down",
         }
@@ -125,6 +130,11 @@ pub struct FairnessPoint {
     pub utilisation: f64,
     /// Trials with a flow error.
     pub failed_trials: usize,
+    /// Median over trials of the replies the proxy held to enforce PEMI's window (delayed, or
+    /// held for reordering); 0 without PEMI.
+    pub pemi_replies_held: f64,
+    /// Median over trials of PEMI's retransmissions; 0 without PEMI.
+    pub pemi_retransmissions: f64,
 }
 
 /// A grid's results.
@@ -196,7 +206,7 @@ pub fn setup(
             ]))?),
             TransferDirection::Upload,
         ),
-        Pair::Pemi => (
+        Pair::Pemi | Pair::PemiReorder => (
             Some(parse_args(&args(&[
                 "--mode",
                 "bridge",
@@ -208,6 +218,12 @@ pub fn setup(
                 "true",
                 "--sidekick-listen",
                 "127.0.0.1:7788",
+                "--pemi-reply-enforcement",
+                if pair == Pair::PemiReorder {
+                    "reorder"
+                } else {
+                    "delay"
+                },
             ]))?),
             TransferDirection::Download,
         ),
@@ -265,6 +281,7 @@ pub fn run_point(
     let n = spec.plain + 1;
     let mut per_flow: Vec<Vec<f64>> = vec![Vec::new(); n];
     let (mut shares, mut ratios, mut jains, mut utils) = (vec![], vec![], vec![], vec![]);
+    let (mut held, mut pemi_retx) = (vec![], vec![]);
     let mut failed = 0;
     for t in 0..spec.trials.max(1) {
         let mut s = base.clone();
@@ -293,6 +310,9 @@ pub fn run_point(
         if let Some(j) = jain(&x) {
             jains.push(j);
         }
+        let pemi = out.proxy.map(|c| c.pemi).unwrap_or_default();
+        held.push(pemi.replies_delayed as f64);
+        pemi_retx.push(pemi.retransmissions as f64);
     }
     let med = |v: &[f64]| median(v).unwrap_or(f64::NAN);
     Ok(FairnessPoint {
@@ -305,6 +325,8 @@ pub fn run_point(
         jain: med(&jains),
         utilisation: med(&utils),
         failed_trials: failed,
+        pemi_replies_held: med(&held),
+        pemi_retransmissions: med(&pemi_retx),
     })
 }
 
@@ -330,7 +352,8 @@ pub fn run_grid(spec: &FairnessSpec, progress: bool) -> Result<FairnessResult, F
                 if progress {
                     eprintln!(
                         "[{}/{total}] {} rate {r} delay {d} loss {l}: {:?} Mbit/s, share {:.3}, \
-                         ratio {:.2}, Jain {:.3}, utilisation {:.2}",
+                         ratio {:.2}, Jain {:.3}, utilisation {:.2}, PEMI replies held {}, \
+                         PEMI retransmissions {}",
                         points.len() + 1,
                         spec.pair.name(),
                         p.mbps
@@ -340,7 +363,9 @@ pub fn run_grid(spec: &FairnessSpec, progress: bool) -> Result<FairnessResult, F
                         p.share,
                         p.ratio,
                         p.jain,
-                        p.utilisation
+                        p.utilisation,
+                        p.pemi_replies_held,
+                        p.pemi_retransmissions
                     );
                 }
                 points.push(p);
