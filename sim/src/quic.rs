@@ -7,7 +7,7 @@
 //! - the endpoint's RNG (connection RNGs, transport-parameter grease, packet-number skips, tokens):
 //!   seeded through [`EndpointConfig::rng_seed`];
 //! - connection IDs (quinn-proto's default generator reads the thread RNG): a seeded generator
-//!   ([`SeededCids`]), for the endpoints' own IDs and for the client's first destination ID
+//!   (`SeededCids`), for the endpoints' own IDs and for the client's first destination ID
 //!   ([`ClientConfig::initial_dst_cid_provider`]). The latter enters the Initial keys and the
 //!   transport parameters the handshake transcript covers, so an unseeded one changes every
 //!   traffic key and with them the packet identifiers Packrat's eACKs are built from;

@@ -14,7 +14,7 @@
 //!   the end marker and as many frames as it announces.
 //!
 //! The transport settings are the binary's on top of the transfer's: `send_fairness(false)` on
-//! the server, [`QUINN_CLIENT_MAX_CONCURRENT_UNI`] concurrent unidirectional streams on the
+//! the server, [`QUINN_CLIENT_MAX_CONCURRENT_UNI`](sidekick_examples::rtc::QUINN_CLIENT_MAX_CONCURRENT_UNI) concurrent unidirectional streams on the
 //! client.
 
 use std::collections::{BTreeMap, VecDeque};
