@@ -273,6 +273,12 @@ const CALL_METRICS: [&str; 4] = [
 /// `--sidekick-reorder-ms` default, which the webrtc-downlink variants keep).
 const HOLD_WINDOW_MS: f64 = 80.0;
 
+/// The SDK's default `hold_assessment_gaps`: the client judges the proxy once this many gaps
+/// have settled, so a proxy that never repairs lets at most this many holds expire per epoch
+/// before the client falls back. The allowance stops there: a client whose fallback failed would
+/// let holds expire without end, and must fail the bound.
+const HOLD_ASSESSMENT_GAPS: f64 = 32.0;
+
 fn check_calls(test: &str, r: &RunResult, seconds: f64) {
     // The mean over the variant's trials of `f` of a trial's metrics; every trial ran to its end
     // and reported the call's frame counts.
@@ -301,9 +307,11 @@ fn check_calls(test: &str, r: &RunResult, seconds: f64) {
     let frozen_per_frame = |m: &Metrics| m["frozen_ms_total"] / seen(m).max(1.0);
     // The cost a proxy that never repairs may impose by design: until the client has judged
     // enough settled gaps (the SDK's `hold_assessment_gaps`, 32), every hold that expired
-    // delayed str0m's NACK by the hold window. Per frame seen, from the trial's own count.
+    // delayed str0m's NACK by the hold window. Per frame seen, from the trial's own count,
+    // capped at the assessment's gaps.
     let hold_cost_per_frame = |m: &Metrics| {
-        m.get("sidekick_gaps_expired").copied().unwrap_or(0.0) * HOLD_WINDOW_MS / seen(m).max(1.0)
+        let expired = m.get("sidekick_gaps_expired").copied().unwrap_or(0.0);
+        expired.min(HOLD_ASSESSMENT_GAPS) * HOLD_WINDOW_MS / seen(m).max(1.0)
     };
     let e2e_share = mean("e2e", &complete_share);
     let e2e_frozen = mean("e2e", &frozen_per_frame);
@@ -311,8 +319,11 @@ fn check_calls(test: &str, r: &RunResult, seconds: f64) {
         let share = mean(&v.name, &complete_share);
         let frozen = mean(&v.name, &frozen_per_frame);
         let hold_cost = mean(&v.name, &hold_cost_per_frame);
+        let expired = mean(&v.name, &|m: &Metrics| {
+            m.get("sidekick_gaps_expired").copied().unwrap_or(0.0)
+        });
         eprintln!(
-            "{test}: {}: {:.1} frames seen, {:.1} % complete, {frozen:.2} ms frozen per frame, expired holds {hold_cost:.2} ms per frame (e2e {:.1} %, {e2e_frozen:.2} ms)",
+            "{test}: {}: {:.1} frames seen, {:.1} % complete, {frozen:.2} ms frozen per frame, expired holds {expired:.1} ({hold_cost:.2} ms per frame) (e2e {:.1} %, {e2e_frozen:.2} ms)",
             v.name,
             mean(&v.name, &seen),
             100.0 * share,
