@@ -10,13 +10,18 @@ use super::*;
 
 const WIDTHS: [Width; 3] = [Width::U16, Width::U32, Width::U64];
 
-fn engine(width: Width) -> PackratEngine {
-    PackratEngine::new(PackratEngineConfig {
+/// Identifiers are the datagram's last `width` bytes; no retransmission budget in the way.
+fn config(width: Width) -> PackratEngineConfig {
+    PackratEngineConfig {
         id: IdSource::Offset(-(width.bytes() as isize)),
         width,
         retx_budget_percent: 100,
         ..PackratEngineConfig::default()
-    })
+    }
+}
+
+fn engine(width: Width) -> PackratEngine {
+    PackratEngine::new(config(width))
 }
 
 /// A 120-byte "datagram" whose last 8 bytes differ in every byte position: the identifier is
@@ -189,13 +194,7 @@ fn a_new_packet_with_a_missing_identifier_is_a_collision() {
 fn a_multicast_group_at_every_width_retransmits_each_clients_own_losses() {
     use super::multicast::MulticastCache;
     for width in WIDTHS {
-        let cfg = PackratEngineConfig {
-            id: IdSource::Offset(-(width.bytes() as isize)),
-            width,
-            retx_budget_percent: 100,
-            ..PackratEngineConfig::default()
-        };
-        let mut g: MulticastCache<u32> = MulticastCache::new(cfg, 4);
+        let mut g: MulticastCache<u32> = MulticastCache::new(config(width), 4);
         assert_eq!(g.config().width, width);
         let src = IdSource::Offset(-(width.bytes() as isize));
         let lost: [&[u64]; 2] = [&[2, 11], &[7]];
