@@ -107,6 +107,38 @@ fn cubic_pairs_share_the_bottleneck() {
     }
 }
 
+/// PEMI's enforcement by reordering holds one reply in four where delaying holds them all
+/// (docs/results.md "PEMI's reply enforcement"; the 20 Mbit/s, 5 ms, 1 % point, where the
+/// fairness grid's enforcement engages; its 3 trials and seed, medians): the engine takes
+/// `pemi_reply_enforcement` from the proxy's command line.
+#[test]
+fn pemi_reordering_holds_fewer_replies_than_delaying() {
+    let held = |pair| {
+        let spec = FairnessSpec {
+            pair,
+            rates: vec![],
+            delays: vec![],
+            losses: vec![],
+            plain: 1,
+            queue: None,
+            shared_lan: false,
+            seconds: 60.0,
+            trials: 3,
+            seed: 1,
+        };
+        let p = run_point(&spec, "20Mbit", "5ms", "1%").unwrap();
+        assert_eq!(p.failed_trials, 0, "{p:?}");
+        assert!(p.pemi_retransmissions > 0.0, "{p:?}");
+        p.pemi_replies_held
+    };
+    let (delaying, reordering) = (held(Pair::Pemi), held(Pair::PemiReorder));
+    assert!(delaying > 0.0, "enforcement engages: {delaying}");
+    assert!(
+        reordering > 0.0 && reordering < delaying,
+        "delaying {delaying}, reordering {reordering}"
+    );
+}
+
 /// A sweep's gain is 1 where there is nothing to gain and large where the papers measured it;
 /// the heat map is written.
 #[test]
