@@ -232,6 +232,9 @@ pub struct RobinStats {
     pub resets: u64,
     /// Epoch baselines taken from a first quACK.
     pub syncs: u64,
+    /// First quACKs of a fresh engine naming a datagram sent before it logged anything (the
+    /// proxy counted a send from the handshake window); the baseline waits for the next.
+    pub syncs_deferred: u64,
     /// Early resends whose fate the end-to-end ACKs told.
     pub resends_assessed: u64,
     /// Of which unneeded: the receiver acknowledged the packet sooner than the resend could
@@ -273,6 +276,9 @@ pub struct RobinSender {
     last_count: Option<u32>,
     /// Whether the first quACK of the epoch set the baseline.
     synced: bool,
+    /// Datagrams sent before this engine logged anything that the proxy may have counted in
+    /// its first epoch ([`Self::set_unlogged_sends`]).
+    unlogged_sends: u64,
     copy_bytes: usize,
     near_rtt: RttEstimator,
     e2e_min_rtt: Option<Duration>,
@@ -293,6 +299,7 @@ impl RobinSender {
             newest_pn: None,
             last_count: None,
             synced: false,
+            unlogged_sends: 0,
             copy_bytes: 0,
             near_rtt: RttEstimator::default(),
             e2e_min_rtt: None,
@@ -300,6 +307,18 @@ impl RobinSender {
             events: VecDeque::new(),
             stats: RobinStats::default(),
         }
+    }
+
+    /// Tells a fresh engine how many datagrams were sent since the Init or Config that starts
+    /// its first epoch, before it logged anything (call before the first [`Self::on_quack`]).
+    ///
+    /// The proxy starts counting when that message reaches it, so its first quACK may name one
+    /// of those sends as its last element: a baseline this engine cannot take, but not an
+    /// inconsistency either. Such a quACK is deferred while its count is at most `n` (the proxy
+    /// cannot have counted more of them); a larger count with an unknown last element is
+    /// rejected as before.
+    pub fn set_unlogged_sends(&mut self, n: u64) {
+        self.unlogged_sends = n;
     }
 
     /// The configuration.
@@ -438,6 +457,8 @@ impl RobinSender {
         self.received = Sums::new(self.config.width, self.config.threshold);
         self.last_count = None;
         self.synced = false;
+        // The log was kept: every send of the new epoch is in it.
+        self.unlogged_sends = 0;
         for e in &mut self.log {
             e.received_after = 0;
             e.missing_since = None;
@@ -476,6 +497,10 @@ impl RobinSender {
             return Err(self.reject(QuackError::UnknownLast));
         };
         let Some(idx) = self.log.iter().rposition(|e| e.id == last) else {
+            if u64::from(q.count()) <= self.unlogged_sends {
+                self.stats.syncs_deferred += 1;
+                return Ok(());
+            }
             return Err(self.reject(QuackError::UnknownLast));
         };
         if let Some(e) = self.log.get(idx) {

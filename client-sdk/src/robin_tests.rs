@@ -119,6 +119,46 @@ fn first_quack_of_an_epoch_is_the_baseline() {
     assert_eq!(s.robin.stats().syncs, 2);
 }
 
+/// A fresh engine's first quACK may name a send from before it logged anything (the proxy
+/// started counting when the Init arrived, the engine when the InitAck did): deferred while
+/// the count fits in those sends, an inconsistency beyond.
+#[test]
+fn a_first_quack_naming_a_send_from_before_the_engine_waits_for_the_next() {
+    let mut s = unsynced(8);
+    s.robin.set_unlogged_sends(2);
+    // Ids 100 and 101 went out between Init and InitAck; the proxy counted both.
+    s.proxy.insert(100);
+    s.proxy.insert(101);
+    s.quack(1).unwrap();
+    assert!(!s.robin.is_synced());
+    assert_eq!(s.robin.stats().syncs_deferred, 1);
+    assert_eq!(s.robin.stats().unknown_last, 0);
+    // The engine's own sends reach the proxy; the next quACK names one and is the baseline.
+    s.send(0..5, &[]);
+    s.quack(6).unwrap();
+    assert!(s.robin.is_synced());
+    assert_eq!(s.robin.outstanding(), 0);
+    assert!(lost_pns(&s.events()).is_empty());
+    s.send(5..12, &[7]);
+    s.quack(15).unwrap();
+    assert_eq!(lost_pns(&s.events()), vec![(7, LossRule::Reordering)]);
+
+    // A proxy counting more unknown sends than went out before the engine is inconsistent.
+    let mut s = unsynced(8);
+    s.robin.set_unlogged_sends(2);
+    for id in 100..103 {
+        s.proxy.insert(id);
+    }
+    assert_eq!(s.quack(1), Err(QuackError::UnknownLast));
+    assert_eq!(s.robin.stats().unknown_last, 1);
+    // After a Reset the log holds every send: nothing is deferred.
+    let mut s = unsynced(8);
+    s.robin.set_unlogged_sends(2);
+    s.robin.reset();
+    s.proxy.insert(100);
+    assert_eq!(s.quack(1), Err(QuackError::UnknownLast));
+}
+
 /// After a Reset the proxy's first quACK may be empty while packets it saw in the old epoch are
 /// still in the log: they must not come back as losses once the new epoch counts later packets.
 #[test]

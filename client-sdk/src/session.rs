@@ -68,6 +68,10 @@ pub struct SidekickClient {
     deliver: VecDeque<Vec<u8>>,
     /// (packet number, send time) of the newest base packets sent, increasing.
     sent_times: VecDeque<(u64, Instant)>,
+    /// Base datagrams sent since discovery started or the last reconfiguration was requested:
+    /// at most this many of them can the proxy have counted before a fresh Robin engine logged
+    /// anything ([`RobinSender::set_unlogged_sends`]).
+    sent_since_request: u64,
     passthrough: VecDeque<(SocketAddr, Vec<u8>)>,
     resets: VecDeque<Instant>,
     /// Packrat (filled, expired) gap counts at the start of the current assessment.
@@ -104,6 +108,7 @@ impl SidekickClient {
             events: VecDeque::new(),
             deliver: VecDeque::new(),
             sent_times: VecDeque::new(),
+            sent_since_request: 0,
             passthrough: VecDeque::new(),
             resets: VecDeque::new(),
             hold_base: (0, 0),
@@ -196,6 +201,7 @@ impl SidekickClient {
         config: SessionConfig,
     ) -> Result<u32, sidekick_protocol::Error> {
         let id = self.session.reconfigure(now, config)?;
+        self.sent_since_request = 0;
         self.pump_session();
         Ok(id)
     }
@@ -203,6 +209,7 @@ impl SidekickClient {
     /// Starts discovery at `now`.
     pub fn start(&mut self, now: Instant) -> Result<(), sidekick_protocol::Error> {
         self.session.start(now)?;
+        self.sent_since_request = 0;
         self.mode = Mode::Probing;
         self.pump_session();
         Ok(())
@@ -256,6 +263,7 @@ impl SidekickClient {
     /// send: a quACK naming the datagram may arrive before the send call returns). Returns
     /// whether Robin logged it.
     pub fn on_base_sent(&mut self, now: Instant, datagram: &[u8]) -> bool {
+        self.sent_since_request = self.sent_since_request.saturating_add(1);
         let pn = self
             .lens
             .observe(DatagramDirection::Outgoing, datagram)
@@ -581,6 +589,7 @@ impl SidekickClient {
                 c.quack_interval = Duration::from_millis(u64::from(r.interval_ms));
             }
             let mut robin = RobinSender::new(c);
+            robin.set_unlogged_sends(self.sent_since_request);
             if let Some(rtt) = e2e_min_rtt {
                 robin.on_e2e_rtt(rtt);
             }

@@ -31,7 +31,19 @@ fn proxy_addr() -> SocketAddr {
 
 /// Runs discovery and the handshake against a real protocol proxy table.
 fn connect(config: SidekickConfig) -> Lab {
+    connect_sending(config, &[])
+}
+
+/// As [`connect`], with the base datagrams `dg(i)` for `i` in `handshake_sends` sent (and seen
+/// by the proxy) while the InitAck is on its way.
+fn connect_sending(config: SidekickConfig, handshake_sends: &[u32]) -> Lab {
     let t0 = Instant::now();
+    let t = config
+        .protocol
+        .session
+        .robin
+        .as_ref()
+        .map_or(8, |r| r.threshold as usize);
     let base = BaseFlow {
         client: "10.0.0.2:5000".parse().unwrap(),
         server: "203.0.113.5:443".parse().unwrap(),
@@ -47,8 +59,9 @@ fn connect(config: SidekickConfig) -> Lab {
     client.on_base_received(t0, reply.bytes.to_vec());
     assert!(client.poll_deliver().is_none(), "the reply is consumed");
     let mut sid = None;
+    let mut seen = PowerSumQuack::new(t);
     // Shuttle frames until established.
-    for _ in 0..10 {
+    for round in 0..10 {
         while let Some(t) = client.poll_transmit() {
             if let Transmit::Sidekick(_, bytes) = t
                 && let Ok(ProxyEvent::SessionEstablished { id, .. }) =
@@ -57,21 +70,26 @@ fn connect(config: SidekickConfig) -> Lab {
                 sid = Some(id);
             }
         }
+        if round == 0 {
+            for &i in handshake_sends {
+                client.on_base_sent(t0, &dg(i));
+                seen.insert(i);
+            }
+        }
         while let Some(t) = proxy.poll_transmit() {
             client.on_sidekick_datagram(t0, proxy_addr(), &t.bytes);
         }
     }
     assert!(client.is_active());
     assert_eq!(client.poll_event(), Some(SdkEvent::Established));
-    let t = client.robin().map_or(8, |r| r.config().threshold);
     let mut lab = Lab {
         t0,
         client,
         proxy,
         sid: sid.unwrap(),
-        seen: PowerSumQuack::new(t),
+        seen,
     };
-    if lab.client.robin().is_some() {
+    if lab.client.robin().is_some() && handshake_sends.is_empty() {
         // The proxy's first quACK (nothing seen yet) is the epoch baseline.
         lab.quack(0);
         assert!(lab.client.robin().unwrap().is_synced());
@@ -142,6 +160,29 @@ fn quack_loss_gives_event_and_early_retransmission() {
     assert_eq!(resent, vec![dg(4)]);
     assert_eq!(lab.client.stats().quacks, 2, "baseline + one");
     assert_eq!(lab.client.stats().retransmissions, 1);
+}
+
+/// Base packets sent while the InitAck was on its way were counted by the proxy but never
+/// logged: its first quACK names one of them, which is no reason to give up on it.
+#[test]
+fn a_first_quack_naming_a_handshake_send_is_not_inconsistent() {
+    let mut lab = connect_sending(SidekickConfig::robin(30, 8), &[100, 101, 102]);
+    lab.quack(1);
+    assert!(lab.client.is_active());
+    assert_eq!(lab.client.stats().inconsistent_quacks, 0);
+    assert!(!lab.client.robin().unwrap().is_synced());
+    assert_eq!(lab.client.robin().unwrap().stats().syncs_deferred, 1);
+    lab.send(0..10, &[]);
+    lab.quack(12);
+    assert!(lab.client.robin().unwrap().is_synced());
+    lab.send(10..20, &[14]);
+    lab.quack(25);
+    assert!(
+        lab.events()
+            .iter()
+            .any(|e| matches!(e, SdkEvent::NearLoss(l) if l.id == 14))
+    );
+    assert_eq!(lab.client.stats().inconsistent_quacks, 0);
 }
 
 #[test]

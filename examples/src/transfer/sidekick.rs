@@ -232,6 +232,11 @@ pub struct SidekickCounters {
     /// Robin: quACKs that did not decode (more than `t` missing, or power sums inconsistent
     /// with the log).
     pub quack_undecodable: u64,
+    /// Robin: quACKs whose last element was not a logged send awaiting a verdict.
+    pub quack_unknown_last: u64,
+    /// Robin: first quACKs naming a send from before the engine logged (the handshake
+    /// window), deferred rather than rejected.
+    pub syncs_deferred: u64,
     /// Robin: bytes of the well-formed quACKs received.
     pub quack_bytes: u64,
     /// Robin: identifier collisions inside decoded quACKs (indeterminate groups).
@@ -340,6 +345,8 @@ impl SidekickCounters {
             eack_bytes: packrat.eack_bytes,
             losses_detected: robin.lost_by_reordering + robin.lost_by_time,
             quack_undecodable: robin.undecodable,
+            quack_unknown_last: robin.unknown_last,
+            syncs_deferred: robin.syncs_deferred,
             quack_bytes: robin.quack_bytes,
             quack_collisions: robin.indeterminate,
             resends_too_late: robin.resends_too_late,
