@@ -187,11 +187,16 @@ pub fn transfer_pair(
             server.name
         ));
     }
-    if (app.cert_bytes > 0 || app.hello_delay_ms > 0) && !matches!(server.name, "quinn" | "quiche")
-    {
+    if app.cert_bytes > 0 && !matches!(server.name, "quinn" | "quiche" | QUIC_GO) {
         return Err(format!(
-            "app.cert_bytes / app.hello_delay_ms need a quinn or quiche server \
-             (sidekick-transfer), not app.stack = {:?}",
+            "app.cert_bytes needs a quinn, quiche or quic-go server, not app.stack = {:?}",
+            server.name
+        ));
+    }
+    if app.hello_delay_ms > 0 && !matches!(server.name, "quinn" | "quiche") {
+        return Err(format!(
+            "app.hello_delay_ms needs a quinn or quiche server (sidekick-transfer), not \
+             app.stack = {:?}",
             server.name
         ));
     }
@@ -610,13 +615,27 @@ mod tests {
             )
             .is_ok()
         );
-        // The handshake experiments' server options exist on sidekick-transfer only.
+        // The handshake experiments' server options: a padded certificate on quinn, quiche
+        // and quic-go servers, the ServerHello delay on sidekick-transfer's only.
         let mut app = transfer_app(QUIC_GO, Some("quinn"), true, "download");
         app.cert_bytes = 5113;
+        assert!(transfer_pair(&app, &[]).is_ok());
+        let (srv, _) = app_args(&app, 1);
+        assert!(
+            srv.windows(2).any(|w| w == ["--cert-bytes", "5113"]),
+            "{srv:?}"
+        );
+        app.hello_delay_ms = 50;
         let e = err(&app, &[]);
-        assert!(e.contains("app.cert_bytes") && e.contains("quic-go"), "{e}");
+        assert!(
+            e.contains("app.hello_delay_ms") && e.contains("quic-go"),
+            "{e}"
+        );
         app.stack = "quiche".into();
         assert!(transfer_pair(&app, &[]).is_ok());
+        let mut app = transfer_app(NGTCP2, Some("quinn"), true, "download");
+        app.cert_bytes = 1212;
+        assert!(err(&app, &[]).contains("app.cert_bytes"));
         // What can run does.
         assert!(transfer_pair(&transfer_app("quiche", Some(NGTCP2), true, "upload"), &[]).is_ok());
         assert!(

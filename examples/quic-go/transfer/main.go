@@ -11,19 +11,13 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"os"
 	"time"
 
@@ -115,6 +109,7 @@ func serverMain(args []string, logger *slog.Logger) error {
 	common := addCommon(fs)
 	listen := fs.String("listen", "", "address to listen on (IP:PORT)")
 	once := fs.Bool("once", false, "exit after the first connection")
+	certBytes := fs.Int("cert-bytes", 0, "pad the certificate to at least this many DER bytes (0: unpadded)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,7 +119,7 @@ func serverMain(args []string, logger *slog.Logger) error {
 	if err := common.check(); err != nil {
 		return err
 	}
-	tlsConf, err := selfSignedTLS(common.alpn())
+	tlsConf, err := selfSignedTLS(common.alpn(), *certBytes)
 	if err != nil {
 		return fmt.Errorf("certificate: %w", err)
 	}
@@ -228,6 +223,7 @@ func runClient(ctx context.Context, addr string, req request, http3 bool) (repor
 		InsecureSkipVerify: true, //nolint:gosec
 		NextProtos:         []string{alpn},
 	}
+	dialed := time.Now()
 	conn, err := quic.DialAddr(ctx, addr, tlsConf, quicConfig())
 	if err != nil {
 		return report{}, fmt.Errorf("handshake with %s: %w", addr, err)
@@ -244,7 +240,7 @@ func runClient(ctx context.Context, addr string, req request, http3 bool) (repor
 		return report{}, err
 	}
 	_ = conn.CloseWithError(0, "done")
-	return newReport(req.dir, req.bytes, d, stats), nil
+	return newReport(req.dir, req.bytes, dialed, d, stats), nil
 }
 
 // connSummary is a summary of conn's own counters (quic-go counts lost packets; their frames
@@ -252,29 +248,6 @@ func runClient(ctx context.Context, addr string, req request, http3 bool) (repor
 func connSummary(conn *quic.Conn) summary {
 	s := conn.ConnectionStats()
 	return summary{sentPackets: s.PacketsSent, lostPackets: s.PacketsLost, retransmissions: s.PacketsLost}
-}
-
-// selfSignedTLS is a fresh self-signed certificate for localhost (the clients accept any).
-func selfSignedTLS(alpn string) (*tls.Config, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, &tmpl, &tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		NextProtos:   []string{alpn},
-	}, nil
 }
 
 // opt is a counter for the human-readable line, "?" when the server did not report it.

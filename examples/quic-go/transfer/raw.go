@@ -121,9 +121,19 @@ func rawTransfer(ctx context.Context, conn *quic.Conn, req request) (time.Durati
 	}
 	switch req.dir {
 	case download:
-		got, err := io.CopyN(io.Discard, str, int64(req.bytes))
+		// The first byte alone first: its arrival is the time to first byte.
+		var firstByte time.Time
+		var got int64
+		if req.bytes > 0 {
+			var first [1]byte
+			if _, err := io.ReadFull(str, first[:]); err != nil {
+				return 0, senderStats{}, fmt.Errorf("server sent no payload: %w", err)
+			}
+			firstByte, got = time.Now(), 1
+		}
+		n, err := io.CopyN(io.Discard, str, int64(req.bytes)-got)
 		if err != nil {
-			return 0, senderStats{}, fmt.Errorf("server finished after %d of %d bytes: %w", got, req.bytes, err)
+			return 0, senderStats{}, fmt.Errorf("server finished after %d of %d bytes: %w", got+n, req.bytes, err)
 		}
 		d := time.Since(start)
 		if err := str.Close(); err != nil {
@@ -138,6 +148,7 @@ func rawTransfer(ctx context.Context, conn *quic.Conn, req request) (time.Durati
 			lostPackets:         sum.lostPackets,
 			retransmissions:     sum.retransmissions,
 			receiverSentPackets: conn.ConnectionStats().PacketsSent,
+			firstByte:           firstByte,
 		}, nil
 	default:
 		if err := writePattern(str, req.bytes); err != nil {

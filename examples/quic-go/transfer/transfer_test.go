@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -117,7 +118,7 @@ func TestLoopbackTransfers(t *testing.T) {
 		if h3 {
 			alpn = alpnH3
 		}
-		tlsConf, err := selfSignedTLS(alpn)
+		tlsConf, err := selfSignedTLS(alpn, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,6 +141,12 @@ func TestLoopbackTransfers(t *testing.T) {
 			if rep.GoodputMbps <= 0 || rep.SentPackets == nil || *rep.SentPackets < req.bytes/1500 || rep.ReceiverSentPackets == 0 {
 				t.Fatalf("implausible report %+v", rep)
 			}
+			// A raw-stream download reports its time to first byte (within the transfer's
+			// whole time from the dial); nothing else does.
+			wantTtfb := !h3 && req.dir == download
+			if (rep.TtfbMs != nil) != wantTtfb || (wantTtfb && (*rep.TtfbMs <= 0 || *rep.TtfbMs > 30_000)) {
+				t.Fatalf("http3=%v %v: ttfb %v", h3, req.dir, rep.TtfbMs)
+			}
 			line, err := json.Marshal(rep)
 			if err != nil {
 				t.Fatal(err)
@@ -155,5 +162,23 @@ func TestLoopbackTransfers(t *testing.T) {
 			t.Fatalf("server: %v", err)
 		}
 		ln.Close()
+	}
+}
+
+// TestPaddedCertificate checks the padded certificate's size (ReACKed QUICer's 1212 B and 5113 B
+// certificates) and that it still parses.
+func TestPaddedCertificate(t *testing.T) {
+	for _, want := range []int{1212, 5113} {
+		conf, err := selfSignedTLS(alpnRaw, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der := conf.Certificates[0].Certificate[0]
+		if len(der) < want || len(der) > want+4 {
+			t.Fatalf("asked %d bytes, got %d", want, len(der))
+		}
+		if _, err := x509.ParseCertificate(der); err != nil {
+			t.Fatalf("%d bytes: %v", want, err)
+		}
 	}
 }

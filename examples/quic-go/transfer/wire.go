@@ -97,6 +97,9 @@ type senderStats struct {
 	// senderUnknown: the server reported no counters (an HTTP/3 server without /stats, such
 	// as ngtcp2's); the first three fields are left out of the report.
 	senderUnknown bool
+	// firstByte: when the first payload byte of a raw-stream download reached the client
+	// (zero otherwise), for the report's time to first byte.
+	firstByte time.Time
 }
 
 // report is the client's one JSON line, with the keys of sidekick-transfer's TransferReport.
@@ -110,9 +113,13 @@ type report struct {
 	LostPackets         *uint64 `json:"lost_packets,omitempty"`
 	SentPackets         *uint64 `json:"sent_packets,omitempty"`
 	ReceiverSentPackets uint64  `json:"receiver_sent_packets"`
+	// TtfbMs: from before the client's first Initial to the first payload byte of a raw-stream
+	// download (ReACKed QUICer (IMC '24) §3), as sidekick-transfer's ttfb_ms.
+	TtfbMs *float64 `json:"ttfb_ms,omitempty"`
 }
 
-func newReport(dir direction, bytes uint64, d time.Duration, s senderStats) report {
+// newReport is the report of a transfer of d whose connection started at dialed.
+func newReport(dir direction, bytes uint64, dialed time.Time, d time.Duration, s senderStats) report {
 	secs := d.Seconds()
 	goodput := 0.0
 	if secs > 0 {
@@ -128,6 +135,10 @@ func newReport(dir direction, bytes uint64, d time.Duration, s senderStats) repo
 	}
 	if !s.senderUnknown {
 		r.Retransmissions, r.LostPackets, r.SentPackets = &s.retransmissions, &s.lostPackets, &s.sentPackets
+	}
+	if !s.firstByte.IsZero() {
+		ttfb := float64(s.firstByte.Sub(dialed)) / float64(time.Millisecond)
+		r.TtfbMs = &ttfb
 	}
 	return r
 }
