@@ -16,9 +16,10 @@
 //! 2. Server datagrams whose first packet is an Initial or Handshake packet (versions 1 and 2)
 //!    are kept as they were forwarded, within the per-flow caps and the core's memory budget. A
 //!    Retry or a Version Negotiation ends the entry (the client starts over; nothing is kept).
-//! 3. The client's first datagram after the server's first kept datagram measures the
-//!    proxy–client round trip `r` (the client acknowledges what it got at once during the
-//!    handshake, RFC 9000 §13.2.1).
+//! 3. The client's first datagram after the server's first kept ack-eliciting datagram
+//!    measures the proxy–client round trip `r` (the client acknowledges what it got at once
+//!    during the handshake, RFC 9000 §13.2.1; an instant ACK, ACK frames only, elicits nothing,
+//!    so a server that sends one is timed from the ServerHello after it).
 //! 4. **Completion**: a client datagram holding a 1-RTT (short-header) packet means the client
 //!    has the server's whole flight (it holds 1-RTT keys): the entry ends, its memory returns.
 //! 5. **Triggers** — replay every kept datagram not replayed yet, at once:
@@ -148,8 +149,11 @@ struct Entry {
     dcid_len: u8,
     opened: Instant,
     first_kept: Option<Instant>,
+    /// The first kept datagram the client must answer: an instant ACK (ACK-only Initials) is
+    /// not ack-eliciting, so the client's next datagram answers the ServerHello after it.
+    first_eliciting: Option<Instant>,
     last_kept: Option<Instant>,
-    /// Proxy–client round trip (first kept → the client's first datagram after it).
+    /// Proxy–client round trip (first eliciting kept → the client's first datagram after it).
     rtt: Option<Duration>,
     /// Kept frames and whether each was replayed.
     kept: Vec<(Vec<u8>, bool)>,
@@ -293,6 +297,7 @@ impl HandshakeRescue {
                                 dcid_len: h.dcid.len() as u8,
                                 opened: now,
                                 first_kept: None,
+                                first_eliciting: None,
                                 last_kept: None,
                                 rtt: None,
                                 kept: Vec::new(),
@@ -318,13 +323,15 @@ impl HandshakeRescue {
                     self.close(&key, budget);
                     return;
                 }
-                let Some(first) = e.first_kept else {
+                if e.first_kept.is_none() {
                     // The server has not answered yet (a slow server, Δt): the client's own
                     // retransmissions are its business.
                     return;
-                };
-                if e.rtt.is_none() {
-                    e.rtt = Some(now.saturating_duration_since(first));
+                }
+                if e.rtt.is_none()
+                    && let Some(eliciting) = e.first_eliciting
+                {
+                    e.rtt = Some(now.saturating_duration_since(eliciting));
                 }
                 e.arm(&self.cfg);
                 let repeated_first_initial = long.is_some_and(|h| {
@@ -345,10 +352,10 @@ impl HandshakeRescue {
                         self.close(&key, budget);
                     }
                     Some(PacketKind::Initial { .. } | PacketKind::Handshake) => {
+                        let ack_only = pkts.iter().all(
+                            |k| matches!(k, PacketKind::Initial { len } if *len <= ACK_ONLY_INITIAL_MAX),
+                        );
                         if e.first_kept.is_none() {
-                            let ack_only = pkts.iter().all(
-                                |k| matches!(k, PacketKind::Initial { len } if *len <= ACK_ONLY_INITIAL_MAX),
-                            );
                             if ack_only {
                                 self.stats.instant_acks += 1;
                             } else {
@@ -375,6 +382,9 @@ impl HandshakeRescue {
                         self.stats.kept += 1;
                         e.bytes += frame.len();
                         e.first_kept.get_or_insert(now);
+                        if !ack_only {
+                            e.first_eliciting.get_or_insert(now);
+                        }
                         e.last_kept = Some(now);
                         e.arm(&self.cfg);
                     }

@@ -365,6 +365,27 @@ fn instant_ack_is_recognised() {
     assert_eq!((g.r.stats.instant_acks, g.r.stats.wait_for_cert), (1, 0));
 }
 
+/// Behind an instant ACK the round trip is timed from the ServerHello, which the client
+/// answers, not from the ACK, which it does not: a server that takes 8 ms to send its flight
+/// after the ACK must not make the silence wait 16 ms longer.
+#[test]
+fn an_instant_ack_does_not_stretch_the_round_trip() {
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    // The quic-go client's ClientHello spans two Initials.
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    g.feed(2, Direction::ToClient, key(1), &long(0, &[7; 8], &SCID, 30));
+    for (i, d) in server_flight().iter().enumerate() {
+        g.feed(10 + i as u64, Direction::ToClient, key(1), d);
+    }
+    // The client acknowledges the ServerHello 3 ms after it passed: r = 3 ms, not 11.
+    g.feed(13, Direction::FromClient, key(1), &client_ack());
+    assert_eq!(g.r.stats.instant_acks, 1);
+    assert_eq!(g.r.poll_timeout(), Some(g.at(12 + 2 * 3 + 5)));
+    g.tick(23);
+    assert_eq!(g.drained().len(), 4, "the ACK and the flight, once each");
+}
+
 proptest! {
     #[test]
     fn fuzz_rescue_body(data in proptest::collection::vec(any::<u8>(), 0..3000)) {
