@@ -32,6 +32,7 @@ use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
 use sidekick_lab::link::LinkDirection as LinkDir;
 use sidekick_lab::spec::LinkSpec;
 use sidekick_proxy::config::Config as ProxyConfig;
+use sidekick_proxy::pemi::ReplyEnforcement;
 
 use crate::net::{MAX_FRAME, SERVER_IP, icmp_echo_reply, rewrite_macs, udp_frame, udp_of};
 use crate::proxy_node::{ProxyNode, ProxyOut, Verdict};
@@ -55,6 +56,44 @@ pub struct ClientSpec {
     pub via_proxy: bool,
     /// When it connects.
     pub start: Duration,
+    /// Its datagrams to the server are held at the ap at a fixed enforcement level.
+    pub reply_hold: Option<ReplyHold>,
+}
+
+/// PEMI's reply enforcement (PEMI §4.5.2) at one fixed level, without PEMI: the ap holds a
+/// client's datagrams to the server (the replies of a download: its ACKs) as
+/// [`ReplyEnforcement::hold`] says — every one by `delay`, or one in
+/// [`sidekick_proxy::pemi::REORDER_EVERY`] so that the next overtake it. PEMI itself engages
+/// the enforcement only while its flow exceeds its target rate, so the two mechanisms are
+/// compared here at levels PEMI may never reach.
+///
+/// ```
+/// use sidekick_sim::multi::ReplyHold;
+/// let h: ReplyHold = "reorder:20ms".parse().unwrap();
+/// assert_eq!(h.delay, std::time::Duration::from_millis(20));
+/// assert!("hold:20ms".parse::<ReplyHold>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyHold {
+    /// Delay every reply, or reorder one in four.
+    pub enforcement: ReplyEnforcement,
+    /// How long a held reply waits.
+    pub delay: Duration,
+}
+
+impl std::str::FromStr for ReplyHold {
+    type Err = String;
+
+    /// `delay:10ms` or `reorder:10ms` (the lab's duration syntax).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (e, d) = s
+            .split_once(':')
+            .ok_or_else(|| format!("{s:?}: want ENFORCEMENT:DURATION, e.g. delay:10ms"))?;
+        Ok(Self {
+            enforcement: e.parse().map_err(|e| format!("{s:?}: {e}"))?,
+            delay: sidekick_lab::spec::parse_duration(d).map_err(|e| format!("{s:?}: {e}"))?,
+        })
+    }
 }
 
 /// A multi-client run.
@@ -182,6 +221,8 @@ struct Client {
     sdk: Option<SdkGlue>,
     up: LinkDir,
     down: LinkDir,
+    /// Its datagrams to the server so far (the count [`ReplyHold`] goes by).
+    replies: u64,
 }
 
 /// Per-client components: lan up, lan down, client timer, server timer, SDK timer, start.
@@ -277,6 +318,7 @@ impl World {
                 sdk,
                 up: LinkDir::new(c.lan, seed(10 + 2 * k as u64)),
                 down: LinkDir::new(c.lan, seed(11 + 2 * k as u64)),
+                replies: 0,
             });
         }
         let proxy = s
@@ -596,8 +638,24 @@ impl World {
             }
         }
         if frame_dst(&f) == Some(SERVER_IP) {
+            if let Some(until) = self.reply_hold(&f) {
+                return self.forward(Verdict::Delay(until), None, f);
+            }
             self.ap_out(None, f);
         }
+    }
+
+    /// When a client's datagram to the server leaves the ap under its [`ReplyHold`], if held.
+    fn reply_hold(&mut self, f: &[u8]) -> Option<Instant> {
+        let src: [u8; 4] = f.get(26..30)?.try_into().ok()?;
+        let i = client_of(Ipv4Addr::from(src)).filter(|i| *i < self.clients.len())?;
+        let now = self.clock.at(self.t);
+        let c = &mut self.clients[i];
+        let hold = c.spec.reply_hold?;
+        c.replies += 1;
+        hold.enforcement
+            .hold(hold.delay, c.replies)
+            .map(|d| now + d)
     }
 
     fn forward(&mut self, v: Verdict, to: Option<usize>, f: Vec<u8>) {

@@ -80,6 +80,11 @@ pub enum Study {
         /// Write a heat map of the assisted flow's share ratio here (`<dir>/fairness-<pair>.svg`).
         #[arg(long)]
         plots: Option<PathBuf>,
+        /// Hold the first flow's datagrams to the server at the ap at a fixed level:
+        /// `delay:10ms` (every one) or `reorder:10ms` (one in four), PEMI §4.5.2's two
+        /// enforcements without PEMI (use with `--pair cubic-down`).
+        #[arg(long)]
+        reply_hold: Option<crate::multi::ReplyHold>,
     },
     /// A scenario over a grid of settings; the gain of one variant over another, as a table and
     /// heat maps.
@@ -186,6 +191,7 @@ pub fn run(study: Study) -> anyhow::Result<()> {
             seed,
             json,
             plots,
+            reply_hold,
         } => {
             let split = |s: &str| -> Vec<String> {
                 s.split(';')
@@ -205,6 +211,7 @@ pub fn run(study: Study) -> anyhow::Result<()> {
                 seconds,
                 trials,
                 seed,
+                reply_hold,
             };
             let r = fairness::run_grid(&spec, true)?;
             eprint!("{}", r.table());

@@ -29,7 +29,7 @@ use sidekick_lab::spec::LinkSpec;
 
 use super::heatmap::{Heatmap, HeatmapError, Panel};
 use super::{jain, median};
-use crate::multi::{ClientSpec, MultiError, MultiSetup, run_multi};
+use crate::multi::{ClientSpec, MultiError, MultiSetup, ReplyHold, run_multi};
 use crate::proxy_node::{ProxyArgError, parse_args};
 
 /// Which assisted flow competes with plain CUBIC.
@@ -107,6 +107,9 @@ pub struct FairnessSpec {
     pub trials: usize,
     /// Seed.
     pub seed: u64,
+    /// The first flow's datagrams to the server held at the ap at a fixed level (the fixed-level
+    /// comparison of PEMI's two enforcements, PEMI §4.5.2; with `cubic-down`, without PEMI).
+    pub reply_hold: Option<ReplyHold>,
 }
 
 /// One point of the grid.
@@ -154,6 +157,8 @@ pub struct FairnessResult {
     pub trials: usize,
     /// Seed.
     pub seed: u64,
+    /// The first flow's fixed reply hold (`delay:10ms`, `reorder:10ms`), if any.
+    pub reply_hold: Option<String>,
     /// Points, rate slowest, then delay, then loss.
     pub points: Vec<FairnessPoint>,
     /// Grid axes (rates, delays, losses).
@@ -236,6 +241,7 @@ pub fn setup(
             sidekick: (k == 0 && pair == Pair::Pacubic).then(SidekickParams::default),
             via_proxy: k == 0,
             start: Duration::from_millis(100 * k as u64),
+            reply_hold: None,
         })
         .collect();
     Ok(MultiSetup {
@@ -268,7 +274,7 @@ pub fn run_point(
     delay: &str,
     loss: &str,
 ) -> Result<FairnessPoint, FairnessError> {
-    let base = setup(
+    let mut base = setup(
         spec.pair,
         spec.plain,
         (rate, delay, loss),
@@ -276,6 +282,9 @@ pub fn run_point(
         spec.shared_lan,
         spec.seconds,
     )?;
+    if let Some(first) = base.clients.first_mut() {
+        first.reply_hold = spec.reply_hold;
+    }
     let rate_mbps = base.wan.rate_bps as f64 / 1e6;
     let from = Duration::from_secs_f64(spec.seconds / 2.0);
     let n = spec.plain + 1;
@@ -380,6 +389,13 @@ pub fn run_grid(spec: &FairnessSpec, progress: bool) -> Result<FairnessResult, F
         seconds: spec.seconds,
         trials: spec.trials,
         seed: spec.seed,
+        reply_hold: spec.reply_hold.map(|h| {
+            format!(
+                "{}:{}ms",
+                format!("{:?}", h.enforcement).to_lowercase(),
+                h.delay.as_secs_f64() * 1e3
+            )
+        }),
         points,
         axes: (spec.rates.clone(), spec.delays.clone(), spec.losses.clone()),
     })
