@@ -1,7 +1,7 @@
 //! Lab tests of the handshake experiments (ReACKed QUICer (IMC '24) §3-§4.2) and of the proxy's
-//! handshake rescue, with real quinn and quiche endpoints and the real proxy binary in network
-//! namespaces. They run with `SIDEKICK_LAB=1` as root (like `tests/lab.rs`); otherwise each test
-//! says why it is skipped and passes.
+//! handshake rescue, with real quinn, quiche and quic-go endpoints and the real proxy binary in
+//! network namespaces. They run with `SIDEKICK_LAB=1` as root (like `tests/lab.rs`); otherwise
+//! each test says why it is skipped and passes.
 
 use sidekick_lab::netem::LinkBackend;
 use sidekick_lab::runner::{self, RunOptions, RunResult};
@@ -132,4 +132,53 @@ fn rescue_without_loss_changes_nothing() {
             "{test} {stack}: rescue {rescue} ms vs e2e {e2e} ms"
         );
     }
+}
+
+/// An instant-ACK server: the quic-go server acknowledges the quic-go client's first Initial at
+/// once when its ClientHello spans two Initials (ReACKed QUICer (IMC '24) §2), so its first
+/// datagram is the ACK alone and the ServerHello comes in the next. The paper's IACK rule (the
+/// server's 2nd and 3rd datagrams lost) costs end to end a probe timeout; the rescue, which was
+/// built against the "wait for certificate" servers of quinn and quiche, must spare it here too.
+#[test]
+fn rescue_spares_the_pto_behind_an_instant_ack() {
+    let test = "rescue_spares_the_pto_behind_an_instant_ack";
+    if skip(test) {
+        return;
+    }
+    let quicgo = bin_dir(test).join("sidekick-transfer-quicgo");
+    if !quicgo.exists() {
+        assert!(
+            std::env::var_os("SIDEKICK_REQUIRE_QUICGO").is_none(),
+            "{test}: {} missing (scripts/build-quicgo.sh builds it)",
+            quicgo.display()
+        );
+        eprintln!("{test}: skipped ({} not built: needs go)", quicgo.display());
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let sets = [
+        "app.stack=quic-go".to_string(),
+        "app.client_stack=quic-go".into(),
+        "app.cert_bytes=1212".into(),
+        "lan.drop=down:2,down:3".into(),
+    ];
+    let r = run(test, &sets, 3);
+    // The proxy's tracker saw the server's behaviour.
+    assert_eq!(
+        median(&r, "rescue", "proxy_handshake_instant_acks_total"),
+        1.0
+    );
+    let (e2e, rescue) = (
+        median(&r, "e2e", "ttfb_ms"),
+        median(&r, "rescue", "ttfb_ms"),
+    );
+    assert!(e2e > 200.0, "{test}: e2e ttfb {e2e} ms: no PTO paid?");
+    assert!(
+        rescue < 150.0 && rescue < e2e / 2.0,
+        "{test}: rescue ttfb {rescue} ms vs e2e {e2e} ms"
+    );
+    assert!(median(&r, "rescue", "proxy_handshake_replays_total") >= 1.0);
+    assert_eq!(median(&r, "rescue", "proxy_handshake_flows_total"), 1.0);
 }
