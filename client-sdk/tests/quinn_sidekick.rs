@@ -135,9 +135,16 @@ async fn upload(
     let keylog = KeyLogStore::new(64);
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert_der).unwrap();
-    let mut tls = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    // The provider named, not the process default: in a workspace build rustls has both ring
+    // and aws-lc-rs enabled (s2n-quic's rustls provider asks for the latter), and then there
+    // is no default to pick.
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
     tls.key_log = Arc::new(keylog.clone());
     let mut client_cfg = quinn::ClientConfig::new(Arc::new(
         quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap(),

@@ -1,9 +1,11 @@
-//! The transfer across stacks on loopback through the real binaries: the quinn and quiche clients
-//! (`sidekick-transfer`) against the quic-go server (`sidekick-transfer-quicgo`, raw stream and
-//! HTTP/3) and the ngtcp2 server (`sidekick-transfer-ngtcp2` → Debian's `gtlsserver`, HTTP/3),
-//! and the quic-go and ngtcp2 clients against the quinn server; downloads and uploads of 1 MB.
-//! The quic-go binary is skipped when absent unless `SIDEKICK_REQUIRE_QUICGO=1` (scripts/test.sh);
-//! ngtcp2's programs likewise unless `SIDEKICK_REQUIRE_NGTCP2=1`.
+//! The transfer across stacks on loopback through the real binaries: the quinn, quiche and
+//! s2n-quic clients (`sidekick-transfer`; s2n-quic on the raw stream only) against the quic-go
+//! server (`sidekick-transfer-quicgo`, raw stream and HTTP/3) and the ngtcp2 server
+//! (`sidekick-transfer-ngtcp2` → Debian's `gtlsserver`, HTTP/3), the quic-go and ngtcp2 clients
+//! against the quinn server, and s2n-quic (`--stack s2n-quic`) against itself, against the quinn
+//! and quiche servers and as the server of the quinn, quiche and quic-go clients; downloads and
+//! uploads of 1 MB. The quic-go binary is skipped when absent unless `SIDEKICK_REQUIRE_QUICGO=1`
+//! (scripts/test.sh); ngtcp2's programs likewise unless `SIDEKICK_REQUIRE_NGTCP2=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apps;
@@ -99,7 +101,13 @@ fn rust_clients_against_the_quicgo_server() {
     for http3 in [false, true] {
         let srv_args: &[&str] = if http3 { &["--http3"] } else { &[] };
         let (_srv, addr) = start(&go, srv_args);
-        for stack in ["quinn", "quiche"] {
+        // s2n-quic speaks the raw stream only.
+        let stacks: &[&str] = if http3 {
+            &["quinn", "quiche"]
+        } else {
+            &["quinn", "quiche", "s2n-quic"]
+        };
+        for stack in stacks {
             for dir in ["download", "upload"] {
                 let v = transfer(Path::new(BIN), stack, addr, dir, http3);
                 // quic-go reports its counters (summary or /stats): ≥ one packet per 1500 bytes.
@@ -150,4 +158,91 @@ fn quicgo_and_ngtcp2_clients_against_the_quinn_server() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP/3 only"));
+}
+
+/// The report of a raw-stream transfer carries the data sender's counters (≥ one packet per
+/// 1500 bytes; loss counters present) and, for a download, the time to first byte.
+fn check_sender_counters(v: &serde_json::Value, dir: &str) {
+    assert!(v["sent_packets"].as_u64().unwrap() >= BYTES / 1500, "{v}");
+    for k in ["lost_packets", "retransmissions"] {
+        assert!(v[k].as_u64().is_some(), "{k}: {v}");
+    }
+    assert_eq!(v["ttfb_ms"].as_f64().is_some(), dir == "download", "{v}");
+    if let Some(t) = v["ttfb_ms"].as_f64() {
+        assert!(t > 0.0 && t < 60_000.0, "{v}");
+    }
+}
+
+#[test]
+fn s2n_quic_client_against_the_s2n_quic_server() {
+    let (_srv, addr) = start(Path::new(BIN), &["--stack", "s2n-quic"]);
+    for dir in ["download", "upload"] {
+        let v = transfer(Path::new(BIN), "s2n-quic", addr, dir, false);
+        check_sender_counters(&v, dir);
+    }
+}
+
+#[test]
+fn quinn_quiche_and_quicgo_clients_against_the_s2n_quic_server() {
+    // A padded certificate (beyond the anti-amplification limit) on the way.
+    let (_srv, addr) = start(
+        Path::new(BIN),
+        &["--stack", "s2n-quic", "--cert-bytes", "5113"],
+    );
+    let go = quicgo_bin();
+    let mut clients = vec![
+        (PathBuf::from(BIN), "quinn"),
+        (PathBuf::from(BIN), "quiche"),
+    ];
+    clients.extend(go.map(|go| (go, "quic-go")));
+    for (bin, stack) in &clients {
+        for dir in ["download", "upload"] {
+            let v = transfer(bin, stack, addr, dir, false);
+            check_sender_counters(&v, dir);
+        }
+    }
+}
+
+#[test]
+fn s2n_quic_client_against_the_quinn_and_quiche_servers() {
+    for server in ["quinn", "quiche"] {
+        let (_srv, addr) = start(Path::new(BIN), &["--stack", server]);
+        for dir in ["download", "upload"] {
+            let v = transfer(Path::new(BIN), "s2n-quic", addr, dir, false);
+            check_sender_counters(&v, dir);
+        }
+    }
+}
+
+/// What s2n-quic cannot do here is refused with the reason, not attempted: HTTP/3, the sidekick
+/// SDK, NewReno, the ServerHello delay.
+#[test]
+fn s2n_quic_refuses_http3_sidekick_and_reno() {
+    let addr = free_port().to_string();
+    for (role, args, word) in [
+        ("client", &["--http3"][..], "--http3"),
+        ("client", &["--sidekick"][..], "--sidekick"),
+        ("client", &["--cc", "reno"][..], "NewReno"),
+        ("server", &["--http3"][..], "--http3"),
+        (
+            "server",
+            &["--hello-delay-ms", "10"][..],
+            "--hello-delay-ms",
+        ),
+    ] {
+        let mut cmd = Command::new(BIN);
+        cmd.args([role, "--stack", "s2n-quic"]).args(args);
+        if role == "client" {
+            cmd.args(["--connect", &addr, "--download", "1000", "--json"]);
+        } else {
+            cmd.args(["--listen", &addr]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success(), "{role} {args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("s2n-quic") && err.contains(word),
+            "{role} {args:?}: {err}"
+        );
+    }
 }

@@ -50,22 +50,26 @@ pub struct TransferStack {
     pub client: Option<&'static str>,
     /// Speaks the raw-stream protocol (ALPN `sidekick-transfer`), not only HTTP/3.
     pub raw: bool,
+    /// Speaks HTTP/3 (`--http3`), not only the raw-stream protocol.
+    pub http3: bool,
     /// As a server, measures uploads (answers `POST /upload/N` with a summary).
     pub serves_uploads: bool,
     /// As a client, runs the sidekick SDK (`--sidekick` in the client's arguments).
     pub sdk: bool,
 }
 
-/// The `transfer` stacks: quinn, quiche and kernel TCP (`sidekick-transfer`), quic-go
-/// (`sidekick-transfer-quicgo`, examples/quic-go/transfer, built by scripts/build-quicgo.sh),
-/// ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's `gtlsserver`/`gtlsclient`: HTTP/3 only,
-/// no upload measurement on its server) and libcurl (`sidekick-curl`, a client over HTTP/3).
+/// The `transfer` stacks: quinn, quiche, s2n-quic (raw stream only, no SDK) and kernel TCP
+/// (`sidekick-transfer`), quic-go (`sidekick-transfer-quicgo`, examples/quic-go/transfer, built by
+/// scripts/build-quicgo.sh), ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's
+/// `gtlsserver`/`gtlsclient`: HTTP/3 only, no upload measurement on its server) and libcurl
+/// (`sidekick-curl`, a client over HTTP/3).
 pub const TRANSFER_STACKS: &[TransferStack] = &[
     TransferStack {
         name: "quinn",
         server: Some("sidekick-transfer"),
         client: Some("sidekick-transfer"),
         raw: true,
+        http3: true,
         serves_uploads: true,
         sdk: true,
     },
@@ -74,14 +78,25 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         server: Some("sidekick-transfer"),
         client: Some("sidekick-transfer"),
         raw: true,
+        http3: true,
         serves_uploads: true,
         sdk: true,
+    },
+    TransferStack {
+        name: S2N_QUIC,
+        server: Some("sidekick-transfer"),
+        client: Some("sidekick-transfer"),
+        raw: true,
+        http3: false,
+        serves_uploads: true,
+        sdk: false,
     },
     TransferStack {
         name: QUIC_GO,
         server: Some("sidekick-transfer-quicgo"),
         client: Some("sidekick-transfer-quicgo"),
         raw: true,
+        http3: true,
         serves_uploads: true,
         sdk: false,
     },
@@ -90,6 +105,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         server: Some("sidekick-transfer-ngtcp2"),
         client: Some("sidekick-transfer-ngtcp2"),
         raw: false,
+        http3: true,
         serves_uploads: false,
         sdk: false,
     },
@@ -98,6 +114,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         server: Some("sidekick-transfer"),
         client: Some("sidekick-transfer"),
         raw: true,
+        http3: false,
         serves_uploads: true,
         sdk: false,
     },
@@ -106,6 +123,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         server: None,
         client: Some(CURL_BINARY),
         raw: false,
+        http3: true,
         serves_uploads: false,
         sdk: true,
     },
@@ -119,11 +137,16 @@ pub const TCP: &str = "tcp";
 /// The stack name of ngtcp2 (Debian's example programs, HTTP/3 only).
 pub const NGTCP2: &str = "ngtcp2";
 
+/// The stack name of s2n-quic (`sidekick-transfer --stack s2n-quic`: the raw-stream protocol only,
+/// no sidekick SDK).
+pub const S2N_QUIC: &str = "s2n-quic";
+
 /// The server and client stacks of a `transfer` scenario (`app.stack` × `app.client_stack`,
 /// the client defaulting to the server's stack), or why the pair cannot run, naming the keys:
 /// an unknown stack, a client-only stack as server, the raw protocol on an HTTP/3-only stack
-/// (`app.http3 = false`), an upload to a server that does not measure uploads, or the sidekick
-/// SDK (`--sidekick` in `client_args`) on a client without it.
+/// (`app.http3 = false`) or HTTP/3 on a raw-only one (`app.http3 = true`), an upload to a server
+/// that does not measure uploads, or the sidekick SDK (`--sidekick` in `client_args`) on a client
+/// without it.
 pub fn transfer_pair(
     app: &AppSpec,
     client_args: &[String],
@@ -170,14 +193,18 @@ pub fn transfer_pair(
             "app.stack = \"tcp\" speaks the raw stream protocol: set app.http3 = false".into(),
         );
     }
-    if !app.http3 {
-        for (key, s) in [("app.stack", server), ("app.client_stack", client)] {
-            if !s.raw {
-                return Err(format!(
-                    "{key} = {:?} speaks HTTP/3 only, not the raw stream protocol: set app.http3 = true",
-                    s.name
-                ));
-            }
+    for (key, s) in [("app.stack", server), ("app.client_stack", client)] {
+        if !app.http3 && !s.raw {
+            return Err(format!(
+                "{key} = {:?} speaks HTTP/3 only, not the raw stream protocol: set app.http3 = true",
+                s.name
+            ));
+        }
+        if app.http3 && !s.http3 {
+            return Err(format!(
+                "{key} = {:?} speaks the raw stream protocol only, not HTTP/3: set app.http3 = false",
+                s.name
+            ));
         }
     }
     if app.direction == "upload" && !server.serves_uploads {
@@ -187,9 +214,9 @@ pub fn transfer_pair(
             server.name
         ));
     }
-    if app.cert_bytes > 0 && !matches!(server.name, "quinn" | "quiche" | QUIC_GO) {
+    if app.cert_bytes > 0 && !matches!(server.name, "quinn" | "quiche" | S2N_QUIC | QUIC_GO) {
         return Err(format!(
-            "app.cert_bytes needs a quinn, quiche or quic-go server, not app.stack = {:?}",
+            "app.cert_bytes needs a quinn, quiche, s2n-quic or quic-go server, not app.stack = {:?}",
             server.name
         ));
     }
@@ -232,7 +259,8 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 /// client connects to the server's lab address.
 ///
 /// - `transfer`: `sidekick-transfer server --stack S` / `client --stack S --upload|--download
-///   BYTES --json --timeout T`, both with `--http3` when `app.http3` is set; the server with
+///   BYTES --json --timeout T` (S: quinn, quiche, s2n-quic or tcp; the other stacks' binaries
+///   take the same), both with `--http3` when `app.http3` is set; the server with
 ///   `--cert-bytes B` / `--hello-delay-ms MS` when `app.cert_bytes` / `app.hello_delay_ms` are set.
 /// - `media` (Robin #1, the client is the sender): `sidekick-media server --once` (the receiver)
 ///   / `client --duration D --json`.
@@ -645,6 +673,110 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn s2n_quic_runs_the_raw_protocol_with_every_raw_stack() {
+        // Its own pair, both directions: sidekick-transfer on both sides, `--stack s2n-quic`.
+        for direction in ["download", "upload"] {
+            let app = transfer_app(S2N_QUIC, None, false, direction);
+            assert_eq!(
+                transfer_pair(&app, &[]).map(|(s, c)| (s.name, c.name)),
+                Ok((S2N_QUIC, S2N_QUIC))
+            );
+            assert_eq!(
+                app_binaries(&app),
+                Some(("sidekick-transfer", "sidekick-transfer"))
+            );
+            let (srv, cli) = app_args(&app, 4433);
+            assert_eq!(
+                srv,
+                ["server", "--stack", "s2n-quic", "--listen", "0.0.0.0:4433"]
+            );
+            assert_eq!(&cli[..3], ["client", "--stack", "s2n-quic"]);
+            assert!(
+                cli.windows(2)
+                    .any(|w| w == [format!("--{direction}"), "5000000".into()])
+            );
+            assert!(!srv.contains(&"--http3".to_string()) && !cli.contains(&"--http3".to_string()));
+        }
+        // Across stacks on the raw protocol, either side.
+        for (srv, cli) in [
+            (S2N_QUIC, "quinn"),
+            (S2N_QUIC, "quiche"),
+            (S2N_QUIC, QUIC_GO),
+            ("quinn", S2N_QUIC),
+            ("quiche", S2N_QUIC),
+            (QUIC_GO, S2N_QUIC),
+        ] {
+            let app = transfer_app(srv, Some(cli), false, "upload");
+            assert!(transfer_pair(&app, &[]).is_ok(), "{srv} x {cli}");
+            let (sargs, cargs) = app_args(&app, 1);
+            if srv == S2N_QUIC {
+                assert_eq!(&sargs[..3], ["server", "--stack", S2N_QUIC]);
+            }
+            assert_eq!(&cargs[..3], ["client", "--stack", cli]);
+        }
+        // No HTTP/3, on either side; so nothing in common with the HTTP/3-only stacks.
+        let e = transfer_pair(
+            &transfer_app(S2N_QUIC, Some("quinn"), true, "download"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("app.stack") && e.contains("app.http3 = false"),
+            "{e}"
+        );
+        let e = transfer_pair(
+            &transfer_app("quiche", Some(S2N_QUIC), true, "download"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("app.client_stack") && e.contains("app.http3 = false"),
+            "{e}"
+        );
+        for http3 in [false, true] {
+            assert!(
+                transfer_pair(
+                    &transfer_app(NGTCP2, Some(S2N_QUIC), http3, "download"),
+                    &[]
+                )
+                .is_err()
+            );
+            assert!(
+                transfer_pair(&transfer_app(S2N_QUIC, Some(CURL), http3, "download"), &[]).is_err()
+            );
+        }
+        // No sidekick SDK on its client; its server serves an SDK client of another stack.
+        let e = transfer_pair(
+            &transfer_app(S2N_QUIC, None, false, "upload"),
+            &["--sidekick".into()],
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("app.client_stack") && e.contains("--sidekick"),
+            "{e}"
+        );
+        assert!(
+            transfer_pair(
+                &transfer_app(S2N_QUIC, Some("quinn"), false, "upload"),
+                &["--sidekick".into()]
+            )
+            .is_ok()
+        );
+        // A padded certificate on its server, not the ServerHello delay.
+        let mut app = transfer_app(S2N_QUIC, Some("quiche"), false, "download");
+        app.cert_bytes = 5113;
+        assert!(transfer_pair(&app, &[]).is_ok());
+        let (srv, _) = app_args(&app, 1);
+        assert!(
+            srv.windows(2).any(|w| w == ["--cert-bytes", "5113"]),
+            "{srv:?}"
+        );
+        app.hello_delay_ms = 50;
+        let e = transfer_pair(&app, &[]).unwrap_err();
+        assert!(e.contains("app.hello_delay_ms"), "{e}");
     }
 
     #[test]

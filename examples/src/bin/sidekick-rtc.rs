@@ -97,6 +97,8 @@ fn main() -> anyhow::Result<()> {
                         quinn_stack::serve(ep, a.once, params).await
                     })
                 }
+                // Not a value of --stack here (skipped from the command line).
+                Stack::S2nQuic => bail!("sidekick-rtc has no s2n-quic stack"),
             }
         }
         Cmd::Client(a) => {
@@ -117,6 +119,7 @@ fn main() -> anyhow::Result<()> {
                     })
                     .with_context(|| format!("quinn client of {}", a.connect))?
                 }
+                Stack::S2nQuic => bail!("sidekick-rtc has no s2n-quic stack"),
             };
             if a.json {
                 println!("{}", serde_json::to_string(&report)?);

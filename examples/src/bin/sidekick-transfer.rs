@@ -1,11 +1,13 @@
 //! `sidekick-transfer`: bulk transfer over QUIC (raw stream, or HTTP/3 with `--http3`) with quinn
-//! or quiche, or over kernel TCP (`--stack tcp`, the same raw-stream protocol on one TCP
-//! connection: the papers' TCP baseline; no `--http3`, no `--sidekick`).
+//! or quiche, over QUIC with s2n-quic (`--stack s2n-quic`: raw stream only; no `--http3`, no
+//! `--sidekick`, no `--hello-delay-ms`, `--cc cubic|bbr`), or over kernel TCP (`--stack tcp`, the
+//! same raw-stream protocol on one TCP connection: the papers' TCP baseline; no `--http3`, no
+//! `--sidekick`).
 //!
 //! ```text
-//! sidekick-transfer server --stack quinn|quiche|tcp --listen IP:PORT [--once] [--cert-bytes B]
+//! sidekick-transfer server --stack quinn|quiche|s2n-quic|tcp --listen IP:PORT [--once] [--cert-bytes B]
 //!                          [--hello-delay-ms MS]
-//! sidekick-transfer client --stack quinn|quiche|tcp --connect IP:PORT (--download BYTES | --upload BYTES | --both BYTES)
+//! sidekick-transfer client --stack quinn|quiche|s2n-quic|tcp --connect IP:PORT (--download BYTES | --upload BYTES | --both BYTES)
 //!                          [--json] [--cc cubic|reno|bbr] [--timeout SECS] [--http3]
 //!                          [--sidekick [--sidekick-quack-interval-ms MS] [--sidekick-quack-threshold T]
 //!                           [--sidekick-quack-every-packets N]
@@ -28,7 +30,8 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
 use sidekick_examples::transfer::{
-    Cc, Request, Stack, TransferDirection, TransportOptions, quiche_stack, quinn_stack, tcp_stack,
+    Cc, Request, Stack, TransferDirection, TransportOptions, quiche_stack, quinn_stack, s2n_stack,
+    tcp_stack,
 };
 
 /// The transport of an endpoint: a QUIC stack, or kernel TCP.
@@ -38,6 +41,10 @@ enum StackArg {
     Quinn,
     /// quiche 0.24 (BoringSSL).
     Quiche,
+    /// s2n-quic 1.91 (rustls with ring): the raw stream protocol only (no --http3, no
+    /// --sidekick), --cc cubic or bbr.
+    #[value(name = "s2n-quic")]
+    S2nQuic,
     /// Kernel TCP (the congestion controller of `--cc`, CUBIC by default): the papers' baseline.
     Tcp,
 }
@@ -48,13 +55,14 @@ impl StackArg {
         match self {
             StackArg::Quinn => Some(Stack::Quinn),
             StackArg::Quiche => Some(Stack::Quiche),
+            StackArg::S2nQuic => Some(Stack::S2nQuic),
             StackArg::Tcp => None,
         }
     }
 }
 
-/// Bulk transfer over QUIC with quinn or quiche, or over kernel TCP; goodput measured at the
-/// receiving application.
+/// Bulk transfer over QUIC with quinn, quiche or s2n-quic, or over kernel TCP; goodput measured
+/// at the receiving application.
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
@@ -78,8 +86,8 @@ struct Common {
     /// Congestion controller of this endpoint (applies to the data it sends).
     #[arg(long, value_enum, default_value = "cubic")]
     cc: Cc,
-    /// quinn only: enable UDP segmentation offload (off by default so datagrams fit the MTU of
-    /// the lab's link element).
+    /// quinn and s2n-quic: enable UDP segmentation offload (off by default so datagrams fit the
+    /// MTU of the lab's link element).
     #[arg(long)]
     gso: bool,
     /// Client: use an on-path sidekick proxy through the SDK. Upload: Robin (quACKs, early
@@ -278,6 +286,13 @@ fn main() -> anyhow::Result<()> {
                         quinn_stack::serve(ep, a.once, opts.http3, opts.hello_delay).await
                     })
                 }
+                Stack::S2nQuic => {
+                    let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
+                    rt.block_on(async {
+                        let server = s2n_stack::server(a.listen, &opts)?;
+                        s2n_stack::serve(server, a.once).await
+                    })
+                }
             }
         }
         Cmd::Client(a) => {
@@ -336,6 +351,14 @@ fn main() -> anyhow::Result<()> {
                         )
                         .await
                         .with_context(|| format!("timed out after {timeout:?}"))?
+                    })?
+                }
+                Some(Stack::S2nQuic) => {
+                    let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
+                    rt.block_on(async {
+                        tokio::time::timeout(timeout, s2n_stack::run_client(a.connect, req, &opts))
+                            .await
+                            .with_context(|| format!("timed out after {timeout:?}"))?
                     })?
                 }
             };

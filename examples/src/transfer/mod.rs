@@ -1,6 +1,7 @@
-//! Bulk transfer over QUIC with two registry stacks, quinn and quiche, interoperable through the
-//! shared ALPN [`ALPN`] (raw bidirectional stream) or over HTTP/3 (ALPN `h3`, `--http3`: quinn with
-//! h3 + h3-quinn, quiche with `quiche::h3`).
+//! Bulk transfer over QUIC with three registry stacks, quinn, quiche and s2n-quic, interoperable
+//! through the shared ALPN [`ALPN`] (raw bidirectional stream) or over HTTP/3 (ALPN `h3`,
+//! `--http3`: quinn with h3 + h3-quinn, quiche with `quiche::h3`; s2n-quic speaks the raw stream
+//! only, see [`s2n_stack`]).
 //!
 //! # Application protocol (one bidirectional stream, client-initiated)
 //!
@@ -32,6 +33,7 @@ mod quiche_sidekick;
 pub mod quiche_stack;
 mod quinn_h3;
 pub mod quinn_stack;
+pub mod s2n_stack;
 pub mod sidekick;
 pub mod tcp_stack;
 
@@ -41,7 +43,7 @@ use serde::Serialize;
 
 pub use self::sidekick::SidekickCounters;
 
-/// ALPN shared by both stacks so that a quinn client talks to a quiche server and vice versa.
+/// ALPN shared by the stacks so that a client of one talks to a server of another.
 pub const ALPN: &[u8] = b"sidekick-transfer";
 
 /// Size of a chunk of payload written per call.
@@ -55,6 +57,12 @@ pub enum Stack {
     Quinn,
     /// quiche 0.24 (BoringSSL).
     Quiche,
+    /// s2n-quic 1.91 (rustls with ring), raw stream only ([`s2n_stack`]). Skipped from the
+    /// command-line values: `sidekick-rtc` takes this enum as its `--stack` and has no s2n-quic
+    /// implementation (`sidekick-transfer` has its own `--stack` values).
+    #[value(skip)]
+    #[serde(rename = "s2n-quic")]
+    S2nQuic,
 }
 
 impl Stack {
@@ -63,6 +71,7 @@ impl Stack {
         match self {
             Stack::Quinn => "quinn",
             Stack::Quiche => "quiche",
+            Stack::S2nQuic => "s2n-quic",
         }
     }
 }
@@ -91,24 +100,24 @@ impl TransferDirection {
 /// uses its own `--cc`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Cc {
-    /// CUBIC (default of both stacks).
+    /// CUBIC (default of every stack).
     #[default]
     Cubic,
-    /// NewReno.
+    /// NewReno (not on s2n-quic, which has none).
     Reno,
-    /// BBR (quinn's BBR, quiche's BBRv2 "gcongestion").
+    /// BBR (quinn's BBR, quiche's BBRv2 "gcongestion", s2n-quic's BBRv2).
     Bbr,
 }
 
-/// Transport options shared by both stacks.
+/// Transport options shared by the stacks.
 #[derive(Debug, Clone, Copy)]
 pub struct TransportOptions {
     /// Congestion controller.
     pub cc: Cc,
-    /// quinn only: allow UDP segmentation offload (GSO). Off by default: the lab's userspace link
-    /// element forwards frames one by one and needs every datagram to fit the MTU; with GSO on,
-    /// quinn hands the kernel super-datagrams of up to 64 KiB which the element would see as such
-    /// where offloads are not disabled on the veth.
+    /// quinn and s2n-quic: allow UDP segmentation offload (GSO). Off by default: the lab's
+    /// userspace link element forwards frames one by one and needs every datagram to fit the MTU;
+    /// with GSO on, quinn and s2n-quic hand the kernel super-datagrams of up to 64 KiB which the
+    /// element would see as such where offloads are not disabled on the veth.
     pub gso: bool,
     /// Idle timeout.
     pub idle_timeout: Duration,
@@ -307,8 +316,8 @@ pub struct TransferReport {
     pub duration_s: f64,
     /// Payload bits / duration, Mbit/s.
     pub goodput_mbps: f64,
-    /// Retransmissions of the data sender (quiche: `Stats::retrans`; quinn has no such counter
-    /// and reports its lost packets, whose frames it retransmits). Absent when the data sender
+    /// Retransmissions of the data sender (quiche: `Stats::retrans`; quinn and s2n-quic have no
+    /// such counter and report their lost packets, whose frames they retransmit). Absent when the data sender
     /// is a server that does not report its counters (an HTTP/3 server of another stack without
     /// `GET /stats`, e.g. ngtcp2's).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -87,12 +87,9 @@ pub(crate) fn server_endpoint_with(
     server_endpoint_cert(listen, alpn, transport, SelfSigned::generate()?)
 }
 
-fn server_endpoint_cert(
-    listen: SocketAddr,
-    alpn: Vec<u8>,
-    transport: TransportConfig,
-    cert: SelfSigned,
-) -> anyhow::Result<Endpoint> {
+/// Server TLS configuration (TLS 1.3, ring) with ALPN `alpn` and the certificate `cert`; the
+/// s2n-quic server ([`super::s2n_stack`]) uses it too, so both rustls servers negotiate alike.
+pub(crate) fn server_tls(alpn: Vec<u8>, cert: &SelfSigned) -> anyhow::Result<rustls::ServerConfig> {
     let mut tls = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .context("TLS 1.3 with ring")?
@@ -103,6 +100,16 @@ fn server_endpoint_cert(
         )
         .context("server certificate")?;
     tls.alpn_protocols = vec![alpn];
+    Ok(tls)
+}
+
+fn server_endpoint_cert(
+    listen: SocketAddr,
+    alpn: Vec<u8>,
+    transport: TransportConfig,
+    cert: SelfSigned,
+) -> anyhow::Result<Endpoint> {
+    let tls = server_tls(alpn, &cert)?;
     let crypto = QuicServerConfig::try_from(tls).context("QUIC server TLS config")?;
     let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     cfg.transport_config(Arc::new(transport));
@@ -339,7 +346,8 @@ impl ServerCertVerifier for AcceptAnyCert {
 }
 
 /// Client TLS configuration (TLS 1.3, ring) with ALPN `alpn` that accepts any server
-/// certificate (the example servers' are self-signed).
+/// certificate (the example servers' are self-signed). The s2n-quic client
+/// ([`super::s2n_stack`]) uses it too.
 pub(crate) fn client_tls(alpn: Vec<u8>) -> anyhow::Result<rustls::ClientConfig> {
     let provider = provider();
     let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
