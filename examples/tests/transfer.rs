@@ -1,6 +1,6 @@
 //! Loopback transfers between every stack pair (quinn/quiche client × quinn/quiche server), both
-//! directions, raw stream and HTTP/3, and kernel TCP (`--stack tcp`), through the real
-//! `sidekick-transfer` binary.
+//! directions, raw stream and HTTP/3, an upload beside a download on one connection (`--both`,
+//! raw stream), and kernel TCP (`--stack tcp`), through the real `sidekick-transfer` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apps;
@@ -234,5 +234,109 @@ fn tcp_stack_both_directions_and_quic_flags_refused() {
         assert!(!out.status.success(), "{flag}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("--stack tcp takes neither"), "{flag}: {err}");
+    }
+}
+
+/// Payload of each direction in the `--both` tests.
+const BOTH_BYTES: u64 = 1_000_000;
+
+/// The keys of a `--both` report without `--sidekick`: the same for every stack.
+const BOTH_KEYS: [&str; 12] = [
+    "stack",
+    "direction",
+    "bytes",
+    "duration_s",
+    "goodput_mbps",
+    "retransmissions",
+    "lost_packets",
+    "sent_packets",
+    "receiver_sent_packets",
+    "ttfb_ms",
+    "upload_goodput_mbps",
+    "download_goodput_mbps",
+];
+
+/// `--both`: an upload and a download of [`BOTH_BYTES`] each at once on one connection (two
+/// streams) from `client_stack` to a `server_stack` server; the report is quinn's
+/// (`TransferReport::both`) whichever the stacks.
+fn both_ways(client_stack: &str, server_stack: &str) {
+    let (_srv, addr) = server(server_stack, false);
+    let v = client(client_stack, addr, "--both", BOTH_BYTES, false);
+    eprintln!("{client_stack} -> {server_stack} --both: {v}");
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut want = BOTH_KEYS.to_vec();
+    want.sort_unstable();
+    assert_eq!(keys, want, "{v}");
+    assert_eq!(v["stack"], client_stack);
+    assert_eq!(v["direction"], "both");
+    assert_eq!(v["bytes"], 2 * BOTH_BYTES, "both directions' bytes");
+    let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k}: {v}"));
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
+    let (d, g) = (f("duration_s"), f("goodput_mbps"));
+    assert!(d > 0.0 && d < 60.0, "duration {d}");
+    assert!(g > 1.0 && g < 1e6, "goodput {g}");
+    assert!((g - 2.0 * BOTH_BYTES as f64 * 8.0 / d / 1e6).abs() < 1e-6 * g);
+    let (up, down) = (f("upload_goodput_mbps"), f("download_goodput_mbps"));
+    assert!(up > 0.0 && down > 0.0, "{v}");
+    // The later direction ends the run: its goodput is half the total's.
+    assert!((up.min(down) - g / 2.0).abs() < 1e-6 * g, "{v}");
+    assert!(f("ttfb_ms") > 0.0, "{v}");
+    // Each data sender needs at least one packet per ~1.5 kB of its payload; on loopback neither
+    // connection sends more than one packet per 100 payload bytes of the two directions.
+    let (sent, received) = (n("sent_packets"), n("receiver_sent_packets"));
+    assert!(sent >= 2 * BOTH_BYTES / 1500, "sent_packets {sent}");
+    assert!(sent <= 2 * BOTH_BYTES / 100, "sent_packets {sent}");
+    assert!(received > 0 && received <= 2 * BOTH_BYTES / 100, "{v}");
+    assert!(
+        n("lost_packets") <= sent && n("retransmissions") <= sent,
+        "{v}"
+    );
+}
+
+#[test]
+fn quinn_to_quinn_both() {
+    both_ways("quinn", "quinn");
+}
+
+#[test]
+fn quiche_to_quiche_both() {
+    both_ways("quiche", "quiche");
+}
+
+#[test]
+fn quiche_client_quinn_server_both() {
+    both_ways("quiche", "quinn");
+}
+
+#[test]
+fn quinn_client_quiche_server_both() {
+    both_ways("quinn", "quiche");
+}
+
+/// `--both` runs on the raw-stream protocol of quinn and quiche: `--http3` and the other stacks
+/// are refused before anything is sent.
+#[test]
+fn both_refuses_http3_and_other_stacks() {
+    let addr = free_port();
+    let refused = |stack: &str, extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["client", "--stack", stack, "--connect", &addr.to_string()])
+            .args(["--both", "1000", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{stack} {extra:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    for stack in ["quinn", "quiche"] {
+        let err = refused(stack, &["--http3"]);
+        assert!(err.contains("drop --http3"), "{stack}: {err}");
+    }
+    for stack in ["s2n-quic", "tcp"] {
+        let err = refused(stack, &[]);
+        assert!(
+            err.contains("--both needs --stack quinn or --stack quiche"),
+            "{stack}: {err}"
+        );
     }
 }

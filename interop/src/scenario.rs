@@ -288,15 +288,17 @@ impl Scenario {
                 app.direction
             )));
         }
+        let both_stack = |s: &str| matches!(s, "quinn" | "quiche");
         if app.direction == "both"
             && (app.kind != "transfer"
-                || app.stack != "quinn"
-                || app.client_stack.as_deref().is_some_and(|c| c != "quinn")
+                || !both_stack(&app.stack)
+                || app.client_stack.as_deref().is_some_and(|c| !both_stack(c))
                 || app.http3)
         {
             return Err(ScenarioError::Invalid(
                 "app.direction = \"both\" (an upload beside a download on one connection) \
-                 needs app.kind = \"transfer\", app.stack = \"quinn\" and app.http3 = false"
+                 needs app.kind = \"transfer\", quinn or quiche for app.stack and \
+                 app.client_stack, and app.http3 = false"
                     .into(),
             ));
         }
@@ -521,14 +523,20 @@ set = ["lan.loss=0%"]
     }
 
     #[test]
-    fn both_directions_only_on_the_quinn_raw_transfer() {
+    fn both_directions_only_on_the_quinn_and_quiche_raw_transfer() {
         let both = |extra: &[&str]| {
             let mut sets = vec!["app.direction=both".to_string()];
             sets.extend(extra.iter().map(|s| (*s).to_string()));
             Scenario::parse(S, &sets)
         };
         assert_eq!(both(&[]).unwrap().app.direction, "both");
-        for bad in ["app.stack=quiche", "app.http3=true", "app.kind=media"] {
+        assert!(both(&["app.stack=quiche", "app.client_stack=quinn"]).is_ok());
+        for bad in [
+            "app.stack=quic-go",
+            "app.client_stack=s2n-quic",
+            "app.http3=true",
+            "app.kind=media",
+        ] {
             assert!(
                 matches!(both(&[bad]), Err(ScenarioError::Invalid(_))),
                 "{bad}"

@@ -19,9 +19,10 @@
 //!                           [--sidekick-engines robin|packrat|both]]
 //! ```
 //!
-//! `--both BYTES` (quinn, raw stream): an upload and a download of BYTES each at once on one
-//! connection; with `--sidekick` one session runs Robin for the upload and Packrat for the
-//! download (`--sidekick-engines` picks one of them instead, for comparison).
+//! `--both BYTES` (quinn or quiche, raw stream; `--http3` is refused): an upload and a download
+//! of BYTES each at once on one connection, on two streams; with `--sidekick` one session runs
+//! Robin for the upload and Packrat for the download (`--sidekick-engines` picks one of them
+//! instead, for comparison).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -135,8 +136,8 @@ struct ClientArgs {
     /// Upload this many bytes (client → server).
     #[arg(long, value_name = "BYTES")]
     upload: Option<u64>,
-    /// Upload and download this many bytes each, at once on one connection (quinn, raw
-    /// stream).
+    /// Upload and download this many bytes each, at once on one connection (quinn or quiche,
+    /// raw stream).
     #[arg(long, value_name = "BYTES")]
     both: Option<u64>,
     /// Print exactly one JSON line.
@@ -318,18 +319,25 @@ fn main() -> anyhow::Result<()> {
                     bytes: b,
                 },
                 (None, None, Some(b)) => {
-                    if a.common.stack.quic() != Some(Stack::Quinn) {
-                        anyhow::bail!("--both needs --stack quinn");
-                    }
-                    let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
-                    let report = rt.block_on(async {
-                        tokio::time::timeout(
-                            timeout,
-                            quinn_stack::run_client_both(a.connect, b, &opts),
-                        )
-                        .await
-                        .with_context(|| format!("timed out after {timeout:?}"))?
-                    })?;
+                    let report = match a.common.stack.quic() {
+                        Some(Stack::Quinn) => {
+                            let rt = tokio::runtime::Runtime::new().context("tokio runtime")?;
+                            rt.block_on(async {
+                                tokio::time::timeout(
+                                    timeout,
+                                    quinn_stack::run_client_both(a.connect, b, &opts),
+                                )
+                                .await
+                                .with_context(|| format!("timed out after {timeout:?}"))?
+                            })?
+                        }
+                        Some(Stack::Quiche) => {
+                            quiche_stack::run_client_both(a.connect, b, &opts, timeout)?
+                        }
+                        Some(Stack::S2nQuic) | None => {
+                            anyhow::bail!("--both needs --stack quinn or --stack quiche")
+                        }
+                    };
                     return print_report(&report, a.json);
                 }
                 (None, None, None) => {

@@ -28,7 +28,9 @@
 
 pub mod cert;
 pub mod ngtcp2;
+mod quiche_both;
 mod quiche_h3;
+mod quiche_outbox;
 mod quiche_sidekick;
 pub mod quiche_stack;
 mod quinn_h3;

@@ -1,6 +1,7 @@
 //! The quiche client with the sidekick: the connection wrapped in the SDK's `SidekickQuiche`
 //! (Robin's log and early retransmission on uploads, Packrat's eACKs and reorder window on
-//! downloads; quiche has no pluggable congestion control, see client-sdk/README.md) plus the
+//! downloads, both on one session with `--both`; quiche has no pluggable congestion control, see
+//! client-sdk/README.md) plus the
 //! sidekick socket, driven by the same blocking event loop as the plain client.
 //!
 //! The loop blocks on the base socket; the sidekick socket is non-blocking and drained after every
@@ -15,7 +16,6 @@ use anyhow::Context as _;
 use sidekick::integrations::quiche_conn::SidekickQuiche;
 use sidekick::session::{SidekickClient, Transmit};
 
-use super::TransferDirection;
 use super::quiche_stack::Driver;
 use super::sidekick::{EngineSample, Mode, SidekickCounters, SidekickParams};
 
@@ -37,21 +37,22 @@ pub(super) struct SkConn {
 }
 
 impl SkConn {
-    /// Wraps `conn` (whose config called `log_keys()`) for a transfer in `direction`.
+    /// Wraps `conn` (whose config called `log_keys()`) in a session running `mode`'s engines
+    /// (Robin for what the client sends, Packrat for what it receives, both for `--both`).
     pub(super) fn new(
         conn: quiche::Connection,
         peer: SocketAddr,
-        direction: TransferDirection,
+        mode: Mode,
         params: &SidekickParams,
     ) -> anyhow::Result<Self> {
         let socket =
             UdpSocket::bind(super::unspecified_for(peer)).context("binding sidekick socket")?;
         socket.set_nonblocking(true).context("nonblocking")?;
         Ok(Self {
-            inner: SidekickQuiche::new(conn, SidekickClient::new(params.config(direction))),
+            inner: SidekickQuiche::new(conn, SidekickClient::new(params.config_for(mode))),
             socket,
             peer,
-            mode: Mode::for_direction(direction),
+            mode,
             sample: EngineSample::default(),
             last_sample: Instant::now(),
             buf: vec![0u8; 65_535],

@@ -1,8 +1,10 @@
 //! quiche (0.24, BoringSSL) client and server for the bulk transfer: a blocking event loop over a
 //! `std::net::UdpSocket`, one datagram per `send` (no GSO; every datagram fits the MTU). quiche's
-//! pacing is honoured: each datagram leaves at the `SendInfo::at` quiche assigns to it.
+//! pacing is honoured: each datagram leaves at the `SendInfo::at` quiche assigns to it. The
+//! server serves every stream a client opens on its connection: one per transfer, two at once
+//! for `--both` (whose client is in `quiche_both.rs`).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -10,12 +12,16 @@ use anyhow::{Context as _, bail};
 use ring::rand::SecureRandom as _;
 
 use super::cert::SelfSigned;
+use super::quiche_outbox::{Outbox, Segment};
+use super::quiche_sidekick::SkConn;
+use super::sidekick::Mode;
 use super::{
     ALPN, CHUNK, Cc, Request, SenderStats, Stack, Summary, TransferDirection, TransferReport,
-    TransportOptions, fill_pattern, unix_ns, upload_duration,
+    TransportOptions, unix_ns, upload_duration,
 };
 
-/// Client-initiated bidirectional stream 0.
+/// The stream of a one-way transfer: the client's first bidirectional one (the `--both` client
+/// opens two, see `quiche_both.rs`).
 const STREAM: u64 = 0;
 /// Largest UDP payload quiche emits (its default).
 const MAX_DATAGRAM: usize = 1350;
@@ -78,84 +84,6 @@ pub(super) fn random_cid() -> anyhow::Result<[u8; quiche::MAX_CONN_ID_LEN]> {
         .fill(&mut cid)
         .map_err(|_| anyhow::anyhow!("system random generator failed"))?;
     Ok(cid)
-}
-
-/// Ordered bytes to write on one stream: literal segments and pattern payload, then optionally FIN.
-#[derive(Default)]
-struct Outbox {
-    queue: VecDeque<Segment>,
-    fin: bool,
-    fin_sent: bool,
-    pattern: Vec<u8>,
-}
-
-enum Segment {
-    Bytes(Vec<u8>, usize),
-    Pattern(u64),
-}
-
-impl Outbox {
-    fn new() -> Self {
-        let mut pattern = vec![0u8; CHUNK];
-        fill_pattern(&mut pattern);
-        Self {
-            pattern,
-            ..Self::default()
-        }
-    }
-
-    /// Write as much as flow and congestion control allow.
-    fn pump(&mut self, conn: &mut quiche::Connection) -> anyhow::Result<()> {
-        loop {
-            let last = self.queue.len() == 1;
-            let Some(seg) = self.queue.front_mut() else {
-                break;
-            };
-            let (buf, rest): (&[u8], u64) = match seg {
-                Segment::Bytes(b, off) => (&b[*off..], (b.len() - *off) as u64),
-                Segment::Pattern(left) => {
-                    let n = usize::try_from(*left).unwrap_or(usize::MAX).min(CHUNK);
-                    (&self.pattern[..n], *left)
-                }
-            };
-            let fin = self.fin && last && buf.len() as u64 == rest;
-            let written = match conn.stream_send(STREAM, buf, fin) {
-                Ok(n) => n,
-                Err(quiche::Error::Done) => return Ok(()),
-                Err(e) => bail!("stream_send: {e}"),
-            };
-            let full = written == buf.len();
-            match seg {
-                Segment::Bytes(_, off) => *off += written,
-                Segment::Pattern(left) => *left -= written as u64,
-            }
-            let empty = match seg {
-                Segment::Bytes(b, off) => *off == b.len(),
-                Segment::Pattern(left) => *left == 0,
-            };
-            if empty {
-                self.queue.pop_front();
-                if fin && full {
-                    self.fin_sent = true;
-                }
-            }
-            if !full {
-                return Ok(());
-            }
-        }
-        if self.fin && !self.fin_sent {
-            match conn.stream_send(STREAM, &[], true) {
-                Ok(_) => self.fin_sent = true,
-                Err(quiche::Error::Done) => {}
-                Err(e) => bail!("stream_send fin: {e}"),
-            }
-        }
-        Ok(())
-    }
-
-    fn is_done(&self) -> bool {
-        self.queue.is_empty() && (!self.fin || self.fin_sent)
-    }
 }
 
 /// What the event loop ([`Io`]) drives: a plain `quiche::Connection` (servers, clients without
@@ -466,18 +394,115 @@ pub(crate) fn connect_to(
     Ok((io, conn))
 }
 
+/// One client-initiated bidirectional stream the server serves, a transfer of its own (`--both`
+/// opens two on one connection: an upload and a download).
+struct ServedStream {
+    /// The request's bytes so far.
+    hdr: Vec<u8>,
+    req: Option<Request>,
+    out: Outbox,
+    /// Payload bytes received.
+    got: u64,
+    /// Wall-clock times of the first and the last payload byte received (uploads).
+    first: u64,
+    last: u64,
+    /// The client finished its side: it sent every byte of an upload, or holds every byte of a
+    /// download.
+    peer_fin: bool,
+    summary_queued: bool,
+}
+
+impl ServedStream {
+    fn new(stream: u64) -> Self {
+        Self {
+            hdr: Vec::with_capacity(Request::LEN),
+            req: None,
+            out: Outbox::new(stream),
+            got: 0,
+            first: 0,
+            last: 0,
+            peer_fin: false,
+            summary_queued: false,
+        }
+    }
+
+    /// Take `data` read from the stream; `fin`: the client's side ended with it.
+    fn on_data(&mut self, mut data: &[u8], fin: bool, peer: SocketAddr) -> anyhow::Result<()> {
+        if self.req.is_none() {
+            let take = (Request::LEN - self.hdr.len()).min(data.len());
+            self.hdr.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.hdr.len() == Request::LEN {
+                let r = Request::decode(&self.hdr)?;
+                tracing::info!(%peer, stream = self.out.stream, ?r, "request");
+                if r.direction == TransferDirection::Download {
+                    self.out.queue.push_back(Segment::Pattern(r.bytes));
+                }
+                self.req = Some(r);
+            }
+        }
+        if !data.is_empty() {
+            if self.got == 0 {
+                self.first = unix_ns(SystemTime::now());
+            }
+            self.got += data.len() as u64;
+            if let Some(r) = self.req
+                && r.direction == TransferDirection::Upload
+                && self.got >= r.bytes
+                && self.last == 0
+            {
+                self.last = unix_ns(SystemTime::now());
+            }
+        }
+        self.peer_fin |= fin;
+        Ok(())
+    }
+
+    /// Queue the summary and the FIN once the transfer is over: the client finished its side and
+    /// the payload of a download is handed to quiche. The counters are the connection's, as the
+    /// quinn server's are (with `--both` they include the other stream's packets).
+    fn queue_summary(&mut self, conn: &quiche::Connection) {
+        let Some(r) = self.req else { return };
+        if !self.peer_fin || self.summary_queued || !self.out.queue.is_empty() {
+            return;
+        }
+        let st = stats_of(conn);
+        let mut s = Summary {
+            bytes: r.bytes,
+            sent_packets: st.sent_packets,
+            lost_packets: st.lost_packets,
+            retransmissions: st.retransmissions,
+            ..Summary::default()
+        };
+        if r.direction == TransferDirection::Upload {
+            s.bytes = self.got;
+            s.first_byte_unix_ns = self.first;
+            s.last_byte_unix_ns = self.last;
+        }
+        self.out
+            .queue
+            .push_back(Segment::Bytes(s.encode().to_vec(), 0));
+        self.out.fin = true;
+        self.summary_queued = true;
+    }
+
+    /// The summary and the FIN are written: nothing more happens on the stream.
+    fn finished(&self) -> bool {
+        self.summary_queued && self.out.is_done()
+    }
+}
+
+/// Serve every stream the client opens on `conn` (one per transfer; `--both` opens two at once)
+/// until the client closes the connection.
 fn serve_connection(
     io: &mut Io,
     conn: &mut quiche::Connection,
     peer: SocketAddr,
 ) -> anyhow::Result<()> {
-    let mut hdr = Vec::with_capacity(Request::LEN);
-    let mut req: Option<Request> = None;
-    let mut out = Outbox::new();
-    let mut got = 0u64;
-    let (mut first, mut last) = (0u64, 0u64);
-    let mut peer_fin = false;
-    let mut summary_queued = false;
+    // Bounded: quiche holds the client to `initial_max_streams_bidi` open streams, and an entry
+    // leaves once its summary and FIN are written (the client's side ended before: no more data
+    // comes for it).
+    let mut streams: BTreeMap<u64, ServedStream> = BTreeMap::new();
     let mut buf = vec![0u8; CHUNK];
     loop {
         io.flush(conn)?;
@@ -494,73 +519,36 @@ fn serve_connection(
                     Err(quiche::Error::Done | quiche::Error::InvalidStreamState(_)) => break,
                     Err(e) => bail!("stream_recv: {e}"),
                 };
-                if sid != STREAM {
+                // Transfers run on client-initiated bidirectional streams (ids 0 mod 4).
+                if sid % 4 != 0 {
                     continue;
                 }
-                let mut data = &buf[..n];
-                if req.is_none() {
-                    let take = (Request::LEN - hdr.len()).min(data.len());
-                    hdr.extend_from_slice(&data[..take]);
-                    data = &data[take..];
-                    if hdr.len() == Request::LEN {
-                        let r = Request::decode(&hdr)?;
-                        tracing::info!(%peer, ?r, "request");
-                        if r.direction == TransferDirection::Download {
-                            out.queue.push_back(Segment::Pattern(r.bytes));
-                        }
-                        req = Some(r);
-                    }
-                }
-                if !data.is_empty() {
-                    if got == 0 {
-                        first = unix_ns(SystemTime::now());
-                    }
-                    got += data.len() as u64;
-                    if let Some(r) = req
-                        && r.direction == TransferDirection::Upload
-                        && got >= r.bytes
-                        && last == 0
-                    {
-                        last = unix_ns(SystemTime::now());
-                    }
-                }
+                streams
+                    .entry(sid)
+                    .or_insert_with(|| ServedStream::new(sid))
+                    .on_data(&buf[..n], fin, peer)?;
                 if fin {
-                    peer_fin = true;
                     break;
                 }
             }
         }
-        if let Some(r) = req
-            && peer_fin
-            && !summary_queued
-            && out.queue.is_empty()
-        {
-            let mut s = Summary {
-                bytes: r.bytes,
-                ..Summary::default()
-            };
-            let st = stats_of(conn);
-            s.sent_packets = st.sent_packets;
-            s.lost_packets = st.lost_packets;
-            s.retransmissions = st.retransmissions;
-            if r.direction == TransferDirection::Upload {
-                s.bytes = got;
-                s.first_byte_unix_ns = first;
-                s.last_byte_unix_ns = last;
-            }
-            out.queue.push_back(Segment::Bytes(s.encode().to_vec(), 0));
-            out.fin = true;
-            summary_queued = true;
+        for s in streams.values_mut() {
+            s.queue_summary(conn);
         }
-        out.pump(conn)?;
+        for bulk in [false, true] {
+            for s in streams.values_mut().filter(|s| s.out.is_bulk() == bulk) {
+                s.out.pump(conn)?;
+            }
+        }
+        streams.retain(|_, s| !s.finished());
     }
     if let Some(e) = conn.peer_error()
         && e.error_code != 0
     {
         bail!("peer closed with error {e:?}");
     }
-    if !out.is_done() {
-        bail!("connection closed before the transfer completed");
+    if let Some(sid) = streams.keys().next() {
+        bail!("connection closed before the transfer on stream {sid} completed");
     }
     Ok(())
 }
@@ -573,6 +561,73 @@ pub fn run_client(
     timeout: Duration,
 ) -> anyhow::Result<TransferReport> {
     let deadline = Instant::now() + timeout;
+    let mode = opts
+        .sidekick_params
+        .engines
+        .unwrap_or(Mode::for_direction(req.direction));
+    run_connection(connect, opts, mode, |io, d, t0| {
+        if opts.http3 {
+            super::quiche_h3::client_loop(io, d, connect, req, deadline, timeout)
+        } else {
+            client_loop(io, d, connect, req, (t0, deadline), timeout)
+        }
+    })
+}
+
+/// Upload and download `bytes` each at once on one connection, each on its own stream
+/// (raw-stream protocol only: `opts.http3` is refused); fails after `timeout`. The quiche
+/// counterpart of [`super::quinn_stack::run_client_both`], against either stack's server, with
+/// the same report ([`TransferReport::both`]) and with `opts.sidekick` the same session
+/// ([`Mode::Both`] unless `--sidekick-engines` picks one engine).
+///
+/// Every number of quinn's report is there; they differ as the stacks do: `retransmissions`
+/// is quiche's `Stats::retrans` (quinn reports its lost packets), and with the sidekick
+/// `cc_events` stays 0 (quiche's congestion controller cannot be replaced by PACUBIC). As on
+/// quinn, the sender and receiver counters are connection-wide, read when each direction's
+/// summary arrived, so each includes the packets of the other direction too.
+///
+/// ```
+/// use std::time::Duration;
+/// use sidekick_examples::transfer::{TransportOptions, quiche_stack};
+///
+/// let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+/// let addr = socket.local_addr()?;
+/// let server = std::thread::spawn(move || {
+///     quiche_stack::serve_socket(socket, true, &TransportOptions::default())
+/// });
+/// let opts = TransportOptions::default();
+/// let r = quiche_stack::run_client_both(addr, 10_000, &opts, Duration::from_secs(20))?;
+/// assert_eq!((r.direction, r.bytes), ("both", 20_000));
+/// assert!(r.upload_goodput_mbps.is_some() && r.download_goodput_mbps.is_some());
+/// server.join().map_err(|_| anyhow::anyhow!("server thread panicked"))??;
+/// # Ok::<(), anyhow::Error>(())
+/// ```
+pub fn run_client_both(
+    connect: SocketAddr,
+    bytes: u64,
+    opts: &TransportOptions,
+    timeout: Duration,
+) -> anyhow::Result<TransferReport> {
+    if opts.http3 {
+        bail!("--both runs on the raw-stream protocol: drop --http3");
+    }
+    let deadline = Instant::now() + timeout;
+    let mode = opts.sidekick_params.engines.unwrap_or(Mode::Both);
+    run_connection(connect, opts, mode, |io, d, t0| {
+        super::quiche_both::client_loop(io, d, connect, bytes, (t0, deadline), timeout)
+    })
+}
+
+/// Connect to `connect` and run `transfer` on the connection (with the event loop, the
+/// connection's driver and the time the connection started): a plain connection, or with
+/// `opts.sidekick` one inside a sidekick session running `mode`'s engines, whose counters join
+/// the report.
+fn run_connection(
+    connect: SocketAddr,
+    opts: &TransportOptions,
+    mode: Mode,
+    transfer: impl FnOnce(&mut Io, &mut dyn Driver, Instant) -> anyhow::Result<TransferReport>,
+) -> anyhow::Result<TransferReport> {
     let mut cfg = config(opts)?;
     cfg.verify_peer(false);
     if opts.sidekick {
@@ -581,26 +636,52 @@ pub fn run_client(
     }
     let t0 = Instant::now();
     let (mut io, mut conn) = connect_to(connect, &mut cfg)?;
-    let run = |io: &mut Io, d: &mut dyn Driver| {
-        if opts.http3 {
-            super::quiche_h3::client_loop(io, d, connect, req, deadline, timeout)
-        } else {
-            client_loop(io, d, connect, req, (t0, deadline), timeout)
-        }
-    };
     if opts.sidekick {
-        let mut d = super::quiche_sidekick::SkConn::new(
-            conn,
-            connect,
-            req.direction,
-            &opts.sidekick_params,
-        )?;
-        let mut report = run(&mut io, &mut d)?;
+        let mut d = SkConn::new(conn, connect, mode, &opts.sidekick_params)?;
+        let mut report = transfer(&mut io, &mut d, t0)?;
         report.sidekick = Some(d.counters());
         Ok(report)
     } else {
-        run(&mut io, &mut conn)
+        transfer(&mut io, &mut conn, t0)
     }
+}
+
+/// A direction's duration and data sender's counters once its stream's `summary` arrived
+/// (`start`: when the request was written, monotonic and wall clock; `t_end`: request → last
+/// payload byte of a download). A download's sender counters are the server's (from its
+/// summary), an upload's this client's; the counters are the connections' when the summary
+/// arrived.
+pub(super) fn direction_result(
+    req: Request,
+    summary: &Summary,
+    (start, start_wall): (Instant, u64),
+    t_end: Option<Duration>,
+    conn: &quiche::Connection,
+) -> anyhow::Result<(Duration, SenderStats)> {
+    Ok(match req.direction {
+        TransferDirection::Download => (
+            t_end.context("summary before payload")?,
+            SenderStats {
+                sent_packets: summary.sent_packets,
+                lost_packets: summary.lost_packets,
+                retransmissions: summary.retransmissions,
+                receiver_sent_packets: conn.stats().sent as u64,
+                sender_unknown: false,
+            },
+        ),
+        TransferDirection::Upload => {
+            if summary.bytes != req.bytes {
+                bail!("server received {} of {} bytes", summary.bytes, req.bytes);
+            }
+            (
+                upload_duration(start_wall, summary, start.elapsed()),
+                SenderStats {
+                    receiver_sent_packets: summary.sent_packets,
+                    ..stats_of(conn)
+                },
+            )
+        }
+    })
 }
 
 fn client_loop(
@@ -612,7 +693,7 @@ fn client_loop(
     timeout: Duration,
 ) -> anyhow::Result<TransferReport> {
     let mut ttfb: Option<Duration> = None;
-    let mut out = Outbox::new();
+    let mut out = Outbox::new(STREAM);
     let mut start: Option<(Instant, u64)> = None;
     let mut got = 0u64;
     let mut t_end: Option<Duration> = None;
@@ -680,31 +761,8 @@ fn client_loop(
         out.pump(conn)?;
         if summary_buf.len() == Summary::LEN {
             let summary = Summary::decode(&summary_buf)?;
-            let (s, s_wall) = start.context("summary before request")?;
-            result = Some(match req.direction {
-                TransferDirection::Download => (
-                    t_end.context("summary before payload")?,
-                    SenderStats {
-                        sent_packets: summary.sent_packets,
-                        lost_packets: summary.lost_packets,
-                        retransmissions: summary.retransmissions,
-                        receiver_sent_packets: conn.stats().sent as u64,
-                        sender_unknown: false,
-                    },
-                ),
-                TransferDirection::Upload => {
-                    if summary.bytes != req.bytes {
-                        bail!("server received {} of {} bytes", summary.bytes, req.bytes);
-                    }
-                    (
-                        upload_duration(s_wall, &summary, s.elapsed()),
-                        SenderStats {
-                            receiver_sent_packets: summary.sent_packets,
-                            ..stats_of(conn)
-                        },
-                    )
-                }
-            });
+            let start = start.context("summary before request")?;
+            result = Some(direction_result(req, &summary, start, t_end, conn)?);
             conn.close(true, 0, b"done").ok();
         }
     }

@@ -4,7 +4,7 @@
 //!
 //! - **TLS.** s2n-quic is built without its default s2n-tls provider (no C build of s2n-tls);
 //!   its rustls provider gets the same rustls configurations as quinn's
-//!   ([`super::quinn_stack::server_tls`], [`super::quinn_stack::client_tls`]): TLS 1.3 with ring,
+//!   (`quinn_stack::server_tls`, `quinn_stack::client_tls`): TLS 1.3 with ring,
 //!   a client that accepts any (self-signed) certificate.
 //! - **GSO.** s2n-quic sends with UDP segmentation offload where the kernel has it; it is disabled
 //!   unless [`TransportOptions::gso`] is set, so every datagram fits the path MTU, as the lab's
