@@ -152,6 +152,9 @@ struct Entry {
     /// The first kept datagram the client must answer: an instant ACK (ACK-only Initials) is
     /// not ack-eliciting, so the client's next datagram answers the ServerHello after it.
     first_eliciting: Option<Instant>,
+    /// The first kept datagram held Initial packets only, too long to be known as an ACK alone
+    /// (counted as "wait for certificate" until the next datagram tells).
+    first_long_initial_only: bool,
     last_kept: Option<Instant>,
     /// Proxy–client round trip (first eliciting kept → the client's first datagram after it).
     rtt: Option<Duration>,
@@ -298,6 +301,7 @@ impl HandshakeRescue {
                                 opened: now,
                                 first_kept: None,
                                 first_eliciting: None,
+                                first_long_initial_only: false,
                                 last_kept: None,
                                 rtt: None,
                                 kept: Vec::new(),
@@ -360,8 +364,24 @@ impl HandshakeRescue {
                                 self.stats.instant_acks += 1;
                             } else {
                                 self.stats.wait_for_cert += 1;
+                                e.first_long_initial_only =
+                                    pkts.iter().all(|k| matches!(k, PacketKind::Initial { .. }));
                             }
+                        } else if e.first_long_initial_only
+                            && e.kept.len() == 1
+                            && matches!(pkts.first(), Some(PacketKind::Initial { .. }))
+                        {
+                            // A second Initial right behind an Initial-only first datagram: the
+                            // ServerHello is here, so the first held an ACK alone, padded (an
+                            // instant ACK the cleartext length could not tell). A ServerHello
+                            // fits one Initial packet, and a server's own retransmission of it
+                            // comes a probe timeout later, after the client's answer.
+                            self.stats.wait_for_cert = self.stats.wait_for_cert.saturating_sub(1);
+                            self.stats.instant_acks += 1;
+                            e.first_eliciting = None;
+                            e.rtt = None;
                         }
+                        e.first_long_initial_only = e.first_long_initial_only && e.kept.is_empty();
                         e.server_bytes = e.server_bytes.saturating_add(frame.len());
                         // At 3× the client's bytes, give or take headers and padding.
                         e.blocked = e.server_bytes + 200 >= e.client_bytes.saturating_mul(3);

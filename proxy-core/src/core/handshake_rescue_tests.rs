@@ -386,6 +386,34 @@ fn an_instant_ack_does_not_stretch_the_round_trip() {
     assert_eq!(g.drained().len(), 4, "the ACK and the flight, once each");
 }
 
+/// An instant ACK padded to a full datagram (an Initial too long to be known as ACK-only from
+/// its header) is recognised by the Initial that follows it, and the round trip is timed from
+/// that ServerHello.
+#[test]
+fn a_padded_instant_ack_is_recognised_by_the_initial_after_it() {
+    let mut g = Rig::new(1 << 20);
+    // A ClientHello in two Initials (what makes servers answer with an instant ACK here).
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    g.feed(
+        2,
+        Direction::ToClient,
+        key(1),
+        &long(0, &[7; 8], &SCID, 1150),
+    );
+    assert_eq!((g.r.stats.instant_acks, g.r.stats.wait_for_cert), (0, 1));
+    for (i, d) in server_flight().iter().enumerate() {
+        g.feed(10 + i as u64, Direction::ToClient, key(1), d);
+    }
+    assert_eq!((g.r.stats.instant_acks, g.r.stats.wait_for_cert), (1, 0));
+    g.feed(13, Direction::FromClient, key(1), &client_ack());
+    assert_eq!(g.r.poll_timeout(), Some(g.at(12 + 2 * 3 + 5)));
+    // A "wait for certificate" flight (Initial + Handshake first, Handshake after) stays one.
+    let mut g = Rig::new(1 << 20);
+    g.handshake_until_first_ack();
+    assert_eq!((g.r.stats.instant_acks, g.r.stats.wait_for_cert), (0, 1));
+}
+
 proptest! {
     #[test]
     fn fuzz_rescue_body(data in proptest::collection::vec(any::<u8>(), 0..3000)) {
