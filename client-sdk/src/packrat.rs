@@ -341,7 +341,14 @@ impl PackratReceiver {
     /// missing on its side, or no cache): the open gaps are not going to be repaired by it.
     pub fn on_proxy_nothing_missing(&mut self, now: Instant) {
         // Only gaps the last eACK could have told the proxy about.
-        let cutoff = self.last_eack.unwrap_or(now);
+        self.on_proxy_nothing_missing_before(self.last_eack.unwrap_or(now));
+    }
+
+    /// The proxy reported that it can repair none of the gaps the eACK sent at `eack_sent` came
+    /// after (an eACK outcome naming that eACK): gaps opened up to then are given up and what
+    /// they held is released; later gaps keep waiting for their own eACK.
+    pub fn on_proxy_nothing_missing_before(&mut self, eack_sent: Instant) {
+        let cutoff = eack_sent;
         let before = self.gaps.len();
         self.gaps.retain(|_, opened| *opened > cutoff);
         self.stats.gaps_cleared_by_proxy += (before - self.gaps.len()) as u64;

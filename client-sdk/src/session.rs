@@ -45,6 +45,10 @@ const MAX_QUEUE: usize = 4096;
 /// peer's ACK frames.
 const SENT_TIMES_CAP: usize = 512;
 
+/// eACKs whose number and send time are kept for the proxy's outcomes (an outcome answers an
+/// eACK within a near round trip; older ones no longer matter).
+const EACKS_REMEMBERED: usize = 64;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Idle,
@@ -72,6 +76,8 @@ pub struct SidekickClient {
     /// at most this many of them can the proxy have counted before a fresh Robin engine logged
     /// anything ([`RobinSender::set_unlogged_sends`]).
     sent_since_request: u64,
+    /// The numbers and send times of the latest eACKs (an eACK outcome names one).
+    eacks_sent: VecDeque<(u32, Instant)>,
     passthrough: VecDeque<(SocketAddr, Vec<u8>)>,
     resets: VecDeque<Instant>,
     /// Packrat (filled, expired) gap counts at the start of the current assessment.
@@ -109,6 +115,7 @@ impl SidekickClient {
             deliver: VecDeque::new(),
             sent_times: VecDeque::new(),
             sent_since_request: 0,
+            eacks_sent: VecDeque::new(),
             passthrough: VecDeque::new(),
             resets: VecDeque::new(),
             hold_base: (0, 0),
@@ -536,6 +543,21 @@ impl SidekickClient {
             }
             ClientEvent::ConfigRejected { .. } => self.stats.reconfigurations_refused += 1,
             ClientEvent::Quack { data, .. } => self.on_quack(now, &data),
+            ClientEvent::EackOutcome {
+                resent: 0,
+                eack_number,
+                ..
+            } => {
+                // The proxy can repair none of the gaps that eACK came after (numbers the
+                // sender skipped, losses before the proxy): holding for them only delays.
+                if let Some(&(_, sent)) = self.eacks_sent.iter().find(|(n, _)| *n == eack_number)
+                    && let Some(p) = self.packrat.as_mut()
+                {
+                    self.stats.eack_outcomes += 1;
+                    p.on_proxy_nothing_missing_before(sent);
+                    self.deliver.extend(p.poll_ready());
+                }
+            }
             ClientEvent::ResetByProxy { epoch, .. } => {
                 self.stats.resets_by_proxy += 1;
                 self.resets.push_back(now);
@@ -554,7 +576,9 @@ impl SidekickClient {
             }
             ClientEvent::Closed { .. } => self.fall_back(now, FallbackCause::ClosedByProxy),
             ClientEvent::Fallback(reason) => self.fall_back(now, FallbackCause::Protocol(reason)),
-            ClientEvent::Nothing
+            // An outcome with resends: the repairs are on their way, keep holding.
+            ClientEvent::EackOutcome { .. }
+            | ClientEvent::Nothing
             | ClientEvent::ResetAcked { .. }
             | ClientEvent::Discovered { .. }
             | ClientEvent::ProxyError { .. } => {}
@@ -686,8 +710,19 @@ impl SidekickClient {
             return;
         };
         if let Some(e) = p.poll_eack(now) {
-            if self.session.send_eack(now, &e).is_ok() {
+            let open_gaps = u32::try_from(p.open_gaps()).unwrap_or(u32::MAX);
+            // Numbered so that the proxy's outcome names the eACK it answers.
+            let number = u32::try_from(self.stats.eacks_sent).unwrap_or(u32::MAX);
+            if self
+                .session
+                .send_eack_with_gaps(now, &e, open_gaps, number)
+                .is_ok()
+            {
                 self.stats.eacks_sent += 1;
+                if self.eacks_sent.len() >= EACKS_REMEMBERED {
+                    self.eacks_sent.pop_front();
+                }
+                self.eacks_sent.push_back((number, now));
             }
             self.pump_session();
         }

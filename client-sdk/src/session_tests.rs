@@ -501,6 +501,61 @@ fn repairs_arriving_after_the_hold_keep_the_session() {
     assert_eq!(st.holds_unrepaired, 0, "{st:?}");
 }
 
+/// A gap the proxy cannot fill (a packet number the sender skipped, RFC 9000 §21.4): the eACK
+/// says the client holds it, the proxy's outcome for that eACK says it resent nothing, and the
+/// client releases what the gap held at once instead of at the end of the reorder window.
+#[test]
+fn an_eack_outcome_releases_a_gap_nobody_will_fill() {
+    let secret = [3u8; 48];
+    let mut lab = packrat_lab_with_keys(&secret);
+    let t = lab.t0 + ms(1);
+    lab.client.on_base_received(t, test_packet(&secret, 0));
+    lab.client.on_base_received(t, test_packet(&secret, 2)); // 1 was skipped
+    assert!(lab.client.poll_deliver().is_some());
+    assert!(lab.client.poll_deliver().is_none(), "2 is held");
+    // The eACK falls due; it reaches the proxy with the open gap and its number.
+    lab.client.handle_timeout(t + ms(10));
+    let from = "10.0.0.2:5000".parse().unwrap();
+    let mut number = None;
+    while let Some(tx) = lab.client.poll_transmit() {
+        if let Transmit::Sidekick(_, b) = tx
+            && let Ok(ProxyEvent::Eack {
+                open_gaps,
+                number: n,
+                ..
+            }) = lab.proxy.handle_datagram(t + ms(11), from, &b)
+            && open_gaps > 0
+        {
+            assert_eq!(open_gaps, 1);
+            number = Some(n);
+        }
+    }
+    let number = number.expect("an eACK with the open gap went out");
+    let o = lab
+        .proxy
+        .send_eack_outcome(t + ms(12), &lab.sid, 0, number)
+        .unwrap();
+    lab.client
+        .on_sidekick_datagram(t + ms(12), proxy_addr(), &o.bytes);
+    assert!(
+        lab.client.poll_deliver().is_some(),
+        "released at 12 ms, not 31"
+    );
+    assert_eq!(lab.client.stats().eack_outcomes, 1);
+    assert!(lab.client.is_active());
+    // An outcome naming an eACK the client does not know releases nothing.
+    lab.client
+        .on_base_received(t + ms(13), test_packet(&secret, 4));
+    let _ = lab.client.poll_deliver();
+    let o = lab
+        .proxy
+        .send_eack_outcome(t + ms(14), &lab.sid, 0, number + 100)
+        .unwrap();
+    lab.client
+        .on_sidekick_datagram(t + ms(14), proxy_addr(), &o.bytes);
+    assert_eq!(lab.client.stats().eack_outcomes, 1);
+}
+
 #[test]
 fn holds_the_proxy_repairs_keep_the_sidekick() {
     let secret = [3u8; 48];

@@ -248,6 +248,9 @@ pub struct SdkStats {
     pub stale_quacks: u64,
     /// eACKs sent.
     pub eacks_sent: u64,
+    /// eACK outcomes received: the proxy could repair none of the gaps an eACK came after,
+    /// and the client stopped holding for them.
+    pub eack_outcomes: u64,
     /// Resets the client requested.
     pub resets_requested: u64,
     /// Resets started by the proxy.

@@ -531,6 +531,14 @@ impl ClientSession {
                 self.answer_challenge(now)?;
                 Ok(ClientEvent::Nothing)
             }
+            Message::EackOutcome(o) => {
+                self.check_epoch(o.epoch)?;
+                Ok(ClientEvent::EackOutcome {
+                    epoch: o.epoch,
+                    resent: o.resent,
+                    eack_number: o.eack_number,
+                })
+            }
             // `frame::open` already refused client-only types in this direction.
             Message::Init(_) | Message::Eack(_) => Err(Error::WrongDirection(msg.msg_type())),
         }
@@ -589,12 +597,27 @@ impl ClientSession {
 
     /// Queues an eACK for the current epoch (opaque bytes from the eack crate).
     pub fn send_eack(&mut self, now: Instant, data: &[u8]) -> Result<(), Error> {
+        self.send_eack_with_gaps(now, data, 0, 0)
+    }
+
+    /// Sends eACK `number` saying how many packet-number gaps the client holds open; with
+    /// `open_gaps > 0` the proxy answers with [`ClientEvent::EackOutcome`] (naming `number`)
+    /// when it can repair none of them.
+    pub fn send_eack_with_gaps(
+        &mut self,
+        now: Instant,
+        data: &[u8],
+        open_gaps: u32,
+        number: u32,
+    ) -> Result<(), Error> {
         if self.state != ClientState::Established {
             return Err(Error::InvalidState("eack: not established"));
         }
         let m = Message::Eack(Eack {
             epoch: self.epoch,
             data: data.to_vec(),
+            open_gaps,
+            number,
         });
         self.send(now, &m)
     }

@@ -175,6 +175,16 @@ pub enum ClientEvent {
         /// The quACK wire form.
         data: Vec<u8>,
     },
+    /// The proxy answered an eACK that reported open gaps: it resent `resent` packets for it
+    /// (0: it can repair none of the gaps open before that eACK).
+    EackOutcome {
+        /// Its epoch (always the current one).
+        epoch: u32,
+        /// Packets resent.
+        resent: u32,
+        /// The number the client gave that eACK.
+        eack_number: u32,
+    },
     /// The proxy reported an error.
     ProxyError {
         /// An `ErrorCode` value.

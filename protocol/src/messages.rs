@@ -374,6 +374,33 @@ pub struct Eack {
     /// Opaque eACK wire form.
     #[prost(bytes = "vec", tag = "2")]
     pub data: Vec<u8>,
+    /// Packet-number gaps the client held open when it sent this eACK (0 when none, and from
+    /// clients that do not say). A proxy that can repair none of them answers with an
+    /// [`EackOutcome`], so the client stops holding for them.
+    #[prost(uint32, tag = "3")]
+    pub open_gaps: u32,
+    /// The client's number for this eACK, echoed by the [`EackOutcome`] that answers it.
+    #[prost(uint32, tag = "4")]
+    pub number: u32,
+}
+
+/// Proxy → client: the answer to an eACK that reported open gaps, when the proxy resent nothing
+/// for it: every packet it forwarded before the newest one the eACK acknowledges had arrived, so
+/// the client's gaps before that eACK are not the proxy's to repair (packet numbers the sender
+/// skipped on purpose, RFC 9000 §21.4, or losses before the proxy). Holding on costs the sender's
+/// feedback delay and gains nothing.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EackOutcome {
+    /// Epoch of the eACK.
+    #[prost(uint32, tag = "1")]
+    pub epoch: u32,
+    /// Packets the proxy resent for that eACK (0 in every outcome sent today).
+    #[prost(uint32, tag = "2")]
+    pub resent: u32,
+    /// The answered eACK's [`Eack::number`]: the client's gaps opened before it sent that eACK
+    /// are the ones the outcome is about.
+    #[prost(uint32, tag = "3")]
+    pub eack_number: u32,
 }
 
 /// Either side: tear the session down. Not acknowledged.
@@ -470,6 +497,8 @@ pub mod msg_type {
     pub const REFRESH: u8 = 9;
     /// [`super::Challenge`]
     pub const CHALLENGE: u8 = 10;
+    /// [`super::EackOutcome`]
+    pub const EACK_OUTCOME: u8 = 11;
 }
 
 /// Any sidekick message.
@@ -495,6 +524,8 @@ pub enum Message {
     Refresh(Refresh),
     /// See [`Challenge`].
     Challenge(Challenge),
+    /// See [`EackOutcome`].
+    EackOutcome(EackOutcome),
 }
 
 /// Which way a sidekick frame goes between client and proxy (who may send a message type).
@@ -522,6 +553,7 @@ impl Message {
             Message::Error(_) => t::ERROR,
             Message::Refresh(_) => t::REFRESH,
             Message::Challenge(_) => t::CHALLENGE,
+            Message::EackOutcome(_) => t::EACK_OUTCOME,
         }
     }
 
@@ -530,7 +562,9 @@ impl Message {
         use msg_type as t;
         match ty {
             t::INIT | t::EACK => dir == FrameDirection::ClientToProxy,
-            t::INIT_ACK | t::QUACK | t::CHALLENGE => dir == FrameDirection::ProxyToClient,
+            t::INIT_ACK | t::QUACK | t::CHALLENGE | t::EACK_OUTCOME => {
+                dir == FrameDirection::ProxyToClient
+            }
             t::CONFIG | t::RESET | t::CLOSE | t::ERROR | t::REFRESH => true,
             _ => false,
         }
@@ -549,6 +583,7 @@ impl Message {
             Message::Error(m) => m.encode_to_vec(),
             Message::Refresh(m) => m.encode_to_vec(),
             Message::Challenge(m) => m.encode_to_vec(),
+            Message::EackOutcome(m) => m.encode_to_vec(),
         }
     }
 
@@ -566,6 +601,7 @@ impl Message {
             t::ERROR => Message::Error(ErrorMsg::decode(body)?),
             t::REFRESH => Message::Refresh(Refresh::decode(body)?),
             t::CHALLENGE => Message::Challenge(Challenge::decode(body)?),
+            t::EACK_OUTCOME => Message::EackOutcome(EackOutcome::decode(body)?),
             other => return Err(Error::UnknownMessageType(other)),
         };
         m.validate()?;

@@ -112,6 +112,13 @@ fn every_message_round_trips() {
         Message::Eack(Eack {
             epoch: 2,
             data: vec![9; 300],
+            open_gaps: 3,
+            number: 17,
+        }),
+        Message::EackOutcome(EackOutcome {
+            epoch: 2,
+            resent: 0,
+            eack_number: 17,
         }),
         Message::Close(Close { reason: 0 }),
         Message::Error(ErrorMsg {
@@ -146,6 +153,37 @@ fn unknown_fields_are_tolerated() {
         Message::decode_body(msg_type::QUACK, &body),
         Ok(Message::Quack(m))
     );
+}
+
+/// An eACK from a client that does not report its gaps (no field 3) reads as "none open", and
+/// the outcome only travels from the proxy.
+#[test]
+fn eack_gaps_default_to_none_and_outcomes_go_to_the_client() {
+    let old = Eack {
+        epoch: 1,
+        data: vec![7; 10],
+        open_gaps: 0,
+        number: 0,
+    };
+    let mut body = old.encode_to_vec();
+    assert!(!body.contains(&0x18), "field 3 absent when 0");
+    assert_eq!(
+        Message::decode_body(msg_type::EACK, &body),
+        Ok(Message::Eack(old.clone()))
+    );
+    body.extend_from_slice(&[0x18, 0x05]); // field 3 = 5
+    assert!(matches!(
+        Message::decode_body(msg_type::EACK, &body),
+        Ok(Message::Eack(Eack { open_gaps: 5, .. }))
+    ));
+    assert!(Message::allowed(
+        msg_type::EACK_OUTCOME,
+        FrameDirection::ProxyToClient
+    ));
+    assert!(!Message::allowed(
+        msg_type::EACK_OUTCOME,
+        FrameDirection::ClientToProxy
+    ));
 }
 
 #[test]

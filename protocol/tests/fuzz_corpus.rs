@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use sidekick_protocol::messages::{
-    Challenge, Close, Config, Eack, ErrorMsg, IdentifierSpec, Init, InitAck, PackratConfig, Quack,
-    Refresh, Reset, RobinConfig, msg_type,
+    Challenge, Close, Config, Eack, EackOutcome, ErrorMsg, IdentifierSpec, Init, InitAck,
+    PackratConfig, Quack, Refresh, Reset, RobinConfig, msg_type,
 };
 use sidekick_protocol::{
     BaseFlow, ClientConfig, ClientSession, FrameDirection, Message, ProxyPolicy, ProxySessionTable,
@@ -118,6 +118,27 @@ fn messages() -> Vec<(&'static str, FrameDirection, Message)> {
             Message::Eack(Eack {
                 epoch: 1,
                 data: vec![1, 0, 0, 0, 4, 0, 0, 0, 9, 9, 9, 9],
+                open_gaps: 0,
+                number: 0,
+            }),
+        ),
+        (
+            "eack-gaps",
+            C,
+            Message::Eack(Eack {
+                epoch: 1,
+                data: vec![1, 0, 0, 0, 4, 0, 0, 0, 9, 9, 9, 9],
+                open_gaps: 2,
+                number: 3,
+            }),
+        ),
+        (
+            "eack-outcome",
+            P,
+            Message::EackOutcome(EackOutcome {
+                epoch: 1,
+                resent: 0,
+                eack_number: 3,
             }),
         ),
         ("close", C, Message::Close(Close { reason: 0 })),
@@ -229,6 +250,8 @@ fn table_seeds() -> Vec<(&'static str, Vec<u8>)> {
         &Message::Eack(Eack {
             epoch: 1,
             data: vec![1, 2, 3],
+            open_gaps: 0,
+            number: 0,
         }),
     ));
     config_eack.extend(step(3, &[msg_type::CLOSE, 0]));

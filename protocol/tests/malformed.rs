@@ -91,6 +91,8 @@ fn samples() -> Vec<(FrameDirection, Message)> {
             Message::Eack(Eack {
                 epoch: 1,
                 data: vec![8; 200],
+                open_gaps: 1,
+                number: 0,
             }),
         ),
         (C, Message::Close(Close { reason: 0 })),
@@ -241,12 +243,12 @@ fn authentic_but_malformed_bodies() {
     };
     let open = |b: &[u8]| frame::open(b, &key(), FrameDirection::ClientToProxy);
     // Unknown type byte with a valid MAC.
-    for ty in [0u8, 11, 200, 255] {
+    for ty in [0u8, 12, 200, 255] {
         let b = seal_raw(&h(ty), &[], &key()).unwrap();
         assert_eq!(open(&b), Err(Error::UnknownMessageType(ty)));
     }
     // Protobuf garbage (truncated length-delimited field) under every type.
-    for ty in 1..=10u8 {
+    for ty in 1..=11u8 {
         if !Message::allowed(ty, FrameDirection::ClientToProxy) {
             continue;
         }
@@ -271,6 +273,8 @@ fn authentic_but_malformed_bodies() {
         Message::Eack(Eack {
             epoch: 0,
             data: vec![0; MAX_DATAGRAM],
+            open_gaps: 0,
+            number: 0,
         }),
         Message::Quack(Quack {
             epoch: 0,

@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use sidekick_protocol::discovery::{DiscoveryReply, DiscoveryRequest, is_discovery_reply};
 use sidekick_protocol::frame::{self, Header, seal, seal_padded};
 use sidekick_protocol::messages::{
-    Challenge, Close, Config, Eack, ErrorMsg, IdentifierSpec, Init, InitAck, MAX_ERROR_DETAIL,
-    PackratConfig, Quack, Refresh, Reset, RobinConfig,
+    Challenge, Close, Config, Eack, EackOutcome, ErrorMsg, IdentifierSpec, Init, InitAck,
+    MAX_ERROR_DETAIL, PackratConfig, Quack, Refresh, Reset, RobinConfig,
 };
 use sidekick_protocol::{
     ClientConfig, ClientSession, FrameDirection, MAX_DATAGRAM, Message, ProxyPolicy,
@@ -133,7 +133,23 @@ fn arb_message(config: BoxedStrategy<SessionConfig>) -> impl Strategy<Value = Me
         (any::<u32>(), any::<u32>())
             .prop_map(|(epoch, reason)| Message::Reset(Reset { epoch, reason })),
         (any::<u32>(), bytes()).prop_map(|(epoch, data)| Message::Quack(Quack { epoch, data })),
-        (any::<u32>(), bytes()).prop_map(|(epoch, data)| Message::Eack(Eack { epoch, data })),
+        (any::<u32>(), bytes(), any::<u32>(), any::<u32>()).prop_map(
+            |(epoch, data, open_gaps, number)| {
+                Message::Eack(Eack {
+                    epoch,
+                    data,
+                    open_gaps,
+                    number,
+                })
+            }
+        ),
+        (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(epoch, resent, eack_number)| {
+            Message::EackOutcome(EackOutcome {
+                epoch,
+                resent,
+                eack_number,
+            })
+        }),
         any::<u32>().prop_map(|reason| Message::Close(Close { reason })),
         (any::<u32>(), "[a-zé]{0,300}")
             .prop_map(|(code, detail)| Message::Error(ErrorMsg { code, detail })),

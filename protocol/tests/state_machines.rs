@@ -204,8 +204,29 @@ fn reconfigure_reset_and_close() {
     assert!(pe.contains(&ProxyEvent::Eack {
         id,
         epoch,
-        data: b"eack".to_vec()
+        data: b"eack".to_vec(),
+        open_gaps: 0,
+        number: 0,
     }));
+    // An eACK with open gaps says so; the proxy's outcome reaches the client in the epoch.
+    p.client.send_eack_with_gaps(now, b"eack", 2, 9).unwrap();
+    let (_, pe) = p.pump(now);
+    assert!(pe.contains(&ProxyEvent::Eack {
+        id,
+        epoch,
+        data: b"eack".to_vec(),
+        open_gaps: 2,
+        number: 9,
+    }));
+    let o = p.proxy.send_eack_outcome(now, &id, 0, 9).unwrap();
+    assert_eq!(
+        p.deliver_to_client(now, &o),
+        Ok(ClientEvent::EackOutcome {
+            epoch,
+            resent: 0,
+            eack_number: 9
+        })
+    );
 
     // Close from the client: the proxy forgets the session.
     now += 10 * MS;

@@ -38,6 +38,8 @@ pub struct Counters {
     pub sidekick_dropped: u64,
     /// eACKs received.
     pub eacks_in: u64,
+    /// eACK outcomes sent: eACKs with open gaps the proxy could repair none of.
+    pub eack_outcomes: u64,
     /// quACKs sent.
     pub quacks_sent: u64,
     /// Resets sent by the proxy.
@@ -131,6 +133,7 @@ impl Counters {
         add!(sidekick_in);
         add!(sidekick_dropped);
         add!(eacks_in);
+        add!(eack_outcomes);
         add!(quacks_sent);
         add!(resets_sent);
         add!(messages_refused);

@@ -63,6 +63,14 @@ pub enum Outgoing {
     Quack(Vec<u8>),
     /// A proxy-initiated Reset: the engine has started a new epoch (Packrat (CoNEXT '26) §6.1).
     Reset,
+    /// The answer to an eACK that reported open gaps: `resent` packets were resent for it (sent
+    /// only with 0, so that the client stops holding for gaps nobody will fill).
+    EackOutcome {
+        /// Packets resent for the eACK.
+        resent: u32,
+        /// The client's number for the eACK.
+        eack_number: u32,
+    },
 }
 
 /// One base-connection packet (or one segment of a GSO super-frame) as engines see it.

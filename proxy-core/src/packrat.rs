@@ -225,6 +225,9 @@ pub struct PackratEngine {
     /// The local eACK view, the received eACK and the decoder at the session's width.
     views: view::Views,
     missing: Vec<u64>,
+    /// Of the last decoded eACK: cached packets missing behind the newest one it acknowledged
+    /// (resent now, or already on their way); `None` before one, or after a failed one.
+    last_repairable: Option<u32>,
     /// Identifiers of the cached packets an eACK found missing (collision count; at most the
     /// cache's entries).
     matched: Vec<u64>,
@@ -245,6 +248,7 @@ impl PackratEngine {
             encoded_upto: 0,
             views: view::Views::new(cfg.width, cfg.local_symbols, cfg.key),
             missing: Vec::new(),
+            last_repairable: None,
             matched: Vec::new(),
             budget: RetxBudget::default(),
             counters: PackratCounters::default(),
@@ -342,6 +346,7 @@ impl PackratEngine {
     /// [`Outgoing::Reset`] — the session layer then assigns the new epoch with
     /// [`PackratEngine::reset`].
     pub fn on_eack(&mut self, bytes: &[u8], out: &mut Vec<Action>) {
+        self.last_repairable = None;
         let remote_epoch = match self.views.parse(bytes) {
             Ok(epoch) => epoch,
             Err(e) => {
@@ -403,12 +408,18 @@ impl PackratEngine {
         } = self;
         matched.clear();
         let mut kept_bytes = 0usize;
+        let mut repairable = 0u32;
         cache.retain_mut(|c| {
             if missing.binary_search(&c.id).is_err() {
                 counters.evicted_acked += 1;
                 return false;
             }
             found += 1;
+            // Behind the newest acknowledged packet, or resent earlier and not yet
+            // acknowledged: a repair is (or may still be) on its way.
+            if max_acked.is_some_and(|m| m > c.seq) || c.retx_mark.is_some() {
+                repairable = repairable.saturating_add(1);
+            }
             matched.push(c.id);
             c.at = ring.relocate(c.at, c.len, kept_bytes);
             kept_bytes += c.len;
@@ -432,10 +443,20 @@ impl PackratEngine {
             true
         });
         ring.truncate(kept_bytes);
+        self.last_repairable = Some(repairable);
         self.matched.sort_unstable();
         self.counters.id_collisions +=
             self.matched.windows(2).filter(|w| w[0] == w[1]).count() as u64;
         self.counters.missing_uncached += (self.missing.len().saturating_sub(found)) as u64;
+    }
+
+    /// Of the last eACK, if it decoded: the cached packets missing behind the newest packet it
+    /// acknowledged — resent by it, or resent earlier and still on their way. 0 means every
+    /// packet the proxy forwarded before that one had arrived: the gaps the client held when it
+    /// sent the eACK are not the proxy's to fill (numbers the sender skipped, RFC 9000 §21.4, or
+    /// losses before the proxy), which the client is told with an eACK outcome.
+    pub fn last_eack_repairable(&self) -> Option<u32> {
+        self.last_repairable
     }
 
     fn fail(&mut self, out: &mut Vec<Action>) {

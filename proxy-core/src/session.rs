@@ -73,6 +73,10 @@ pub enum SessionEvent<Id> {
         epoch: u32,
         /// eack wire bytes.
         data: Vec<u8>,
+        /// Packet-number gaps the client held open when it sent it.
+        open_gaps: u32,
+        /// The client's number for it.
+        number: u32,
     },
     /// The session is gone: the client closed it, or it failed (expiry, eviction).
     Closed {
@@ -376,7 +380,19 @@ fn map_event(ev: ProxyEvent) -> Result<SessionEvent<SessionId>, SessionError> {
             epoch,
         },
         ProxyEvent::Reset { id, epoch } => SessionEvent::Reset { id, epoch },
-        ProxyEvent::Eack { id, epoch, data } => SessionEvent::Eack { id, epoch, data },
+        ProxyEvent::Eack {
+            id,
+            epoch,
+            data,
+            open_gaps,
+            number,
+        } => SessionEvent::Eack {
+            id,
+            epoch,
+            data,
+            open_gaps,
+            number,
+        },
         ProxyEvent::Closed { id } => SessionEvent::Closed {
             id,
             reason: CloseReason::Ended,
@@ -449,6 +465,21 @@ impl SessionLayer for ProtocolSessions {
                 .send_reset(now, &id, ErrorCode::DecodeFailure)
                 .map(Some)
                 .map_err(|e| SessionError(e.to_string())),
+            Outgoing::EackOutcome {
+                resent,
+                eack_number,
+            } => {
+                let t = self
+                    .table
+                    .send_eack_outcome(now, &id, resent, eack_number)
+                    .map_err(|e| SessionError(e.to_string()))?;
+                if self.pending.len() >= PENDING_CAP {
+                    self.pending_dropped += 1;
+                } else {
+                    self.pending.push_back((t.to, t.bytes));
+                }
+                Ok(None)
+            }
         }
     }
 
@@ -538,8 +569,13 @@ impl StaticSessions {
     /// Queue an eACK from the client of session `id` (delivered at the next core timeout).
     pub fn eack(&mut self, id: u64, data: Vec<u8>) {
         let epoch = self.epochs.get(&id).copied().unwrap_or(0);
-        self.events
-            .push_back(SessionEvent::Eack { id, epoch, data });
+        self.events.push_back(SessionEvent::Eack {
+            id,
+            epoch,
+            data,
+            open_gaps: 0,
+            number: 0,
+        });
     }
 }
 
@@ -582,6 +618,8 @@ impl SessionLayer for StaticSessions {
                 *e = e.wrapping_add(1);
                 Ok(Some(*e))
             }
+            // Static sessions' clients get quACKs only (tests and benches of the engines).
+            Outgoing::EackOutcome { .. } => Ok(None),
         }
     }
 

@@ -184,6 +184,12 @@ fn core_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), st
     counter(enc, "eacks_received", "eACKs received.", c.eacks_in)?;
     counter(
         enc,
+        "eack_outcomes",
+        "eACK outcomes sent: eACKs with open gaps the proxy could repair none of.",
+        c.eack_outcomes,
+    )?;
+    counter(
+        enc,
         "eacks_decoded",
         "eACKs decoded.",
         c.packrat.eacks_decoded,

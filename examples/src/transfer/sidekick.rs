@@ -259,6 +259,9 @@ pub struct SidekickCounters {
     pub gaps_filled: u64,
     /// Packrat: gaps released by the reorder window expiring.
     pub gaps_expired: u64,
+    /// Packrat: eACK outcomes received (the proxy could fill none of the gaps an eACK came
+    /// after, and the client stopped holding for them).
+    pub eack_outcomes: u64,
     /// Resets the client requested.
     pub resets_requested: u64,
     /// Resets the proxy started.
@@ -360,6 +363,7 @@ impl SidekickCounters {
             gaps_opened: packrat.gaps_opened,
             gaps_filled: packrat.gaps_filled,
             gaps_expired: packrat.gaps_expired,
+            eack_outcomes: st.eack_outcomes,
             resets_requested: st.resets_requested,
             resets_by_proxy: st.resets_by_proxy,
             rejected_frames: st.rejected_frames,

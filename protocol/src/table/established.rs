@@ -188,6 +188,8 @@ impl ProxySessionTable {
                     id,
                     epoch: e.epoch,
                     data: e.data,
+                    open_gaps: e.open_gaps,
+                    number: e.number,
                 }),
             },
             Message::Refresh(r) => {

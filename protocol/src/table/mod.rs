@@ -21,8 +21,8 @@ use crate::error::Error;
 use crate::frame::{self, Header, MIN_INIT_DATAGRAM};
 use crate::keys::{Ephemeral, SessionId, SessionKey};
 use crate::messages::{
-    Challenge, Close, Config, ErrorCode, FrameDirection, InitAck, Message, Quack, Refresh, Reset,
-    SessionConfig, msg_type,
+    Challenge, Close, Config, EackOutcome, ErrorCode, FrameDirection, InitAck, Message, Quack,
+    Refresh, Reset, SessionConfig, msg_type,
 };
 use crate::proxy::{BaseFlow, ProxyPolicy, ProxySession, SessionStats, Transmit};
 use crate::replay::ReplayWindow;
@@ -99,6 +99,11 @@ pub enum ProxyEvent {
         epoch: u32,
         /// The eACK wire form.
         data: Vec<u8>,
+        /// Gaps the client held open when it sent it (answer with
+        /// [`ProxySessionTable::send_eack_outcome`] when none can be repaired).
+        open_gaps: u32,
+        /// The client's number for it (the outcome echoes it).
+        number: u32,
     },
     /// The client reported an error.
     ClientError {
@@ -645,6 +650,27 @@ impl ProxySessionTable {
         let m = Message::Quack(Quack {
             epoch: s.epoch,
             data: data.to_vec(),
+        });
+        let t = s.emit(&m)?;
+        self.stats.bytes_out += t.bytes.len() as u64;
+        Ok(t)
+    }
+
+    /// Emits an eACK outcome for session `id` in its current epoch (the answer to an eACK with
+    /// open gaps: `resent` packets resent for it). Refused (and counted) beyond the client's
+    /// quota or the anti-amplification limit.
+    pub fn send_eack_outcome(
+        &mut self,
+        _now: Instant,
+        id: &SessionId,
+        resent: u32,
+        eack_number: u32,
+    ) -> Result<Transmit, Error> {
+        let s = self.sessions.get_mut(id).ok_or(Error::UnknownSession)?;
+        let m = Message::EackOutcome(EackOutcome {
+            epoch: s.epoch,
+            resent,
+            eack_number,
         });
         let t = s.emit(&m)?;
         self.stats.bytes_out += t.bytes.len() as u64;

@@ -8,7 +8,7 @@ use super::{
     Assistance, FlowValue, ProxyCore, SessionAssist, SessionLayer, TimerKind, pemi_reservation,
     schedule,
 };
-use crate::engine::Outgoing;
+use crate::engine::{Action, Outgoing};
 use crate::flow::{FlowKey, FlowState};
 use crate::packrat::{PackratEngine, PackratEngineConfig};
 use crate::pemi::PemiEngine;
@@ -268,7 +268,13 @@ impl<S: SessionLayer> ProxyCore<S> {
                 }
             }
             SessionEvent::Reset { id, epoch } => self.restart_epoch(now, id, epoch),
-            SessionEvent::Eack { id, epoch: _, data } => {
+            SessionEvent::Eack {
+                id,
+                epoch: _,
+                data,
+                open_gaps,
+                number,
+            } => {
                 self.counters.eacks_in += 1;
                 let Some(flow) = self.by_session.get(&id).copied() else {
                     return;
@@ -283,6 +289,15 @@ impl<S: SessionLayer> ProxyCore<S> {
                     && let Some(p) = s.packrat.as_mut()
                 {
                     p.on_eack(&data, &mut self.engine_out);
+                    // The client holds gaps this eACK came after, and the proxy resent nothing
+                    // for them: they are not its to fill (skipped numbers, losses before it).
+                    if open_gaps > 0 && p.last_eack_repairable() == Some(0) {
+                        self.engine_out.push(Action::Message(Outgoing::EackOutcome {
+                            resent: 0,
+                            eack_number: number,
+                        }));
+                        self.counters.eack_outcomes += 1;
+                    }
                 }
                 self.dispatch(now, id);
             }

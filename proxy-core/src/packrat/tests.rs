@@ -73,6 +73,48 @@ fn retransmits_exactly_the_missing_packets() {
     assert_eq!(e.cache_len(), 1);
 }
 
+/// What an eACK outcome rests on: after an eACK whose every packet before its newest was
+/// forwarded and arrived (the client's gap is a number the sender skipped), nothing is
+/// repairable; a loss behind the newest acknowledged packet is, also while its resend is on its
+/// way; packets after it are still in flight and are not.
+#[test]
+fn repairable_counts_only_losses_behind_the_newest_acknowledged() {
+    let mut e = PackratEngine::new(unbudgeted());
+    let mut client = ReceiverEack::new(160);
+    assert_eq!(e.last_eack_repairable(), None);
+    for id in 0..10u32 {
+        e.cache_packet(&id.to_le_bytes(), &frame_for(id));
+        client.on_receive(id);
+    }
+    // Two more forwarded and still on their way.
+    for id in 10..12u32 {
+        e.cache_packet(&id.to_le_bytes(), &frame_for(id));
+    }
+    let mut out = Vec::new();
+    e.on_eack(&eack_of(&client, 40), &mut out);
+    assert!(injected(&out).is_empty());
+    assert_eq!(e.last_eack_repairable(), Some(0));
+    // 12 is lost after the proxy, 13 arrives: 12 is repairable, and stays so while its resend
+    // is on its way (the next eACK acknowledges nothing newer).
+    for id in 12..14u32 {
+        e.cache_packet(&id.to_le_bytes(), &frame_for(id));
+    }
+    for id in [10u32, 11, 13] {
+        client.on_receive(id);
+    }
+    out.clear();
+    e.on_eack(&eack_of(&client, 40), &mut out);
+    assert_eq!(injected(&out), vec![12]);
+    assert_eq!(e.last_eack_repairable(), Some(1));
+    out.clear();
+    e.on_eack(&eack_of(&client, 40), &mut out);
+    assert!(injected(&out).is_empty());
+    assert_eq!(e.last_eack_repairable(), Some(1));
+    // An undecodable eACK says nothing.
+    e.on_eack(&[1, 2, 3], &mut out);
+    assert_eq!(e.last_eack_repairable(), None);
+}
+
 #[test]
 fn tail_losses_wait_for_a_gap() {
     let mut e = PackratEngine::new(unbudgeted());
