@@ -443,16 +443,21 @@ impl PackratEngine {
             true
         });
         ring.truncate(kept_bytes);
-        self.last_repairable = Some(repairable);
+        // Missing packets no longer cached (evicted optimistically) may have been resent
+        // before they were evicted, with the resend still on its way: they count as repairable,
+        // so that the client never gives up a gap a repair may still fill.
+        let uncached = u32::try_from(self.missing.len().saturating_sub(found)).unwrap_or(u32::MAX);
+        self.last_repairable = Some(repairable.saturating_add(uncached));
         self.matched.sort_unstable();
         self.counters.id_collisions +=
             self.matched.windows(2).filter(|w| w[0] == w[1]).count() as u64;
         self.counters.missing_uncached += (self.missing.len().saturating_sub(found)) as u64;
     }
 
-    /// Of the last eACK, if it decoded: the cached packets missing behind the newest packet it
-    /// acknowledged — resent by it, or resent earlier and still on their way. 0 means every
-    /// packet the proxy forwarded before that one had arrived: the gaps the client held when it
+    /// Of the last eACK, if it decoded: the packets missing behind the newest packet it
+    /// acknowledged — resent by it, resent earlier and still on their way, or evicted from the
+    /// cache (whose resend may be on its way). 0 means every packet the proxy forwarded before
+    /// that one had arrived: the gaps the client held when it
     /// sent the eACK are not the proxy's to fill (numbers the sender skipped, RFC 9000 §21.4, or
     /// losses before the proxy), which the client is told with an eACK outcome.
     pub fn last_eack_repairable(&self) -> Option<u32> {
