@@ -10,10 +10,10 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context as _, bail};
 use quiche::h3::NameValue as _;
 
-use super::quiche_stack::{Driver, Io, stats_of};
+use super::quiche_stack::{Driver, Io, direction_result, stats_of};
 use super::{
     CHUNK, Request, SenderStats, Stack, Summary, TransferDirection, TransferReport, fill_pattern,
-    unix_ns, upload_duration,
+    unix_ns,
 };
 
 /// Response body still to write on one stream: `pattern` bytes of payload, then `tail`, then FIN.
@@ -354,34 +354,7 @@ pub(super) fn client_loop(
                     } else if summary_buf.len() == Summary::LEN {
                         let summary = Summary::decode(&summary_buf)?;
                         let (s, s_wall) = start.context("summary before request")?;
-                        result = Some(match req.direction {
-                            TransferDirection::Download => (
-                                t_end.context("summary before payload")?,
-                                SenderStats {
-                                    sent_packets: summary.sent_packets,
-                                    lost_packets: summary.lost_packets,
-                                    retransmissions: summary.retransmissions,
-                                    receiver_sent_packets: conn.stats().sent as u64,
-                                    sender_unknown: false,
-                                },
-                            ),
-                            TransferDirection::Upload => {
-                                if summary.bytes != req.bytes {
-                                    bail!(
-                                        "server received {} of {} bytes",
-                                        summary.bytes,
-                                        req.bytes
-                                    );
-                                }
-                                (
-                                    upload_duration(s_wall, &summary, s.elapsed()),
-                                    SenderStats {
-                                        receiver_sent_packets: summary.sent_packets,
-                                        ..stats_of(conn)
-                                    },
-                                )
-                            }
-                        });
+                        result = Some(direction_result(req, &summary, (s, s_wall), t_end, conn)?);
                         conn.close(true, 0x100, b"done").ok();
                     }
                 }
