@@ -67,12 +67,14 @@ fn scale_timers_follow_sessions_and_flows_stay_cheap() {
     );
 }
 
-fn fairness(
+/// One assisted (or first) flow against one plain flow, 60 s per trial, seed 1; the points are
+/// given to `run_point`.
+fn pair_spec(
     pair: Pair,
-    delay: &str,
     trials: usize,
-) -> sidekick_sim::studies::fairness::FairnessPoint {
-    let spec = FairnessSpec {
+    reply_hold: Option<sidekick_sim::multi::ReplyHold>,
+) -> FairnessSpec {
+    FairnessSpec {
         pair,
         rates: vec![],
         delays: vec![],
@@ -83,9 +85,16 @@ fn fairness(
         seconds: 60.0,
         trials,
         seed: 1,
-        reply_hold: None,
-    };
-    run_point(&spec, "10Mbit", delay, "0%").unwrap()
+        reply_hold,
+    }
+}
+
+fn fairness(
+    pair: Pair,
+    delay: &str,
+    trials: usize,
+) -> sidekick_sim::studies::fairness::FairnessPoint {
+    run_point(&pair_spec(pair, trials, None), "10Mbit", delay, "0%").unwrap()
 }
 
 /// Two CUBIC flows on one bottleneck (one BDP of queue) share it; PACUBIC without near-link
@@ -115,20 +124,7 @@ fn cubic_pairs_share_the_bottleneck() {
 #[test]
 fn pemi_reordering_holds_fewer_replies_than_delaying() {
     let held = |pair| {
-        let spec = FairnessSpec {
-            pair,
-            rates: vec![],
-            delays: vec![],
-            losses: vec![],
-            plain: 1,
-            queue: None,
-            shared_lan: false,
-            seconds: 60.0,
-            trials: 3,
-            seed: 1,
-            reply_hold: None,
-        };
-        let p = run_point(&spec, "20Mbit", "5ms", "1%").unwrap();
+        let p = run_point(&pair_spec(pair, 3, None), "20Mbit", "5ms", "1%").unwrap();
         assert_eq!(p.failed_trials, 0, "{p:?}");
         assert!(p.pemi_retransmissions > 0.0, "{p:?}");
         p.pemi_replies_held
@@ -212,19 +208,7 @@ fn shared_near_link_carries_every_client() {
 fn delaying_replies_slows_a_quic_sender_and_reordering_them_does_not() {
     use sidekick_sim::multi::ReplyHold;
     let share = |hold: &str| {
-        let spec = FairnessSpec {
-            pair: Pair::CubicDown,
-            rates: vec![],
-            delays: vec![],
-            losses: vec![],
-            plain: 1,
-            queue: None,
-            shared_lan: false,
-            seconds: 60.0,
-            trials: 3,
-            seed: 1,
-            reply_hold: Some(hold.parse::<ReplyHold>().unwrap()),
-        };
+        let spec = pair_spec(Pair::CubicDown, 3, Some(hold.parse::<ReplyHold>().unwrap()));
         let p = run_point(&spec, "10Mbit", "5ms", "0%").unwrap();
         assert_eq!(p.failed_trials, 0, "{p:?}");
         assert!(p.utilisation > 0.85, "{hold}: {p:?}");
