@@ -22,6 +22,7 @@ pub mod multi;
 pub mod net;
 pub mod proxy_node;
 pub mod quic;
+pub mod reply_hold;
 pub mod rtc;
 pub mod run;
 pub mod scenario;

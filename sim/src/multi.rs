@@ -32,11 +32,11 @@ use sidekick_examples::transfer::sidekick::{Mode, SidekickParams};
 use sidekick_lab::link::LinkDirection as LinkDir;
 use sidekick_lab::spec::LinkSpec;
 use sidekick_proxy::config::Config as ProxyConfig;
-use sidekick_proxy::pemi::ReplyEnforcement;
 
 use crate::net::{MAX_FRAME, SERVER_IP, icmp_echo_reply, rewrite_macs, udp_frame, udp_of};
 use crate::proxy_node::{ProxyNode, ProxyOut, Verdict};
 use crate::quic::{self, Peer, QuicError};
+pub use crate::reply_hold::ReplyHold;
 use crate::sched::{Clock, Scheduler};
 use crate::sdk::{Out, SdkGlue};
 use crate::transfer::{DownloadClient, DownloadServer, UploadClient, UploadServer};
@@ -58,42 +58,6 @@ pub struct ClientSpec {
     pub start: Duration,
     /// Its datagrams to the server are held at the ap at a fixed enforcement level.
     pub reply_hold: Option<ReplyHold>,
-}
-
-/// PEMI's reply enforcement (PEMI §4.5.2) at one fixed level, without PEMI: the ap holds a
-/// client's datagrams to the server (the replies of a download: its ACKs) as
-/// [`ReplyEnforcement::hold`] says — every one by `delay`, or one in
-/// [`sidekick_proxy::pemi::REORDER_EVERY`] so that the next overtake it. PEMI itself engages
-/// the enforcement only while its flow exceeds its target rate, so the two mechanisms are
-/// compared here at levels PEMI may never reach.
-///
-/// ```
-/// use sidekick_sim::multi::ReplyHold;
-/// let h: ReplyHold = "reorder:20ms".parse().unwrap();
-/// assert_eq!(h.delay, std::time::Duration::from_millis(20));
-/// assert!("hold:20ms".parse::<ReplyHold>().is_err());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplyHold {
-    /// Delay every reply, or reorder one in four.
-    pub enforcement: ReplyEnforcement,
-    /// How long a held reply waits.
-    pub delay: Duration,
-}
-
-impl std::str::FromStr for ReplyHold {
-    type Err = String;
-
-    /// `delay:10ms` or `reorder:10ms` (the lab's duration syntax).
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (e, d) = s
-            .split_once(':')
-            .ok_or_else(|| format!("{s:?}: want ENFORCEMENT:DURATION, e.g. delay:10ms"))?;
-        Ok(Self {
-            enforcement: e.parse().map_err(|e| format!("{s:?}: {e}"))?,
-            delay: sidekick_lab::spec::parse_duration(d).map_err(|e| format!("{s:?}: {e}"))?,
-        })
-    }
 }
 
 /// A multi-client run.
