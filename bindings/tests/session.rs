@@ -8,11 +8,11 @@
 
 use std::net::SocketAddr;
 use std::ptr::null_mut;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use quack::PowerSumQuack;
 use sidekick_capi::*;
-use sidekick_protocol::{BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId};
+use sidekick_protocol::{BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId, Time};
 
 const PROXY: &str = "192.0.2.1:7000";
 
@@ -29,7 +29,6 @@ fn sockaddr_in(a: SocketAddr) -> libc::sockaddr_in {
 }
 
 struct Lab {
-    t0: Instant,
     client: *mut SkClient,
     proxy: ProxySessionTable,
     base: BaseFlow,
@@ -102,7 +101,7 @@ impl Lab {
                 assert_eq!(port, Some(7000));
                 let ev = self
                     .proxy
-                    .handle_datagram(self.t0 + at, self.base.client, &bytes);
+                    .handle_datagram(Time::ZERO + at, self.base.client, &bytes);
                 if let Ok(ProxyEvent::SessionEstablished { id, .. }) = ev {
                     self.sid = Some(id);
                 }
@@ -117,7 +116,7 @@ impl Lab {
         let sid = self.sid.expect("session established");
         let t = self
             .proxy
-            .send_quack(self.t0 + at, &sid, &seen.to_bytes())
+            .send_quack(Time::ZERO + at, &sid, &seen.to_bytes())
             .unwrap();
         self.deliver_from_proxy(at, &t.bytes);
     }
@@ -164,7 +163,6 @@ fn robin_session_through_the_c_api_finds_a_near_loss_and_retransmits() {
         server: "203.0.113.5:443".parse().unwrap(),
     };
     let mut lab = Lab {
-        t0: Instant::now(),
         client,
         proxy: ProxySessionTable::new(ProxyPolicy::new(PROXY.parse().unwrap())),
         base,
@@ -182,7 +180,10 @@ fn robin_session_through_the_c_api_finds_a_near_loss_and_retransmits() {
     assert_eq!(tx.len(), 1);
     assert_eq!((tx[0].0, tx[0].1.len()), (SkDestination::Base, 128));
     let parsed = sidekick_protocol::is_discovery_request(&tx[0].1).unwrap();
-    let reply = lab.proxy.handle_discovery(lab.t0, base, &parsed).unwrap();
+    let reply = lab
+        .proxy
+        .handle_discovery(Time::ZERO, base, &parsed)
+        .unwrap();
     // SAFETY: valid datagram; `client` is live.
     let s = unsafe {
         sk_client_on_base_received(
@@ -346,7 +347,6 @@ fn established(cfg: &SkSessionConfig) -> Lab {
         server: "203.0.113.5:443".parse().unwrap(),
     };
     let mut lab = Lab {
-        t0: Instant::now(),
         client,
         proxy: ProxySessionTable::new(ProxyPolicy::new(PROXY.parse().unwrap())),
         base,
@@ -359,7 +359,10 @@ fn established(cfg: &SkSessionConfig) -> Lab {
     );
     let tx = lab.transmits();
     let parsed = sidekick_protocol::is_discovery_request(&tx[0].1).unwrap();
-    let reply = lab.proxy.handle_discovery(lab.t0, base, &parsed).unwrap();
+    let reply = lab
+        .proxy
+        .handle_discovery(Time::ZERO, base, &parsed)
+        .unwrap();
     // SAFETY: valid datagram; `client` is live.
     let s = unsafe {
         sk_client_on_base_received(
@@ -576,7 +579,7 @@ fn c_api_packrat_at_width(width: u8) {
         }
         if let Ok(ProxyEvent::Eack { data, .. }) =
             lab.proxy
-                .handle_datagram(lab.t0 + ms(40), lab.base.client, &bytes)
+                .handle_datagram(Time::ZERO + ms(40), lab.base.client, &bytes)
         {
             eacks.push(data);
         }

@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use quack::IdSource;
 use sidekick_protocol::messages::{IdentifierMode, IdentifierSpec, SessionConfig};
-use sidekick_protocol::{ClientEvent, ClientSession, ClientState, Destination, is_discovery_reply};
+use sidekick_protocol::{
+    ClientEvent, ClientSession, ClientState, Destination, Time, is_discovery_reply,
+};
 
 use crate::lens::{DatagramDirection, PacketNumberLens, Role};
 use crate::packrat::PackratReceiver;
@@ -80,6 +82,8 @@ pub struct SidekickClient {
     eacks_sent: VecDeque<(u32, Instant)>,
     passthrough: VecDeque<(SocketAddr, Vec<u8>)>,
     resets: VecDeque<Instant>,
+    /// The instant the protocol session's clock counts from (the first `now` this client saw).
+    protocol_origin: Option<Instant>,
     /// Packrat (filled, expired) gap counts at the start of the current assessment.
     hold_base: (u64, u64),
     /// Robin (assessed, unneeded) resend counts at the start of the current assessment.
@@ -118,6 +122,7 @@ impl SidekickClient {
             eacks_sent: VecDeque::new(),
             passthrough: VecDeque::new(),
             resets: VecDeque::new(),
+            protocol_origin: None,
             hold_base: (0, 0),
             resend_base: (0, 0),
             e2e_min_rtt: None,
@@ -207,7 +212,8 @@ impl SidekickClient {
         now: Instant,
         config: SessionConfig,
     ) -> Result<u32, sidekick_protocol::Error> {
-        let id = self.session.reconfigure(now, config)?;
+        let pnow = self.protocol_time(now);
+        let id = self.session.reconfigure(pnow, config)?;
         self.sent_since_request = 0;
         self.pump_session();
         Ok(id)
@@ -215,7 +221,8 @@ impl SidekickClient {
 
     /// Starts discovery at `now`.
     pub fn start(&mut self, now: Instant) -> Result<(), sidekick_protocol::Error> {
-        self.session.start(now)?;
+        let pnow = self.protocol_time(now);
+        self.session.start(pnow)?;
         self.sent_since_request = 0;
         self.mode = Mode::Probing;
         self.pump_session();
@@ -253,7 +260,8 @@ impl SidekickClient {
             self.session.state(),
             ClientState::Established | ClientState::Initiating
         ) {
-            self.session.close(now, 0);
+            let pnow = self.protocol_time(now);
+            self.session.close(pnow, 0);
         }
         self.pump_session();
         if let Some(mut p) = self.packrat.take() {
@@ -348,7 +356,8 @@ impl SidekickClient {
         if self.mode != Mode::Probing || !is_discovery_reply(datagram) {
             return false;
         }
-        if let Err(e) = self.session.handle_base_datagram(now, datagram) {
+        let pnow = self.protocol_time(now);
+        if let Err(e) = self.session.handle_base_datagram(pnow, datagram) {
             tracing::debug!(%e, "discovery reply refused");
         }
         self.pump_session();
@@ -462,8 +471,9 @@ impl SidekickClient {
         }
         self.stats.engines_dropped += 1;
         self.push_event(SdkEvent::EngineDropped(engine, cause));
+        let pnow = self.protocol_time(now);
         if let Some(c) = rest
-            && let Err(e) = self.session.reconfigure(now, c)
+            && let Err(e) = self.session.reconfigure(pnow, c)
         {
             tracing::debug!(%e, "the proxy keeps the dropped engine");
         }
@@ -504,7 +514,8 @@ impl SidekickClient {
 
     /// A datagram arrived on the sidekick socket from `from`.
     pub fn on_sidekick_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        let ev = match self.session.handle_datagram(now, from, datagram) {
+        let pnow = self.protocol_time(now);
+        let ev = match self.session.handle_datagram(pnow, from, datagram) {
             Ok(ev) => ev,
             Err(sidekick_protocol::Error::QuotaExhausted) if self.mode == Mode::Active => {
                 // The protocol checks the grant only after the MAC: an authentic frame beyond
@@ -697,7 +708,8 @@ impl SidekickClient {
             }
         }
         if need_reset && self.session.state() == ClientState::Established {
-            if let Ok(epoch) = self.session.reset(now, 0) {
+            let pnow = self.protocol_time(now);
+            if let Ok(epoch) = self.session.reset(pnow, 0) {
                 self.stats.resets_requested += 1;
                 self.new_epoch(epoch);
             }
@@ -706,6 +718,7 @@ impl SidekickClient {
     }
 
     fn send_eack(&mut self, now: Instant) {
+        let pnow = self.protocol_time(now);
         let Some(p) = self.packrat.as_mut() else {
             return;
         };
@@ -715,7 +728,7 @@ impl SidekickClient {
             let number = u32::try_from(self.stats.eacks_sent).unwrap_or(u32::MAX);
             if self
                 .session
-                .send_eack_with_gaps(now, &e, open_gaps, number)
+                .send_eack_with_gaps(pnow, &e, open_gaps, number)
                 .is_ok()
             {
                 self.stats.eacks_sent += 1;
@@ -762,6 +775,12 @@ impl SidekickClient {
         }
     }
 
+    /// The protocol session's time at `now` ([`ClientSession`] runs on the sans-IO [`Time`]).
+    fn protocol_time(&mut self, now: Instant) -> Time {
+        let origin = *self.protocol_origin.get_or_insert(now);
+        Time::since(origin, now)
+    }
+
     /// PACUBIC's `r`, once both RTTs are known.
     pub fn rtt_ratio(&self) -> Option<f64> {
         self.robin.as_ref().and_then(RobinSender::rtt_ratio)
@@ -770,7 +789,10 @@ impl SidekickClient {
     /// The next instant [`Self::handle_timeout`] must run.
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
-            self.session.poll_timeout(),
+            self.session
+                .poll_timeout()
+                .zip(self.protocol_origin)
+                .and_then(|(t, origin)| t.to_instant(origin)),
             self.robin.as_ref().and_then(RobinSender::poll_timeout),
             self.packrat
                 .as_ref()
@@ -783,7 +805,8 @@ impl SidekickClient {
 
     /// Runs timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.session.handle_timeout(now);
+        let pnow = self.protocol_time(now);
+        self.session.handle_timeout(pnow);
         self.pump_session();
         self.drain_session_events(now);
         if let Some(r) = self.robin.as_mut() {

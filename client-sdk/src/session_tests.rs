@@ -55,7 +55,7 @@ fn connect_sending(config: SidekickConfig, handshake_sends: &[u32]) -> Lab {
         panic!("no request")
     };
     let parsed = sidekick_protocol::is_discovery_request(&req).unwrap();
-    let reply = proxy.handle_discovery(t0, base, &parsed).unwrap();
+    let reply = proxy.handle_discovery(Time::ZERO, base, &parsed).unwrap();
     client.on_base_received(t0, reply.bytes.to_vec());
     assert!(client.poll_deliver().is_none(), "the reply is consumed");
     let mut sid = None;
@@ -65,7 +65,7 @@ fn connect_sending(config: SidekickConfig, handshake_sends: &[u32]) -> Lab {
         while let Some(t) = client.poll_transmit() {
             if let Transmit::Sidekick(_, bytes) = t
                 && let Ok(ProxyEvent::SessionEstablished { id, .. }) =
-                    proxy.handle_datagram(t0, base.client, &bytes)
+                    proxy.handle_datagram(Time::ZERO, base.client, &bytes)
             {
                 sid = Some(id);
             }
@@ -112,7 +112,7 @@ impl Lab {
         while let Some(t) = self.client.poll_transmit() {
             if let Transmit::Sidekick(_, b) = t {
                 let from = "10.0.0.2:5000".parse().unwrap();
-                let _ = self.proxy.handle_datagram(self.t0 + ms(at), from, &b);
+                let _ = self.proxy.handle_datagram(Time::from_millis(at), from, &b);
             }
         }
     }
@@ -121,7 +121,7 @@ impl Lab {
         self.flush_to_proxy(at);
         let t = self
             .proxy
-            .send_quack(self.t0 + ms(at), &self.sid, data)
+            .send_quack(Time::from_millis(at), &self.sid, data)
             .unwrap();
         self.client
             .on_sidekick_datagram(self.t0 + ms(at), proxy_addr(), &t.bytes);
@@ -268,7 +268,7 @@ fn off_path_forgeries_are_counted_not_fatal() {
     lab.send(0..4, &[]);
     let t = lab
         .proxy
-        .send_quack(lab.t0, &lab.sid, &lab.seen.to_bytes())
+        .send_quack(Time::ZERO, &lab.sid, &lab.seen.to_bytes())
         .unwrap();
     let mut bad = t.bytes.clone();
     let last = bad.len() - 1;
@@ -387,7 +387,7 @@ fn too_many_proxy_resets_cause_fallback() {
     for k in 0..6u64 {
         lab.proxy
             .send_reset(
-                lab.t0 + ms(k),
+                Time::from_millis(k),
                 &lab.sid,
                 sidekick_protocol::ErrorCode::DecodeFailure,
             )
@@ -398,9 +398,11 @@ fn too_many_proxy_resets_cause_fallback() {
         }
         while let Some(t) = lab.client.poll_transmit() {
             if let Transmit::Sidekick(_, b) = t {
-                let _ =
-                    lab.proxy
-                        .handle_datagram(lab.t0 + ms(k), "10.0.0.2:5000".parse().unwrap(), &b);
+                let _ = lab.proxy.handle_datagram(
+                    Time::from_millis(k),
+                    "10.0.0.2:5000".parse().unwrap(),
+                    &b,
+                );
             }
         }
     }
@@ -523,7 +525,9 @@ fn an_eack_outcome_releases_a_gap_nobody_will_fill() {
                 open_gaps,
                 number: n,
                 ..
-            }) = lab.proxy.handle_datagram(t + ms(11), from, &b)
+            }) = lab
+                .proxy
+                .handle_datagram(Time::since(lab.t0, t + ms(11)), from, &b)
             && open_gaps > 0
         {
             assert_eq!(open_gaps, 1);
@@ -533,7 +537,7 @@ fn an_eack_outcome_releases_a_gap_nobody_will_fill() {
     let number = number.expect("an eACK with the open gap went out");
     let o = lab
         .proxy
-        .send_eack_outcome(t + ms(12), &lab.sid, 0, number)
+        .send_eack_outcome(Time::since(lab.t0, t + ms(12)), &lab.sid, 0, number)
         .unwrap();
     lab.client
         .on_sidekick_datagram(t + ms(12), proxy_addr(), &o.bytes);
@@ -549,7 +553,7 @@ fn an_eack_outcome_releases_a_gap_nobody_will_fill() {
     let _ = lab.client.poll_deliver();
     let o = lab
         .proxy
-        .send_eack_outcome(t + ms(14), &lab.sid, 0, number + 100)
+        .send_eack_outcome(Time::since(lab.t0, t + ms(14)), &lab.sid, 0, number + 100)
         .unwrap();
     lab.client
         .on_sidekick_datagram(t + ms(14), proxy_addr(), &o.bytes);

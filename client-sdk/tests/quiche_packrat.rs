@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use eack::ProxyEack;
 use sidekick::integrations::quiche_conn::SidekickQuiche;
 use sidekick::session::{SidekickClient, SidekickConfig, Transmit};
-use sidekick_protocol::{BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId};
+use sidekick_protocol::{BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, SessionId, Time};
 
 const SIZE: usize = 1_500_000;
 
@@ -41,6 +41,8 @@ fn config(cert: Option<(&std::path::Path, &std::path::Path)>) -> quiche::Config 
 }
 
 struct Proxy {
+    /// The table's clock counts from here.
+    origin: Instant,
     table: ProxySessionTable,
     sid: Option<SessionId>,
     eack: ProxyEack,
@@ -49,6 +51,13 @@ struct Proxy {
     retransmitted: u64,
     eacks: u64,
     decode_failures: u64,
+}
+
+impl Proxy {
+    /// The table's time at `now`.
+    fn time(&self, now: Instant) -> Time {
+        Time::since(self.origin, now)
+    }
 }
 
 #[derive(Debug)]
@@ -99,7 +108,8 @@ fn pump(
                                 client: client_addr,
                                 server: server_addr,
                             };
-                            if let Ok(r) = proxy.table.handle_discovery(now, flow, &req) {
+                            if let Ok(r) = proxy.table.handle_discovery(proxy.time(now), flow, &req)
+                            {
                                 client.recv(now, &r.bytes, to_client).unwrap();
                             }
                         }
@@ -109,7 +119,7 @@ fn pump(
                     }
                 }
                 Transmit::Sidekick(_, d) if proxy.alive => {
-                    match proxy.table.handle_datagram(now, client_sk, &d) {
+                    match proxy.table.handle_datagram(proxy.time(now), client_sk, &d) {
                         Ok(ProxyEvent::SessionEstablished { id, epoch, .. }) => {
                             proxy.sid = Some(id);
                             proxy.eack.reset(epoch);
@@ -131,7 +141,8 @@ fn pump(
                                 proxy.decode_failures += 1;
                                 let sid = proxy.sid.unwrap();
                                 let code = sidekick_protocol::ErrorCode::DecodeFailure;
-                                let e = proxy.table.send_reset(now, &sid, code).unwrap();
+                                let e =
+                                    proxy.table.send_reset(proxy.time(now), &sid, code).unwrap();
                                 proxy.eack.reset(e);
                                 proxy.cache.clear();
                             }
@@ -192,6 +203,7 @@ fn run(kill_at_bytes: Option<usize>) -> Outcome {
     )
     .unwrap();
     let mut proxy = Proxy {
+        origin: Instant::now(),
         table: ProxySessionTable::new(ProxyPolicy::new(proxy_sk)),
         sid: None,
         eack: ProxyEack::new(160, 4096),

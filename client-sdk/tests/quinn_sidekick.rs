@@ -18,7 +18,7 @@ use sidekick::keylog::KeyLogStore;
 use sidekick::pacubic::PacubicConfig;
 use sidekick::session::{FallbackCause, SdkEvent, SidekickClient, SidekickConfig};
 use sidekick_protocol::{
-    BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, is_discovery_request,
+    BaseFlow, ProxyEvent, ProxyPolicy, ProxySessionTable, Time, is_discovery_request,
 };
 use tokio::net::UdpSocket;
 
@@ -33,6 +33,9 @@ async fn proxy(base: UdpSocket, sk: UdpSocket, server: SocketAddr, stats: Arc<Pr
     let sk_addr = sk.local_addr().unwrap();
     let base_addr = base.local_addr().unwrap();
     let mut table = ProxySessionTable::new(ProxyPolicy::new(sk_addr));
+    // The table's clock: time since the relay started.
+    let origin = Instant::now();
+    let now = || Time::since(origin, Instant::now());
     let mut client: Option<SocketAddr> = None;
     let mut session = None;
     let mut q = PowerSumQuack::<u32>::new(16);
@@ -53,7 +56,7 @@ async fn proxy(base: UdpSocket, sk: UdpSocket, server: SocketAddr, stats: Arc<Pr
                 if let Some(req) = is_discovery_request(d) {
                     if alive {
                         let flow = BaseFlow { client: from, server: base_addr };
-                        if let Ok(reply) = table.handle_discovery(Instant::now(), flow, &req) {
+                        if let Ok(reply) = table.handle_discovery(now(), flow, &req) {
                             let _ = base.send_to(&reply.bytes, from).await;
                         }
                     }
@@ -71,7 +74,7 @@ async fn proxy(base: UdpSocket, sk: UdpSocket, server: SocketAddr, stats: Arc<Pr
                     since_quack += 1;
                     if since_quack >= 8 {
                         since_quack = 0;
-                        if let Ok(t) = table.send_quack(Instant::now(), &sid, &q.to_bytes()) {
+                        if let Ok(t) = table.send_quack(now(), &sid, &q.to_bytes()) {
                             stats.quacks.fetch_add(1, Ordering::Relaxed);
                             let _ = sk.send_to(&t.bytes, t.to).await;
                         }
@@ -81,7 +84,7 @@ async fn proxy(base: UdpSocket, sk: UdpSocket, server: SocketAddr, stats: Arc<Pr
             r = sk.recv_from(&mut b2) => {
                 let Ok((n, from)) = r else { return };
                 if !stats.alive.load(Ordering::Relaxed) { continue; }
-                match table.handle_datagram(Instant::now(), from, &b2[..n]) {
+                match table.handle_datagram(now(), from, &b2[..n]) {
                     Ok(ProxyEvent::SessionEstablished { id, .. }) => session = Some(id),
                     Ok(ProxyEvent::Reset { .. }) => q = PowerSumQuack::new(16),
                     _ => {}

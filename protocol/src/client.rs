@@ -14,9 +14,9 @@
 //! [`ClientSession::poll_timeout`]. Any [`ClientEvent::Fallback`] means: continue with plain
 //! end-to-end behaviour (fail open, docs/architecture.md).
 
+use crate::Time;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -38,7 +38,7 @@ pub use crate::client_types::{
 /// The client side of one sidekick session. See the module docs for the driving loop.
 ///
 /// ```
-/// use std::time::Instant;
+/// use sidekick_protocol::Time;
 /// use sidekick_protocol::{ClientConfig, ClientSession, ClientState, Destination};
 /// use sidekick_protocol::messages::{IdentifierSpec, RobinConfig, SessionConfig};
 ///
@@ -52,7 +52,7 @@ pub use crate::client_types::{
 ///     packrat: None,
 ///     identifier: Some(IdentifierSpec::quic_default()),
 /// };
-/// let now = Instant::now();
+/// let now = Time::ZERO;
 /// let mut client = ClientSession::new(ClientConfig::new(cfg));
 /// client.start(now).unwrap();
 /// assert_eq!(client.state(), ClientState::Discovering);
@@ -92,9 +92,9 @@ pub struct ClientSession {
     granted: u32,
     proxy_remaining: u32,
     // Timers.
-    last_rx: Option<Instant>,
-    last_tx: Option<Instant>,
-    next_refresh: Option<Instant>,
+    last_rx: Option<Time>,
+    last_tx: Option<Time>,
+    next_refresh: Option<Time>,
     outbox: VecDeque<ClientTransmit>,
     events: VecDeque<ClientEvent>,
     stats: ClientStats,
@@ -213,7 +213,7 @@ impl ClientSession {
     }
 
     /// Starts discovery: queues a request for the base path and arms the retry timer.
-    pub fn start(&mut self, now: Instant) -> Result<(), Error> {
+    pub fn start(&mut self, now: Time) -> Result<(), Error> {
         if self.state != ClientState::Idle {
             return Err(Error::InvalidState("start: not idle"));
         }
@@ -239,11 +239,11 @@ impl ClientSession {
         (self.max_proxy_seq + u64::from(self.cfg.quota_window)).min(u64::from(u32::MAX)) as u32
     }
 
-    fn send(&mut self, now: Instant, msg: &Message) -> Result<(), Error> {
+    fn send(&mut self, now: Time, msg: &Message) -> Result<(), Error> {
         self.send_padded(now, msg, 0)
     }
 
-    fn send_padded(&mut self, now: Instant, msg: &Message, min_len: usize) -> Result<(), Error> {
+    fn send_padded(&mut self, now: Time, msg: &Message, min_len: usize) -> Result<(), Error> {
         let (Some(sid), Some(key), Some(proxy)) = (self.session_id, self.key.as_ref(), self.proxy)
         else {
             return Err(Error::InvalidState("no session"));
@@ -269,7 +269,7 @@ impl ClientSession {
         Ok(())
     }
 
-    fn send_init(&mut self, now: Instant) -> Result<(), Error> {
+    fn send_init(&mut self, now: Time) -> Result<(), Error> {
         let m = Message::Init(Init {
             capabilities: self.cfg.session.capabilities(),
             config: Some(self.cfg.session.clone()),
@@ -279,7 +279,7 @@ impl ClientSession {
     }
 
     /// Sends the path response, asking for a reply that confirms it (resent until then).
-    fn answer_challenge(&mut self, now: Instant) -> Result<(), Error> {
+    fn answer_challenge(&mut self, now: Time) -> Result<(), Error> {
         if self.path_response == 0 {
             return self.send_refresh(now, false);
         }
@@ -287,7 +287,7 @@ impl ClientSession {
         self.send_refresh(now, true)
     }
 
-    fn send_refresh(&mut self, now: Instant, want_reply: bool) -> Result<(), Error> {
+    fn send_refresh(&mut self, now: Time, want_reply: bool) -> Result<(), Error> {
         self.stats.refreshes += 1;
         let m = Message::Refresh(Refresh {
             path_response: self.path_response,
@@ -299,7 +299,7 @@ impl ClientSession {
     /// Handles a datagram from the base socket that passed [`is_discovery_reply`].
     pub fn handle_base_datagram(
         &mut self,
-        now: Instant,
+        now: Time,
         payload: &[u8],
     ) -> Result<ClientEvent, Error> {
         if !is_discovery_reply(payload) {
@@ -354,7 +354,7 @@ impl ClientSession {
     /// Handles a datagram received on the sidekick socket from `from`.
     pub fn handle_datagram(
         &mut self,
-        now: Instant,
+        now: Time,
         from: SocketAddr,
         datagram: &[u8],
     ) -> Result<ClientEvent, Error> {
@@ -367,7 +367,7 @@ impl ClientSession {
 
     fn handle_datagram_inner(
         &mut self,
-        now: Instant,
+        now: Time,
         from: SocketAddr,
         datagram: &[u8],
     ) -> Result<ClientEvent, Error> {
@@ -408,7 +408,7 @@ impl ClientSession {
         Ok(ev)
     }
 
-    fn dispatch(&mut self, now: Instant, msg: Message) -> Result<ClientEvent, Error> {
+    fn dispatch(&mut self, now: Time, msg: Message) -> Result<ClientEvent, Error> {
         match msg {
             Message::InitAck(a) => {
                 if self.state == ClientState::Established {
@@ -434,7 +434,7 @@ impl ClientSession {
                 self.path_response = a.path_challenge;
                 self.state = ClientState::Established;
                 self.answer_challenge(now)?;
-                self.next_refresh = Some(crate::saturating_add(now, self.cfg.refresh_interval));
+                self.next_refresh = Some(now + self.cfg.refresh_interval);
                 Ok(ClientEvent::Established {
                     config,
                     epoch: a.epoch,
@@ -560,7 +560,7 @@ impl ClientSession {
 
     /// Requests a new configuration; returns its id. The proxy's echo yields
     /// [`ClientEvent::Reconfigured`] (new epoch) or [`ClientEvent::ConfigRejected`].
-    pub fn reconfigure(&mut self, now: Instant, config: SessionConfig) -> Result<u32, Error> {
+    pub fn reconfigure(&mut self, now: Time, config: SessionConfig) -> Result<u32, Error> {
         if self.state != ClientState::Established {
             return Err(Error::InvalidState("reconfigure: not established"));
         }
@@ -572,7 +572,7 @@ impl ClientSession {
         Ok(id)
     }
 
-    fn send_config(&mut self, now: Instant, id: u32, config: &SessionConfig) -> Result<(), Error> {
+    fn send_config(&mut self, now: Time, id: u32, config: &SessionConfig) -> Result<(), Error> {
         let m = Message::Config(Config {
             config_id: id,
             config: Some(config.clone()),
@@ -584,7 +584,7 @@ impl ClientSession {
 
     /// Starts a new epoch (Sidekick (NSDI '24) §4.2 "Resets"); returns it. Quacks of older epochs are
     /// refused from now on; the proxy's echo yields [`ClientEvent::ResetAcked`].
-    pub fn reset(&mut self, now: Instant, reason: u32) -> Result<u32, Error> {
+    pub fn reset(&mut self, now: Time, reason: u32) -> Result<u32, Error> {
         if self.state != ClientState::Established {
             return Err(Error::InvalidState("reset: not established"));
         }
@@ -596,7 +596,7 @@ impl ClientSession {
     }
 
     /// Queues an eACK for the current epoch (opaque bytes from the eack crate).
-    pub fn send_eack(&mut self, now: Instant, data: &[u8]) -> Result<(), Error> {
+    pub fn send_eack(&mut self, now: Time, data: &[u8]) -> Result<(), Error> {
         self.send_eack_with_gaps(now, data, 0, 0)
     }
 
@@ -605,7 +605,7 @@ impl ClientSession {
     /// when it can repair none of them.
     pub fn send_eack_with_gaps(
         &mut self,
-        now: Instant,
+        now: Time,
         data: &[u8],
         open_gaps: u32,
         number: u32,
@@ -623,7 +623,7 @@ impl ClientSession {
     }
 
     /// Reports an error to the proxy.
-    pub fn send_error(&mut self, now: Instant, code: u32, detail: &str) -> Result<(), Error> {
+    pub fn send_error(&mut self, now: Time, code: u32, detail: &str) -> Result<(), Error> {
         let mut d = detail.to_owned();
         d.truncate(crate::messages::MAX_ERROR_DETAIL);
         while !d.is_empty() && std::str::from_utf8(d.as_bytes()).is_err() {
@@ -633,7 +633,7 @@ impl ClientSession {
     }
 
     /// Closes the session (one unacknowledged Close; the proxy expires the state otherwise).
-    pub fn close(&mut self, now: Instant, reason: u32) {
+    pub fn close(&mut self, now: Time, reason: u32) {
         if matches!(
             self.state,
             ClientState::Initiating | ClientState::Established
@@ -660,17 +660,17 @@ impl ClientSession {
         self.events.pop_front()
     }
 
-    fn idle_deadline(&self) -> Option<Instant> {
+    fn idle_deadline(&self) -> Option<Time> {
         match self.state {
-            ClientState::Established | ClientState::Initiating => self
-                .last_rx
-                .map(|t| crate::saturating_add(t, self.cfg.idle_timeout)),
+            ClientState::Established | ClientState::Initiating => {
+                self.last_rx.map(|t| t + self.cfg.idle_timeout)
+            }
             _ => None,
         }
     }
 
     /// When [`ClientSession::handle_timeout`] must next be called.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         [
             self.disc_retry.as_ref().map(|r| r.next),
             self.init_retry.as_ref().map(|r| r.next),
@@ -687,7 +687,7 @@ impl ClientSession {
 
     /// Runs the timers due at `now`; resulting fallbacks are available from
     /// [`ClientSession::poll_event`].
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Time) {
         let max_backoff = self.cfg.max_backoff;
         if let Some(r) = self.disc_retry.as_mut().filter(|r| r.next <= now) {
             if r.attempts >= self.cfg.discovery_attempts {
@@ -772,7 +772,7 @@ impl ClientSession {
         if let Some(t) = self.next_refresh
             && t <= now
         {
-            self.next_refresh = Some(crate::saturating_add(now, self.cfg.refresh_interval));
+            self.next_refresh = Some(now + self.cfg.refresh_interval);
             let quiet = self
                 .last_rx
                 .is_none_or(|rx| now.duration_since(rx) >= self.cfg.idle_timeout / 3);

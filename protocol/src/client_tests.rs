@@ -7,7 +7,7 @@ use crate::{BaseFlow, ProxyPolicy, ProxySessionTable, is_discovery_request};
 
 #[test]
 fn frames_beyond_the_grant_are_refused() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let proxy_addr: SocketAddr = "192.0.2.1:7000".parse().unwrap();
     let base = BaseFlow {
         client: "10.0.0.2:5000".parse().unwrap(),
@@ -63,7 +63,7 @@ fn until_init_ack(
     cfg: ClientConfig,
     proxy_addr: SocketAddr,
 ) -> (ClientSession, ProxySessionTable, SessionId) {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let base = BaseFlow {
         client: "10.0.0.2:5000".parse().unwrap(),
         server: "203.0.113.5:443".parse().unwrap(),
@@ -137,7 +137,7 @@ fn an_echo_beyond_the_request_makes_the_client_fall_back() {
     lie.robin.as_mut().unwrap().threshold = 1024;
     let ack = lying_init_ack(&table, &id, lie);
     let ev = c
-        .handle_datagram(Instant::now(), PROXY.parse().unwrap(), &ack)
+        .handle_datagram(Time::ZERO, PROXY.parse().unwrap(), &ack)
         .unwrap();
     assert_eq!(
         ev,
@@ -159,7 +159,7 @@ fn a_client_only_field_beyond_the_request_is_clamped() {
     lie.packrat.as_mut().unwrap().eack_interval_packets = 1;
     let ack = lying_init_ack(&table, &id, lie);
     let ev = c
-        .handle_datagram(Instant::now(), PROXY.parse().unwrap(), &ack)
+        .handle_datagram(Time::ZERO, PROXY.parse().unwrap(), &ack)
         .unwrap();
     let ClientEvent::Established { config, .. } = ev else {
         panic!("{ev:?}");
@@ -181,7 +181,7 @@ fn sidekick_addresses_into_the_host_or_a_group_are_refused() {
         ("255.255.255.255:7000", AddrRefusal::Broadcast),
         ("10.0.0.9:53", AddrRefusal::Local),
     ] {
-        let now = Instant::now();
+        let now = Time::ZERO;
         let base = BaseFlow {
             client: "10.0.0.2:5000".parse().unwrap(),
             server: "203.0.113.5:443".parse().unwrap(),
@@ -228,7 +228,7 @@ proptest::proptest! {
         (p.local_symbols, p.cache_capacity_bytes, p.reorder_delay_ms) = (sym, cache, reorder);
         (p.eack_interval_ms, p.eack_interval_packets) = (eiv, eivp);
         let ack = lying_init_ack(&table, &id, lie);
-        match c.handle_datagram(Instant::now(), PROXY.parse().unwrap(), &ack) {
+        match c.handle_datagram(Time::ZERO, PROXY.parse().unwrap(), &ack) {
             Ok(ClientEvent::Established { config, .. }) => {
                 let (r, p) = (config.robin.unwrap(), config.packrat.unwrap());
                 proptest::prop_assert!((1..=10).contains(&r.threshold));

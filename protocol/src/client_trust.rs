@@ -2,8 +2,8 @@
 //! discovery reply ([`crate::sidekick_addr`]) and the configuration echoed back to it
 //! ([`crate::echo`]). See `docs/protocol.md` §11.3.
 
+use crate::Time;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Instant;
 
 use super::{ClientEvent, ClientSession, ClientState, FallbackReason};
 use crate::echo::check_echo;
@@ -38,7 +38,7 @@ impl ClientSession {
     /// fallback (counted) when no genuine proxy could have sent it.
     pub(super) fn accept_echo(
         &mut self,
-        now: Instant,
+        now: Time,
         requested: &SessionConfig,
         echoed: &SessionConfig,
     ) -> Result<SessionConfig, ClientEvent> {

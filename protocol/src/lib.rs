@@ -10,16 +10,16 @@
 //!   [`frame::open`].
 //! - [`messages`]: Init, InitAck, Config, Reset, Quack, Eack, Close, Error, Refresh, Challenge.
 //! - [`ClientSession`] and [`ProxySessionTable`] / [`ProxySession`]: sans-IO state machines with
-//!   explicit `now`.
+//!   explicit `now` ([`Time`]: the caller's clock, read by the caller).
 //!
 //! The specification with byte layouts and the security analysis is `docs/protocol.md`.
 //!
 //! ```
-//! use std::time::Instant;
+//! use sidekick_protocol::Time;
 //! use sidekick_protocol::*;
 //! use sidekick_protocol::messages::{IdentifierSpec, RobinConfig, SessionConfig};
 //!
-//! let now = Instant::now();
+//! let now = Time::ZERO;
 //! let proxy_addr = "192.0.2.1:7000".parse().unwrap();
 //! let base = BaseFlow { client: "10.0.0.2:5000".parse().unwrap(),
 //!                       server: "203.0.113.5:443".parse().unwrap() };
@@ -51,7 +51,7 @@
 //! assert_eq!(client.state(), ClientState::Established);
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub mod client;
 mod client_types;
@@ -66,6 +66,7 @@ pub mod replay;
 pub mod sidekick_addr;
 pub mod table;
 mod table_fuzz;
+pub mod time;
 
 pub use client::{
     ClientConfig, ClientEvent, ClientSession, ClientState, ClientStats, ClientTransmit,
@@ -80,6 +81,7 @@ pub use keys::{SessionId, SessionKey};
 pub use messages::{ErrorCode, FrameDirection, Message, SessionConfig};
 pub use proxy::{BaseFlow, PolicyError, ProxyPolicy, ProxySession, SessionStats, Transmit};
 pub use table::{DiscoveryTransmit, ProxyEvent, ProxySessionTable, TableStats};
+pub use time::Time;
 
 /// Fuzz entry points (bodies of the `fuzz/` targets, also run by the test suite).
 pub mod fuzz {
@@ -89,33 +91,26 @@ pub mod fuzz {
     pub use crate::table::fuzz_table;
 }
 
-/// `at + d`, or a far-future instant when that overflows (a configured duration may be huge).
-pub(crate) fn saturating_add(at: Instant, d: Duration) -> Instant {
-    at.checked_add(d)
-        .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 86_400)))
-        .unwrap_or(at)
-}
-
 /// A retransmission timer with exponential backoff.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Retry {
-    pub(crate) next: Instant,
+    pub(crate) next: Time,
     pub(crate) attempts: u32,
     backoff: Duration,
 }
 
 impl Retry {
-    pub(crate) fn new(now: Instant, initial: Duration) -> Self {
+    pub(crate) fn new(now: Time, initial: Duration) -> Self {
         Retry {
-            next: saturating_add(now, initial),
+            next: now + initial,
             attempts: 1,
             backoff: initial,
         }
     }
 
-    pub(crate) fn step(&mut self, now: Instant, max: Duration) {
+    pub(crate) fn step(&mut self, now: Time, max: Duration) {
         self.backoff = self.backoff.checked_mul(2).unwrap_or(max).min(max);
-        self.next = saturating_add(now, self.backoff);
+        self.next = now + self.backoff;
         self.attempts += 1;
     }
 }

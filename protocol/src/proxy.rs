@@ -11,7 +11,9 @@
 //!   Inits are padded to [`crate::frame::MIN_INIT_DATAGRAM`] so the InitAck always fits.
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use crate::Retry;
 use crate::error::Error;
@@ -378,7 +380,7 @@ pub struct ProxySession {
     pub(crate) epoch: u32,
     pub(crate) config: SessionConfig,
     pub(crate) last_config_id: u32,
-    pub(crate) last_rx: Instant,
+    pub(crate) last_rx: Time,
     pub(crate) pending_reset: Option<(u32, u32, Retry)>,
     pub(crate) stats: SessionStats,
     pub(crate) tag_len: TagLen,
@@ -390,7 +392,7 @@ pub struct ProxySession {
     pub(crate) announced: bool,
     pub(crate) probe: Option<Probe>,
     pub(crate) control_tokens: f64,
-    pub(crate) control_at: Instant,
+    pub(crate) control_at: Time,
 }
 
 impl ProxySession {
@@ -454,7 +456,7 @@ impl ProxySession {
 
     /// Takes one control-frame token (RFC 9000 §21.9); false when the session sends control
     /// frames faster than `rate` per second beyond a burst of `burst`.
-    pub(crate) fn take_control_token(&mut self, now: Instant, rate: u32, burst: u32) -> bool {
+    pub(crate) fn take_control_token(&mut self, now: Time, rate: u32, burst: u32) -> bool {
         let dt = now.saturating_duration_since(self.control_at).as_secs_f64();
         self.control_at = self.control_at.max(now);
         self.control_tokens = (self.control_tokens + dt * f64::from(rate)).min(f64::from(burst));
@@ -551,8 +553,8 @@ impl ProxySession {
         })
     }
 
-    pub(crate) fn next_deadline(&self, idle: Duration) -> Instant {
-        let idle_at = crate::saturating_add(self.last_rx, idle);
+    pub(crate) fn next_deadline(&self, idle: Duration) -> Time {
+        let idle_at = self.last_rx + idle;
         match &self.pending_reset {
             Some((_, _, r)) => idle_at.min(r.next),
             None => idle_at,

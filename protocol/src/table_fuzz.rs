@@ -2,7 +2,9 @@
 //! `fuzz::fuzz_table`).
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use crate::discovery::DISCOVERY_LEN;
 use crate::frame::{self, Header};
@@ -20,7 +22,7 @@ use crate::table::ProxySessionTable;
 pub fn fuzz_table(data: &[u8]) {
     use crate::client::{ClientConfig, ClientSession};
 
-    let mut now = Instant::now();
+    let mut now = Time::ZERO;
     let proxy_addr: SocketAddr = ([192, 0, 2, 1], 7000).into();
     let client_addr: SocketAddr = ([10, 0, 0, 2], 9).into();
     // The same station from another port: NAT rebinding or an on-path copy (path probes).

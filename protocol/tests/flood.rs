@@ -7,7 +7,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_protocol::Time;
 
 use sidekick_protocol::discovery::DiscoveryRequest;
 use sidekick_protocol::frame::{self, MIN_INIT_DATAGRAM};
@@ -123,7 +125,7 @@ fn flood_keeps_state_bounded_and_never_amplifies() {
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut t = ProxySessionTable::new(policy());
     let mut ledger = Ledger::default();
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let server: SocketAddr = "203.0.113.5:443".parse().unwrap();
     let mut now = t0;
 

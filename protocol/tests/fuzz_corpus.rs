@@ -5,7 +5,7 @@
 //! fuzz_corpus` rewrites them.
 #![allow(clippy::unwrap_used)]
 
-use std::time::Instant;
+use sidekick_protocol::Time;
 
 use sidekick_protocol::messages::{
     Challenge, Close, Config, Eack, EackOutcome, ErrorMsg, IdentifierSpec, Init, InitAck,
@@ -163,7 +163,7 @@ fn messages() -> Vec<(&'static str, FrameDirection, Message)> {
 }
 
 fn discovery_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut client = ClientSession::new(ClientConfig::new(config()));
     client.start(now).unwrap();
     let req = client.poll_transmit().unwrap().bytes;

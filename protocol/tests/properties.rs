@@ -3,8 +3,8 @@
 //! any decoder, and every fuzz body holds on random input.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use sidekick_protocol::Time;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Instant;
 
 use proptest::prelude::*;
 use sidekick_protocol::discovery::{DiscoveryReply, DiscoveryRequest, is_discovery_reply};
@@ -371,7 +371,7 @@ proptest! {
     fn state_machines_refuse_random_datagrams(
         datagrams in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 1..20),
     ) {
-        let now = Instant::now();
+        let now = Time::ZERO;
         let proxy_addr: SocketAddr = "192.0.2.1:7000".parse().unwrap();
         let mut cfg = ClientConfig::new(SessionConfig {
             robin: Some(RobinConfig {

@@ -1,4 +1,4 @@
-//! Both state machines driven with explicit `Instant`s (Sidekick (NSDI '24) §4.1–4.2, Packrat (CoNEXT '26) §6.1):
+//! Both state machines driven with explicit `Time`s (Sidekick (NSDI '24) §4.1–4.2, Packrat (CoNEXT '26) §6.1):
 //! handshake, reconfiguration, resets with epochs, close, Init retransmission with backoff and
 //! fallback, quota exhaustion and refresh, idle expiry, replay rejection, address change.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -6,7 +6,9 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_protocol::Time;
 
 use common::{Pair, both_modes, robin_only};
 use proptest::prelude::*;
@@ -21,7 +23,7 @@ const VICTIM_SK: &str = "10.0.0.2:6000";
 /// Returns the client and what the table made of the Init.
 fn open_session(
     table: &mut ProxySessionTable,
-    now: Instant,
+    now: Time,
     base: BaseFlow,
     from: SocketAddr,
 ) -> (ClientSession, Result<ProxyEvent, Error>) {
@@ -40,7 +42,7 @@ fn open_session(
 }
 
 /// quACKs the victim's client accepts out of `n` the proxy sends.
-fn quacks_received(p: &mut Pair, now: Instant, id: &SessionId, n: usize) -> usize {
+fn quacks_received(p: &mut Pair, now: Time, id: &SessionId, n: usize) -> usize {
     (0..n)
         .filter(|_| {
             let Ok(t) = p.proxy.send_quack(now, id, &[1; 40]) else {
@@ -82,7 +84,7 @@ fn victim(policy: ProxyPolicy) -> (Pair, SessionId) {
 }
 
 /// Opens 5 000 sessions from one station; returns how many the table established.
-fn flood_sessions(p: &mut Pair, now: Instant) -> usize {
+fn flood_sessions(p: &mut Pair, now: Time) -> usize {
     let mut established = 0;
     for i in 0..5_000u32 {
         let base = attacker_base(i);
@@ -229,7 +231,7 @@ fn a_validated_session_displaces_an_owner_that_never_validated() {
 #[test]
 fn discovery_is_limited_per_station() {
     let mut t = ProxySessionTable::new(ProxyPolicy::new("192.0.2.1:7000".parse().unwrap()));
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut answered = 0;
     for i in 0..100 {
         let (_c, r) = open_session(&mut t, now, attacker_base(i), attacker_base(i).client);
@@ -252,7 +254,7 @@ fn discovery_is_limited_per_station() {
 #[test]
 fn half_open_entries_are_capped_per_station() {
     let mut t = ProxySessionTable::new(fast_policy(4096, 64));
-    let now = Instant::now();
+    let now = Time::ZERO;
     for i in 0..100 {
         let mut c = ClientSession::new(ClientConfig::new(robin_only(8)));
         c.start(now).unwrap();

@@ -20,7 +20,8 @@
 //! 4. [`ProxyCore::poll_timeout`] for the next wake-up.
 //!
 //! ```
-//! use std::time::{Duration, Instant};
+//! use std::time::Duration;
+//! use sidekick_proxy_core::Time;
 //! use sidekick_proxy_core::core::{CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
 //! use sidekick_proxy_core::engine::Direction;
 //! use sidekick_proxy_core::session::ProtocolSessions;
@@ -28,7 +29,7 @@
 //!
 //! let policy = ProxyPolicy::new("192.0.2.1:7788".parse().unwrap());
 //! let mut core = ProxyCore::new(CoreConfig::default(), ProtocolSessions::new(policy), (1, 2));
-//! let now = Instant::now();
+//! let now = Time::ZERO;
 //! // A captured Ethernet frame from a client (here: an IPv4/UDP datagram to port 443).
 //! let ip = sidekick_proxy_core::packet::build_udp_ipv4(
 //!     "10.0.0.2:5000".parse().unwrap(),
@@ -54,9 +55,9 @@
 //! assert!(core.flows().is_empty());
 //! ```
 
+use crate::Time;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 mod assistance;
 mod budget;
@@ -312,7 +313,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     /// (quACKs, retransmissions, discovery replies) waits in [`ProxyCore::poll_transmit`].
     pub fn handle_frame(
         &mut self,
-        now: Instant,
+        now: Time,
         dir: Direction,
         frame: &[u8],
         meta: FrameMeta,
@@ -542,7 +543,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     /// whether the payload was one.
     fn on_discovery(
         &mut self,
-        now: Instant,
+        now: Time,
         key: FlowKey,
         frame: &[u8],
         udp: &UdpPacket,
@@ -570,7 +571,7 @@ impl<S: SessionLayer> ProxyCore<S> {
 
     /// Carry out the side actions in `engine_out` of session `sid`'s engines: messages
     /// are framed by the session (id, epoch, tag, quota), frames are queued for injection.
-    fn dispatch(&mut self, now: Instant, sid: S::Id) {
+    fn dispatch(&mut self, now: Time, sid: S::Id) {
         let mut acts = std::mem::take(&mut self.engine_out);
         for a in acts.drain(..) {
             match a {
@@ -611,7 +612,7 @@ impl<S: SessionLayer> ProxyCore<S> {
 
     /// A datagram arrived on the sidekick socket. Malformed or forged datagrams are counted and
     /// dropped; they touch no flow.
-    pub fn handle_sidekick(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+    pub fn handle_sidekick(&mut self, now: Time, from: SocketAddr, bytes: &[u8]) {
         self.counters.sidekick_in += 1;
         match self.sessions.on_datagram(now, from, bytes) {
             Ok(ev) => self.on_event(now, ev),
@@ -633,7 +634,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     }
 
     /// When [`ProxyCore::handle_timeout`] should next run.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         [
             self.deadlines.next(),
             self.sessions.poll_timeout(),
@@ -647,7 +648,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     /// Run what is due at `now`: session timers, engine timers (Robin's time-driven quACKs,
     /// PEMI's flowlets and enforcement) and idle expiry — in time order, each found through the
     /// deadline index.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Time) {
         if let Some(r) = self.rescue.as_mut() {
             r.handle_timeout(now, &mut self.budget, &mut self.injects);
         }
@@ -739,7 +740,7 @@ pub fn fuzz_core(data: &[u8]) {
         (1, 2),
     )
     .with_handshake_rescue(Some(RescueConfig::default()));
-    let now = crate::offline_origin();
+    let now = Time::ZERO;
     for (i, chunk) in data.split(|&b| b == 0xff).enumerate() {
         let dir = if i % 2 == 0 {
             Direction::FromClient

@@ -1,8 +1,8 @@
 //! The per-flow engine interface: every engine (Robin, Packrat, later PEMI) is a sans-IO state
 //! machine that takes packets with an explicit `now` and returns [`Action`]s.
 
+use crate::Time;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use crate::packet::UdpPacket;
 
@@ -52,7 +52,7 @@ pub enum Action {
     /// Forward the base packet no earlier than `until` (PEMI's bounded reply delay; bridge only).
     Delay {
         /// Earliest release time.
-        until: Instant,
+        until: Time,
     },
 }
 
@@ -91,11 +91,11 @@ pub struct Packet<'a> {
 /// is [`Action::Forward`] (implicit) unless they are PEMI's delay (fail-open, docs/architecture.md).
 pub trait FlowEngine {
     /// Process one packet of the flow; push side effects to `out`.
-    fn on_packet(&mut self, now: Instant, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>);
+    fn on_packet(&mut self, now: Time, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>);
     /// Timer expiry (called at or after [`FlowEngine::poll_timeout`]).
-    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Action>);
+    fn handle_timeout(&mut self, now: Time, out: &mut Vec<Action>);
     /// The next time [`FlowEngine::handle_timeout`] should run, if any.
-    fn poll_timeout(&self) -> Option<Instant>;
+    fn poll_timeout(&self) -> Option<Time>;
     /// Heap bytes this engine holds (for the per-flow memory cap and metrics).
     fn memory_bytes(&self) -> usize;
 }

@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use siphasher::sip::SipHasher13;
 
@@ -121,7 +123,7 @@ pub trait FlowState {
 #[derive(Debug)]
 pub struct FlowEntry<V> {
     /// Last time a packet of the flow was seen.
-    pub last_seen: Instant,
+    pub last_seen: Time,
     /// Packets seen.
     pub packets: u64,
     /// The per-flow state (engine).
@@ -191,19 +193,20 @@ pub enum InsertError {
 
 struct Shard<V> {
     map: HashMap<Hashed, FlowEntry<V>, BuildHasherDefault<PassThrough>>,
-    last_sweep: Option<Instant>,
+    last_sweep: Option<Time>,
 }
 
 /// The sharded flow table.
 ///
 /// ```
-/// use std::time::{Duration, Instant};
+/// use std::time::Duration;
+/// use sidekick_proxy_core::Time;
 /// use sidekick_proxy_core::flow::{FlowKey, FlowState, FlowTable, FlowTableConfig};
 /// struct S;
 /// impl FlowState for S { fn assisted(&self) -> bool { false } }
 /// let mut t = FlowTable::new(FlowTableConfig::default(), 1, 2);
 /// let k = FlowKey { client: "10.0.0.2:5000".parse().unwrap(), server: "1.1.1.1:443".parse().unwrap() };
-/// let now = Instant::now();
+/// let now = Time::ZERO;
 /// t.get_or_insert_with(k, now, || S).unwrap();
 /// assert_eq!(t.len(), 1);
 /// t.expire(now + Duration::from_secs(121), |_, _| {});
@@ -273,7 +276,7 @@ impl<V: FlowState> FlowTable<V> {
     }
 
     /// Look a flow up and refresh its idle timer.
-    pub fn touch(&mut self, key: &FlowKey, now: Instant) -> Option<&mut FlowEntry<V>> {
+    pub fn touch(&mut self, key: &FlowKey, now: Time) -> Option<&mut FlowEntry<V>> {
         let (s, k) = self.hashed(key);
         let e = self.shards[s].map.get_mut(&k)?;
         e.last_seen = now;
@@ -297,7 +300,7 @@ impl<V: FlowState> FlowTable<V> {
     pub fn get_or_insert_with(
         &mut self,
         key: FlowKey,
-        now: Instant,
+        now: Time,
         make: impl FnOnce() -> V,
     ) -> Result<&mut FlowEntry<V>, InsertError> {
         let (s, k) = self.hashed(&key);
@@ -338,7 +341,7 @@ impl<V: FlowState> FlowTable<V> {
 
     /// Replace the value of an existing flow (e.g. attach an engine), or insert it. Maintains the
     /// assisted count and caps.
-    pub fn set(&mut self, key: FlowKey, now: Instant, value: V) -> Result<(), InsertError> {
+    pub fn set(&mut self, key: FlowKey, now: Time, value: V) -> Result<(), InsertError> {
         let (s, k) = self.hashed(&key);
         if let Some(e) = self.shards[s].map.get_mut(&k) {
             let was = e.value.assisted();
@@ -376,7 +379,7 @@ impl<V: FlowState> FlowTable<V> {
         &mut self,
         s: usize,
         key: Hashed,
-        now: Instant,
+        now: Time,
         value: V,
     ) -> Result<(), InsertError> {
         let assisted = value.assisted();
@@ -423,7 +426,7 @@ impl<V: FlowState> FlowTable<V> {
     }
 
     /// Expire idle flows of one shard, at most once per second of `now` (amortised cost).
-    fn sweep_shard(&mut self, s: usize, now: Instant) {
+    fn sweep_shard(&mut self, s: usize, now: Time) {
         let shard = &mut self.shards[s];
         if shard
             .last_sweep
@@ -445,7 +448,7 @@ impl<V: FlowState> FlowTable<V> {
     }
 
     /// Remove every flow idle for longer than the idle timeout; `on_remove` sees each one.
-    pub fn expire(&mut self, now: Instant, mut on_remove: impl FnMut(&FlowKey, &FlowEntry<V>)) {
+    pub fn expire(&mut self, now: Time, mut on_remove: impl FnMut(&FlowKey, &FlowEntry<V>)) {
         let idle = self.cfg.idle_timeout;
         for shard in &mut self.shards {
             let mut removed = 0usize;
@@ -521,7 +524,7 @@ mod tests {
     #[test]
     fn new_flow_flood_is_capped_and_counted() {
         let mut t = FlowTable::new(cfg(1000, 10), 7, 9);
-        let now = Instant::now();
+        let now = Time::ZERO;
         let mut ok = 0;
         for i in 0..100_000 {
             if t.get_or_insert_with(key(i), now, || V(false)).is_ok() {
@@ -541,7 +544,7 @@ mod tests {
     #[test]
     fn assisted_cap() {
         let mut t = FlowTable::new(cfg(1000, 3), 1, 1);
-        let now = Instant::now();
+        let now = Time::ZERO;
         for i in 0..3 {
             t.set(key(i), now, V(true)).unwrap();
         }
@@ -556,7 +559,7 @@ mod tests {
     #[test]
     fn idle_timeout_expires_and_frees_room() {
         let mut t = FlowTable::new(cfg(8, 8), 3, 4);
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         for i in 0..100 {
             let _ = t.get_or_insert_with(key(i), t0, || V(i % 2 == 0));
         }
@@ -612,7 +615,7 @@ mod tests {
     #[test]
     fn ipv6_flows_and_mapped_twins_are_separate_entries() {
         let mut t = FlowTable::new(cfg(100, 10), 5, 6);
-        let now = Instant::now();
+        let now = Time::ZERO;
         let v4 = FlowKey {
             client: "10.0.0.1:1000".parse().unwrap(),
             server: "10.0.0.2:2000".parse().unwrap(),

@@ -24,8 +24,8 @@ pub mod multicast;
 mod ring;
 mod view;
 
+use crate::Time;
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use eack::HashKey;
 use quack::{IdSource, Width};
@@ -474,13 +474,7 @@ impl PackratEngine {
 }
 
 impl FlowEngine for PackratEngine {
-    fn on_packet(
-        &mut self,
-        _now: Instant,
-        dir: Direction,
-        pkt: &Packet<'_>,
-        _out: &mut Vec<Action>,
-    ) {
+    fn on_packet(&mut self, _now: Time, dir: Direction, pkt: &Packet<'_>, _out: &mut Vec<Action>) {
         if dir != Direction::ToClient {
             return;
         }
@@ -492,9 +486,9 @@ impl FlowEngine for PackratEngine {
         }
     }
 
-    fn handle_timeout(&mut self, _now: Instant, _out: &mut Vec<Action>) {}
+    fn handle_timeout(&mut self, _now: Time, _out: &mut Vec<Action>) {}
 
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Time> {
         None
     }
 

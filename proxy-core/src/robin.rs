@@ -14,7 +14,9 @@
 //! asks for an emission, the session refuses it beyond the client's quota and the refusal is
 //! counted. The engine emits only when something new was inserted since its last quACK.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use quack::{IdSource, PowerSumQuack, Width};
 
@@ -152,7 +154,7 @@ const GAP_WARMUP_SAMPLES: u32 = 8;
 /// The smoothed spacing between a flow's client packets, and whether the latest was late.
 #[derive(Debug, Clone, Copy, Default)]
 struct SpacingTracker {
-    last_arrival: Option<Instant>,
+    last_arrival: Option<Time>,
     smoothed: Duration,
     samples: u32,
 }
@@ -160,7 +162,7 @@ struct SpacingTracker {
 impl SpacingTracker {
     /// Records an arrival; true when it follows a silence longer than `percent` % of the
     /// smoothed spacing so far.
-    fn on_arrival(&mut self, now: Instant, percent: u32) -> bool {
+    fn on_arrival(&mut self, now: Time, percent: u32) -> bool {
         let Some(last) = self.last_arrival.replace(now) else {
             return false;
         };
@@ -214,10 +216,11 @@ impl RobinCounters {
 /// The per-flow Robin state.
 ///
 /// ```
-/// use std::time::{Duration, Instant};
+/// use std::time::Duration;
+/// use sidekick_proxy_core::Time;
 /// use sidekick_proxy_core::robin::{RobinEngineConfig, RobinEngine};
 /// let cfg = RobinEngineConfig { every_packets: 2, every: Duration::ZERO, ..RobinEngineConfig::default() };
-/// let e = RobinEngine::new(cfg, Instant::now());
+/// let e = RobinEngine::new(cfg, Time::ZERO);
 /// assert_eq!(e.quack().count(), 0);
 /// ```
 #[derive(Debug, Clone)]
@@ -227,10 +230,10 @@ pub struct RobinEngine {
     since_emit: u32,
     /// The next time-driven quACK; `None` while no packet arrived since the last slot (an idle
     /// flow has no timer, so idle sessions cost the core's timer index nothing).
-    next_emit: Option<Instant>,
+    next_emit: Option<Time>,
     /// The last slot of the time-driven cadence: a packet after a silence re-arms the timer at
     /// the next slot of the same grid.
-    last_slot: Instant,
+    last_slot: Time,
     spacing: SpacingTracker,
     /// Emit with the next packet: the first of an epoch in gap mode, so the sender syncs on it
     /// at once rather than at the first loss (a loss before the sync goes unseen), and the one
@@ -242,7 +245,7 @@ pub struct RobinEngine {
 
 impl RobinEngine {
     /// A fresh engine; the first time-driven quACK is due one interval after `now`.
-    pub fn new(cfg: RobinEngineConfig, now: Instant) -> Self {
+    pub fn new(cfg: RobinEngineConfig, now: Time) -> Self {
         Self {
             cfg,
             quack: WidthQuack::new(cfg.width, cfg.threshold),
@@ -266,7 +269,7 @@ impl RobinEngine {
     }
 
     /// Apply a new configuration (Config message): the quACK restarts (new epoch).
-    pub fn reconfigure(&mut self, cfg: RobinEngineConfig, now: Instant) {
+    pub fn reconfigure(&mut self, cfg: RobinEngineConfig, now: Time) {
         *self = Self {
             counters: self.counters,
             ..Self::new(cfg, now)
@@ -274,7 +277,7 @@ impl RobinEngine {
     }
 
     /// Reinitialise the quACK (Reset, Sidekick (NSDI '24) §4.2 "Resets").
-    pub fn reset(&mut self, now: Instant) {
+    pub fn reset(&mut self, now: Time) {
         self.quack.clear();
         self.since_emit = 0;
         self.next_emit = (!self.cfg.every.is_zero()).then(|| now + self.cfg.every);
@@ -304,7 +307,7 @@ impl RobinEngine {
 }
 
 impl FlowEngine for RobinEngine {
-    fn on_packet(&mut self, now: Instant, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>) {
+    fn on_packet(&mut self, now: Time, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>) {
         if dir != Direction::FromClient {
             return;
         }
@@ -334,7 +337,7 @@ impl FlowEngine for RobinEngine {
         }
     }
 
-    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
+    fn handle_timeout(&mut self, now: Time, out: &mut Vec<Action>) {
         let Some(due) = self.next_emit else { return };
         if now < due {
             return;
@@ -356,7 +359,7 @@ impl FlowEngine for RobinEngine {
         self.next_emit = Some(slot + self.cfg.every);
     }
 
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Time> {
         self.next_emit
     }
 
@@ -381,14 +384,14 @@ mod tests {
         )
     }
 
-    fn feed(e: &mut RobinEngine, now: Instant, id: u32, out: &mut Vec<Action>) {
+    fn feed(e: &mut RobinEngine, now: Time, id: u32, out: &mut Vec<Action>) {
         let mut payload = vec![0x40u8; 20];
         payload.extend_from_slice(&id.to_le_bytes());
         feed_payload(e, now, &payload, out);
     }
 
     /// A client → server datagram carrying `payload`, through the engine.
-    fn feed_payload(e: &mut RobinEngine, now: Instant, payload: &[u8], out: &mut Vec<Action>) {
+    fn feed_payload(e: &mut RobinEngine, now: Time, payload: &[u8], out: &mut Vec<Action>) {
         let f = build_udp_ipv4(
             "10.0.0.2:5000".parse().unwrap(),
             "10.9.9.9:443".parse().unwrap(),
@@ -407,7 +410,7 @@ mod tests {
 
     #[test]
     fn every_two_packets_cadence() {
-        let now = Instant::now();
+        let now = Time::ZERO;
         let cfg = RobinEngineConfig {
             threshold: 8,
             every_packets: 2,
@@ -439,7 +442,7 @@ mod tests {
 
     #[test]
     fn time_driven_cadence_and_silence_when_idle() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut e = RobinEngine::new(RobinEngineConfig::default(), t0);
         let mut out = Vec::new();
         assert_eq!(e.poll_timeout(), Some(t0 + Duration::from_millis(30)));
@@ -463,7 +466,7 @@ mod tests {
 
     #[test]
     fn reset_and_server_packets_ignored() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut e = RobinEngine::new(RobinEngineConfig::default(), t0);
         let mut out = Vec::new();
         feed(&mut e, t0, 5, &mut out);
@@ -501,7 +504,7 @@ mod tests {
     /// each arrival. Returns (id, at ms) of every packet that triggered a quACK.
     fn paced(
         e: &mut RobinEngine,
-        t0: Instant,
+        t0: Time,
         ids: std::ops::Range<u32>,
         skip: &[u32],
         jitter: impl Fn(u32) -> i64,
@@ -523,7 +526,7 @@ mod tests {
 
     #[test]
     fn the_packet_after_a_silence_carries_a_quack_at_once() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut e = RobinEngine::new(gap_config(), t0);
         // 40 paced packets, ids 10 and 11 lost (Sidekick (NSDI '24) §6.2: the packet after a loss), 3 ms
         // of sender jitter on every packet.
@@ -561,7 +564,7 @@ mod tests {
 
     #[test]
     fn jitter_and_warmup_do_not_trigger_and_an_idle_period_costs_two_quacks() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut e = RobinEngine::new(gap_config(), t0);
         // A loss during the warm-up (id 2) is not acted on; ±4 ms jitter (spacings of 12 and
         // 28 ms, below 150 % of 20) never triggers.
@@ -593,7 +596,7 @@ mod tests {
     #[test]
     fn quacks_at_every_identifier_width() {
         fn at<T: quack::Identifier>(width: Width, id_of: fn(u64) -> T, wide: fn(T) -> u64) {
-            let now = Instant::now();
+            let now = Time::ZERO;
             let b = width.bytes();
             let cfg = RobinEngineConfig {
                 threshold: 4,

@@ -7,7 +7,9 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use eack::HashKey;
 use quack::IdSource;
@@ -143,32 +145,28 @@ pub trait SessionLayer {
     /// from the server's address (`Some(Err)` when refused, e.g. rate limited).
     fn on_base_payload(
         &mut self,
-        now: Instant,
+        now: Time,
         flow: FlowKey,
         payload: &[u8],
     ) -> Option<Result<Vec<u8>, SessionError>>;
     /// A datagram arrived on the sidekick socket.
     fn on_datagram(
         &mut self,
-        now: Instant,
+        now: Time,
         from: SocketAddr,
         bytes: &[u8],
     ) -> Result<SessionEvent<Self::Id>, SessionError>;
     /// Send an engine's message. For [`Outgoing::Reset`] returns the new epoch.
-    fn send(
-        &mut self,
-        now: Instant,
-        id: Self::Id,
-        msg: Outgoing,
-    ) -> Result<Option<u32>, SessionError>;
+    fn send(&mut self, now: Time, id: Self::Id, msg: Outgoing)
+    -> Result<Option<u32>, SessionError>;
     /// Next datagram for the sidekick socket.
     fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)>;
     /// Next event produced by timers.
     fn poll_event(&mut self) -> Option<SessionEvent<Self::Id>>;
     /// Next timer.
-    fn poll_timeout(&self) -> Option<Instant>;
+    fn poll_timeout(&self) -> Option<Time>;
     /// Run timers.
-    fn handle_timeout(&mut self, now: Instant);
+    fn handle_timeout(&mut self, now: Time);
     /// Counters.
     fn stats(&self) -> SessionStats;
 }
@@ -410,7 +408,7 @@ impl SessionLayer for ProtocolSessions {
 
     fn on_base_payload(
         &mut self,
-        now: Instant,
+        now: Time,
         flow: FlowKey,
         payload: &[u8],
     ) -> Option<Result<Vec<u8>, SessionError>> {
@@ -429,7 +427,7 @@ impl SessionLayer for ProtocolSessions {
 
     fn on_datagram(
         &mut self,
-        now: Instant,
+        now: Time,
         from: SocketAddr,
         bytes: &[u8],
     ) -> Result<SessionEvent<SessionId>, SessionError> {
@@ -442,7 +440,7 @@ impl SessionLayer for ProtocolSessions {
 
     fn send(
         &mut self,
-        now: Instant,
+        now: Time,
         id: SessionId,
         msg: Outgoing,
     ) -> Result<Option<u32>, SessionError> {
@@ -501,11 +499,11 @@ impl SessionLayer for ProtocolSessions {
         }
     }
 
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Time> {
         self.table.poll_timeout()
     }
 
-    fn handle_timeout(&mut self, now: Instant) {
+    fn handle_timeout(&mut self, now: Time) {
         self.table.handle_timeout(now);
     }
 
@@ -584,7 +582,7 @@ impl SessionLayer for StaticSessions {
 
     fn on_base_payload(
         &mut self,
-        _: Instant,
+        _: Time,
         _: FlowKey,
         _: &[u8],
     ) -> Option<Result<Vec<u8>, SessionError>> {
@@ -593,7 +591,7 @@ impl SessionLayer for StaticSessions {
 
     fn on_datagram(
         &mut self,
-        _: Instant,
+        _: Time,
         _: SocketAddr,
         _: &[u8],
     ) -> Result<SessionEvent<u64>, SessionError> {
@@ -601,7 +599,7 @@ impl SessionLayer for StaticSessions {
         Err(SessionError("static sessions take no datagrams".into()))
     }
 
-    fn send(&mut self, _: Instant, id: u64, msg: Outgoing) -> Result<Option<u32>, SessionError> {
+    fn send(&mut self, _: Time, id: u64, msg: Outgoing) -> Result<Option<u32>, SessionError> {
         let to = *self
             .targets
             .get(&id)
@@ -631,11 +629,11 @@ impl SessionLayer for StaticSessions {
         self.events.pop_front()
     }
 
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Time> {
         None
     }
 
-    fn handle_timeout(&mut self, _: Instant) {}
+    fn handle_timeout(&mut self, _: Time) {}
 
     fn stats(&self) -> SessionStats {
         SessionStats {

@@ -9,7 +9,9 @@
 
 use std::hint::black_box;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_proxy::Time;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use eack::ReceiverEack;
@@ -49,7 +51,7 @@ fn core_with(
     background_flows: u32,
 ) -> ProxyCore<StaticSessions> {
     let mut core = ProxyCore::new(CoreConfig::default(), StaticSessions::new(), (11, 22));
-    let now = Instant::now();
+    let now = Time::ZERO;
     let sk: SocketAddr = "10.0.0.2:50001".parse().unwrap();
     core.sessions_mut().add(flow, engines, sk);
     core.handle_timeout(now);
@@ -79,7 +81,7 @@ fn per_packet(c: &mut Criterion) {
         multicast_group: None,
     };
     let mut core = core_with(robin, flow, 10_000);
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut i = 0usize;
     g.bench_function("classify_lookup_robin_insert", |b| {
         b.iter_custom(|iters| {
@@ -236,7 +238,7 @@ fn per_packet_pemi(c: &mut Criterion) {
     };
     let mut core = ProxyCore::new(CoreConfig::default(), StaticSessions::new(), (11, 22))
         .with_pemi(Some(pemi));
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     for i in 0..10_000u32 {
         let c = SocketAddr::from(([10, 2, (i >> 8) as u8, i as u8], 40000));
         let f = eth(&build_udp_ip(c, server, b"0123456789", 64));
@@ -285,7 +287,7 @@ fn per_packet_pemi(c: &mut Criterion) {
     cycle.sort_by_key(|e| e.0);
     let mut start = t0 + Duration::from_millis(100);
     let mut n = 0usize;
-    let run_cycle = |core: &mut ProxyCore<StaticSessions>, start: Instant, n: &mut usize| {
+    let run_cycle = |core: &mut ProxyCore<StaticSessions>, start: Time, n: &mut usize| {
         for &(dt, dir, k) in &cycle {
             let now = start + dt;
             let f = match dir {

@@ -16,7 +16,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_proxy::Time;
 
 use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore};
 use sidekick_proxy::engine::Direction;
@@ -76,7 +78,7 @@ fn main() {
         icmp_calibration: false,
         ..PemiConfig::default()
     }));
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let meta = FrameMeta::default();
 
     let before = rss_bytes();

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use sidekick_protocol::ProxyPolicy;
 
+use crate::Time;
 use crate::config::{Config, Mode};
 use crate::core::{CoreConfig, ProxyCore};
 use crate::flow::FlowTableConfig;
@@ -201,8 +202,10 @@ fn work(
     let fds = w.fds();
     let mut last_housekeeping = Instant::now();
     let mut generation = shared.generation.load(Ordering::Acquire);
+    // The core's clock: time since the daemon started.
+    let core_time = |t: Instant| Time::since(origin, t);
     while !stop.load(Ordering::Relaxed) {
-        let wait = w.wait_ms(Instant::now());
+        let wait = w.wait_ms(core_time(Instant::now()));
         poll_readable(&fds, wait).context("poll")?;
         let now = Instant::now();
         let g = shared.generation.load(Ordering::Acquire);
@@ -213,7 +216,7 @@ fn work(
             w.reload(&cfg, shared.workers);
             tracing::debug!(worker = w.index, generation, "configuration applied");
         }
-        w.turn(now);
+        w.turn(core_time(now));
         beat(&w, beats, origin, now);
         let asked = fresh.asked(w.index);
         if asked.is_some() || now.saturating_duration_since(last_housekeeping) >= HOUSEKEEPING {

@@ -8,7 +8,7 @@
 #[cfg(feature = "testing")]
 pub use sidekick_proxy_core::lie;
 pub use sidekick_proxy_core::{
-    core, counters, engine, flow, fuzz_support, packet, packrat, pemi, robin, session,
+    Time, core, counters, engine, flow, fuzz_support, packet, packrat, pemi, robin, session,
 };
 
 pub mod config;

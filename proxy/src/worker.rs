@@ -13,10 +13,11 @@ use std::collections::VecDeque;
 use std::io::Write as _;
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd as _, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 
+use crate::Time;
 use crate::config::{Config, Faces, Mode};
 use crate::core::{FrameMeta, ProxyCore, Transmit, Verdict};
 use crate::engine::Direction;
@@ -51,7 +52,7 @@ fn ring_opts(cfg: &Config, ignore_outgoing: bool, fanout_group: Option<u16>) -> 
 
 /// A frame held for PEMI's bounded reply delay (bridge mode).
 struct Delayed {
-    until: Instant,
+    until: Time,
     to_client: bool,
     frame: Vec<u8>,
     vnet: Option<[u8; 10]>,
@@ -78,7 +79,6 @@ fn capture_delay(wall_ns: u64, kernel_ts_ns: u64) -> Option<Duration> {
 /// Writes a PEMI trace (`pemi::trace`) of every UDP datagram captured.
 pub struct TraceWriter {
     out: std::io::BufWriter<std::fs::File>,
-    origin: Instant,
     path: std::path::PathBuf,
     failed: bool,
 }
@@ -90,20 +90,18 @@ impl TraceWriter {
             .with_context(|| format!("create PEMI trace {}", path.display()))?;
         Ok(Self {
             out: std::io::BufWriter::new(f),
-            origin: Instant::now(),
             path: path.to_path_buf(),
             failed: false,
         })
     }
 
-    fn record(&mut self, now: Instant, dir: Direction, frame: &[u8]) {
+    fn record(&mut self, now: Time, dir: Direction, frame: &[u8]) {
         let Ok(udp) = crate::packet::parse_frame(frame, LinkType::Ethernet) else {
             return;
         };
-        let t = u64::try_from(now.saturating_duration_since(self.origin).as_nanos())
-            .unwrap_or(u64::MAX);
+        // The trace's times are the worker's (nanoseconds since the daemon started).
         let rec = crate::pemi::trace::TraceRecord::new(
-            t,
+            now.as_nanos(),
             dir,
             udp.src.port(),
             udp.dst.port(),
@@ -211,7 +209,7 @@ impl Worker {
     }
 
     /// How long (ms, at most 100) the worker may wait for input before its next turn.
-    pub fn wait_ms(&self, now: Instant) -> i32 {
+    pub fn wait_ms(&self, now: Time) -> i32 {
         self.core
             .poll_timeout()
             .into_iter()
@@ -223,7 +221,7 @@ impl Worker {
     }
 
     /// One turn at `now` (see the module's call order).
-    pub fn turn(&mut self, now: Instant) {
+    pub fn turn(&mut self, now: Time) {
         let wall_ns = wall_clock_ns();
         let bridge = self.b.is_some();
         let faces = self.faces;

@@ -13,6 +13,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use sidekick_proxy::Time;
+
 use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth};
 use sidekick::session::{SidekickClient, SidekickConfig, Transmit as SdkTransmit};
 use sidekick_protocol::ProxyPolicy;
@@ -56,7 +58,9 @@ struct World {
     at_server: BTreeSet<u64>,
     /// Download datagrams the client's stack received.
     at_client: BTreeSet<u64>,
-    now: Instant,
+    /// The core's time; the client's is `origin + now`.
+    now: Time,
+    origin: Instant,
 }
 
 impl World {
@@ -86,8 +90,14 @@ impl World {
             client,
             at_server: BTreeSet::new(),
             at_client: BTreeSet::new(),
-            now: Instant::now(),
+            now: Time::ZERO,
+            origin: Instant::now(),
         }
+    }
+
+    /// The client's instant for the core's `now`.
+    fn instant(&self) -> Instant {
+        self.origin + self.now.since_origin()
     }
 
     /// A datagram from the client crosses the proxy (unless lost before it) to the server.
@@ -119,7 +129,7 @@ impl World {
 
     fn client_receives(&mut self, d: Vec<u8>) {
         let pn = seq_of(&d, DOWN);
-        self.client.on_base_received_with_pn(self.now, d, pn);
+        self.client.on_base_received_with_pn(self.instant(), d, pn);
     }
 
     /// Moves everything queued on either side until both are quiet, then runs due timers.
@@ -147,7 +157,7 @@ impl World {
                     Transmit::Sidekick { to, bytes } => {
                         assert_eq!(to, addr(CLIENT_SK));
                         self.client
-                            .on_sidekick_datagram(self.now, addr(PROXY), &bytes);
+                            .on_sidekick_datagram(self.instant(), addr(PROXY), &bytes);
                     }
                     Transmit::Inject { dir, frame } => {
                         assert_eq!(dir, Direction::ToClient);
@@ -157,8 +167,12 @@ impl World {
                     }
                 }
             }
-            if self.client.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.client.handle_timeout(self.now);
+            if self
+                .client
+                .poll_timeout()
+                .is_some_and(|t| t <= self.instant())
+            {
+                self.client.handle_timeout(self.instant());
                 moved = true;
             }
             while let Some(d) = self.client.poll_deliver() {
@@ -178,7 +192,7 @@ impl World {
 
     /// Discovery and Init; `packrat` whether the proxy's core runs Packrat for the session.
     fn establish_with(&mut self, packrat: bool) {
-        self.client.start(self.now).unwrap();
+        self.client.start(self.instant()).unwrap();
         for _ in 0..20 {
             self.pump();
             if self.client.is_active() {
@@ -201,7 +215,7 @@ impl World {
     fn exchange(&mut self, from: u64, to: u64) {
         for seq in from..to {
             let up = datagram(UP, seq);
-            self.client.on_base_sent(self.now, &up);
+            self.client.on_base_sent(self.instant(), &up);
             self.client_sends(&up, lost(UP, seq));
             self.server_sends(&datagram(DOWN, seq), lost(DOWN, seq));
             self.pump();

@@ -8,7 +8,9 @@ mod common;
 
 use std::fmt::Write as _;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_proxy::Time;
 
 use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth};
 use proptest::prelude::*;
@@ -78,7 +80,7 @@ fn run(cfg: &Config) {
     assert!(frame_nr > 0 && len as u64 <= sidekick_proxy::config::MAX_RING_BYTES);
     let mut core: ProxyCore<ProtocolSessions> = sidekick_proxy::daemon::build_core(cfg);
     let mut client = ClientSession::new(ClientConfig::new(greedy_session()));
-    let now = Instant::now();
+    let now = Time::ZERO;
     client.start(now).unwrap();
     for _ in 0..20 {
         while let Some(t) = client.poll_transmit() {

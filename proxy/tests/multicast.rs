@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
+use sidekick_proxy::Time;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use common::{PROXY, SERVER, addr};
 use eack::{HashKey, WidthReceiverEack};
@@ -110,7 +110,7 @@ impl Lab {
         }
     }
 
-    fn pump(&mut self, now: Instant) {
+    fn pump(&mut self, now: Time) {
         for _ in 0..50 {
             let mut moved = false;
             for c in &mut self.clients {
@@ -162,7 +162,7 @@ impl Lab {
         }
     }
 
-    fn stream(&mut self, now: Instant, id: u32, lost_by: &[usize]) -> Vec<u8> {
+    fn stream(&mut self, now: Time, id: u32, lost_by: &[usize]) -> Vec<u8> {
         // The last 8 bytes differ in every byte position from packet to packet, so that a
         // client reads a distinct identifier at any width.
         let mut payload = vec![0x40u8; 232];
@@ -185,7 +185,7 @@ impl Lab {
         payload
     }
 
-    fn send_eacks(&mut self, now: Instant) {
+    fn send_eacks(&mut self, now: Time) {
         for c in &mut self.clients {
             let mut wire = Vec::new();
             c.rx.encode(40, &mut wire).unwrap();
@@ -197,7 +197,7 @@ impl Lab {
 
 #[test]
 fn one_shared_cache_retransmits_each_clients_own_losses_to_that_client() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(2);
     for c in &mut lab.clients {
         c.session.start(now).unwrap();
@@ -263,7 +263,7 @@ fn one_shared_cache_retransmits_each_clients_own_losses_to_that_client() {
 
 #[test]
 fn a_unicast_flow_to_the_same_server_is_not_the_group() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(1);
     lab.clients[0].session.start(now).unwrap();
     lab.pump(now);
@@ -277,7 +277,7 @@ fn a_unicast_flow_to_the_same_server_is_not_the_group() {
 
 #[test]
 fn a_group_takes_the_width_of_its_first_client_and_refuses_another() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     // Client 0 opens the group at 2-byte identifiers, client 1 asks for 8.
     let mut lab = Lab::with_widths(&[2, 8]);
     for i in 0..lab.clients.len() {

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use eack::ReceiverEack;
 use quack::PowerSumQuack;
 use sidekick_protocol::messages::{IdentifierSpec, PackratConfig};
-use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, SessionConfig};
+use sidekick_protocol::{
+    ClientConfig, ClientEvent, ClientSession, Destination, SessionConfig, Time,
+};
 
 struct Topo {
     ap: String,
@@ -207,18 +209,25 @@ fn metric(text: &str, name: &str) -> u64 {
 struct Client {
     base: UdpSocket,
     sk: UdpSocket,
+    /// The session's clock counts from here.
+    origin: Instant,
     session: ClientSession,
     events: Vec<ClientEvent>,
     base_rx: Vec<Vec<u8>>,
 }
 
 impl Client {
+    /// The session's time now.
+    fn now(&self) -> Time {
+        Time::since(self.origin, Instant::now())
+    }
+
     fn pump(&mut self, dur: Duration) {
         let server: SocketAddr = "10.222.241.2:4433".parse().unwrap();
         let end = Instant::now() + dur;
         let mut buf = vec![0u8; 4096];
         while Instant::now() < end {
-            let now = Instant::now();
+            let now = self.now();
             while let Some(t) = self.session.poll_transmit() {
                 match t.dest {
                     Destination::Base => {
@@ -257,9 +266,10 @@ fn client(config: SessionConfig, base_port: u16) -> Client {
         s.set_read_timeout(Some(Duration::from_millis(2))).unwrap();
     }
     let mut session = ClientSession::new(ClientConfig::new(config));
-    session.start(Instant::now()).unwrap();
+    session.start(Time::ZERO).unwrap();
     Client {
         base,
+        origin: Instant::now(),
         sk,
         session,
         events: Vec::new(),
@@ -352,7 +362,8 @@ fn proxy_binary_robin_and_packrat_in_namespaces() {
     let before = d.base_rx.len();
     let mut wire = Vec::new();
     rx.encode(20, &mut wire).unwrap();
-    d.session.send_eack(Instant::now(), &wire).unwrap();
+    let now = d.now();
+    d.session.send_eack(now, &wire).unwrap();
     d.pump(Duration::from_millis(500));
     let mut again: Vec<u32> = d.base_rx[before..]
         .iter()

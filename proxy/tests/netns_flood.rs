@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use quack::PowerSumQuack;
-use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination};
+use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, Time};
 
 const SERVER_IP: [u8; 4] = [10, 224, 241, 2];
 const METRICS: &str = "10.224.240.1:19466";
@@ -164,6 +164,8 @@ fn rss_kib(pid: u32) -> u64 {
 struct Client {
     base: UdpSocket,
     sk: UdpSocket,
+    /// The session's clock counts from here.
+    origin: Instant,
     session: ClientSession,
     quacks: Vec<(Instant, PowerSumQuack<u32>)>,
     established: bool,
@@ -177,10 +179,11 @@ impl Client {
             s.set_read_timeout(Some(Duration::from_millis(2))).unwrap();
         }
         let mut session = ClientSession::new(ClientConfig::new(common::robin_config()));
-        session.start(Instant::now()).unwrap();
+        session.start(Time::ZERO).unwrap();
         Client {
             base,
             sk,
+            origin: Instant::now(),
             session,
             quacks: Vec::new(),
             established: false,
@@ -192,7 +195,8 @@ impl Client {
         let end = Instant::now() + dur;
         let mut buf = vec![0u8; 4096];
         while Instant::now() < end {
-            let now = Instant::now();
+            let wall = Instant::now();
+            let now = Time::since(self.origin, wall);
             while let Some(t) = self.session.poll_transmit() {
                 match t.dest {
                     Destination::Base => {
@@ -206,19 +210,19 @@ impl Client {
             if let Ok((n, from)) = self.sk.recv_from(&mut buf)
                 && let Ok(ev) = self.session.handle_datagram(now, from, &buf[..n])
             {
-                self.event(now, ev);
+                self.event(wall, ev);
             }
             if let Ok((n, _)) = self.base.recv_from(&mut buf)
                 && let Ok(ev) = self.session.handle_base_datagram(now, &buf[..n])
             {
                 // The discovery reply comes on the base path.
-                self.event(now, ev);
+                self.event(wall, ev);
             }
             if self.session.poll_timeout().is_some_and(|t| t <= now) {
                 self.session.handle_timeout(now);
             }
             while let Some(ev) = self.session.poll_event() {
-                self.event(now, ev);
+                self.event(wall, ev);
             }
         }
     }

@@ -8,7 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_proxy::Time;
 
 use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, long, robin_config};
 use sidekick_protocol::{ClientConfig, ClientSession, Destination, ProxyPolicy};
@@ -45,7 +47,7 @@ fn id_of(frame: &[u8]) -> Option<u32> {
 
 struct Path {
     core: ProxyCore<ProtocolSessions>,
-    t0: Instant,
+    t0: Time,
     /// Server datagrams PEMI injected again (by the id they carry).
     repaired: Vec<u32>,
     /// Sidekick datagrams the proxy sent (quACKs, InitAcks).
@@ -65,14 +67,14 @@ impl Path {
             .with_pemi(Some(pemi));
         Self {
             core,
-            t0: Instant::now(),
+            t0: Time::ZERO,
             repaired: Vec::new(),
             sidekick: Vec::new(),
             next_id: 1,
         }
     }
 
-    fn frame(&mut self, t: Instant, dir: Direction, payload: &[u8]) {
+    fn frame(&mut self, t: Time, dir: Direction, payload: &[u8]) {
         let (src, dst) = match dir {
             Direction::FromClient => (CLIENT, SERVER),
             Direction::ToClient => (SERVER, CLIENT),
@@ -83,7 +85,7 @@ impl Path {
         self.drain(t);
     }
 
-    fn drain(&mut self, t: Instant) {
+    fn drain(&mut self, t: Time) {
         if self.core.poll_timeout().is_some_and(|d| d <= t) {
             self.core.handle_timeout(t);
         }
@@ -152,7 +154,7 @@ impl Path {
     }
 
     /// The client opens a Robin session on the flow at `t`; returns the client's session.
-    fn open_session(&mut self, t: Instant) -> ClientSession {
+    fn open_session(&mut self, t: Time) -> ClientSession {
         let mut client = ClientSession::new(ClientConfig::new(robin_config()));
         client.start(t).unwrap();
         self.exchange(&mut client, t);
@@ -171,7 +173,7 @@ impl Path {
     }
 
     /// Move datagrams between the client session and the proxy until both are quiet.
-    fn exchange(&mut self, client: &mut ClientSession, t: Instant) {
+    fn exchange(&mut self, client: &mut ClientSession, t: Time) {
         for _ in 0..50 {
             let mut moved = false;
             while let Some(x) = client.poll_transmit() {

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sidekick_proxy::Time;
 use sidekick_proxy::engine::Direction;
 use sidekick_proxy::pemi::handshake::{HandshakeTracker, PacketKind, coalesced};
 
@@ -132,8 +133,10 @@ fn relay_gaps(rec: &[(Instant, Direction, Vec<u8>)]) -> (Duration, Duration) {
 fn check(rec: &[(Instant, Direction, Vec<u8>)], stack: &str) {
     assert!(rec.len() >= 4, "{stack}: {} datagrams recorded", rec.len());
     let mut t = HandshakeTracker::new();
+    // The tracker's clock counts from the first datagram the relay recorded.
+    let origin = rec[0].0;
     for (at, dir, bytes) in rec {
-        t.on_datagram(*at, *dir, bytes);
+        t.on_datagram(Time::since(origin, *at), *dir, bytes);
     }
     let r = t.rtts();
     let (gap_s, gap_c) = relay_gaps(rec);

@@ -5,7 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_proxy::Time;
 
 use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, long, robin_config};
 use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy};
@@ -22,7 +24,7 @@ fn frame(src: &str, dst: &str, payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn pemi_flow_switches_to_robin_without_disruption() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let ms = |n: u64| t0 + Duration::from_millis(n);
     let mut core = ProxyCore::new(
         CoreConfig::default(),

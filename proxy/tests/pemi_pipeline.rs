@@ -6,7 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_proxy::Time;
 
 use common::{CLIENT, SERVER, addr, eth, long};
 use sidekick_protocol::ProxyPolicy;
@@ -42,7 +44,7 @@ enum Ev {
 
 struct Sim {
     core: ProxyCore<ProtocolSessions>,
-    t0: Instant,
+    t0: Time,
     queue: BTreeMap<(Duration, u64), Ev>,
     seq: u64,
     injected: Vec<u32>,
@@ -79,7 +81,7 @@ impl Sim {
         .with_pemi(Some(pemi));
         Self {
             core,
-            t0: Instant::now(),
+            t0: Time::ZERO,
             queue: BTreeMap::new(),
             seq: 0,
             injected: Vec::new(),

@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sidekick_proxy::Time;
 
 use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, robin_config};
 use eack::ReceiverEack;
@@ -57,7 +59,7 @@ impl Lab {
         }
     }
 
-    fn base_from_client(&mut self, now: Instant, payload: &[u8]) -> Verdict {
+    fn base_from_client(&mut self, now: Time, payload: &[u8]) -> Verdict {
         let f = eth(&build_udp_ip(addr(CLIENT), addr(SERVER), payload, 64));
         let v = self
             .core
@@ -72,7 +74,7 @@ impl Lab {
             .extend(std::iter::from_fn(|| self.core.poll_transmit()));
     }
 
-    fn base_to_client(&mut self, now: Instant, payload: &[u8]) -> Vec<u8> {
+    fn base_to_client(&mut self, now: Time, payload: &[u8]) -> Vec<u8> {
         let f = eth(&build_udp_ip(addr(SERVER), addr(CLIENT), payload, 64));
         let v = self
             .core
@@ -83,7 +85,7 @@ impl Lab {
     }
 
     /// Exchange datagrams between client and proxy until both are quiet.
-    fn pump(&mut self, now: Instant) {
+    fn pump(&mut self, now: Time) {
         for _ in 0..50 {
             let mut moved = false;
             while let Some(t) = self.client.poll_transmit() {
@@ -144,7 +146,7 @@ impl Lab {
             .collect()
     }
 
-    fn establish(&mut self, now: Instant) {
+    fn establish(&mut self, now: Time) {
         self.client.start(now).unwrap();
         self.pump(now);
         assert!(
@@ -176,7 +178,7 @@ fn packrat_config() -> SessionConfig {
 
 #[test]
 fn discovery_then_quacks_for_an_upload() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(robin_config());
     lab.establish(now);
     let snap = lab.core.snapshot();
@@ -204,7 +206,7 @@ fn discovery_then_quacks_for_an_upload() {
 
 #[test]
 fn a_negotiated_quack_on_gap_reveals_a_loss_with_the_next_packet() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let mut cfg = robin_config();
     if let Some(r) = cfg.robin.as_mut() {
         r.interval_packets = 32;
@@ -236,7 +238,7 @@ fn a_negotiated_quack_on_gap_reveals_a_loss_with_the_next_packet() {
 
 #[test]
 fn packrat_retransmits_exactly_the_missing_packets() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(packrat_config());
     lab.establish(now);
     let epoch = lab.client.epoch();
@@ -268,7 +270,7 @@ fn packrat_retransmits_exactly_the_missing_packets() {
 
 #[test]
 fn undecodable_eack_sends_a_reset() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(packrat_config());
     lab.establish(now);
     let mut rx = ReceiverEack::new(160);
@@ -298,7 +300,7 @@ fn undecodable_eack_sends_a_reset() {
 
 #[test]
 fn malformed_sidekick_messages_are_counted_and_harmless() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(robin_config());
     lab.establish(now);
     let mut seed = 1u64;
@@ -331,7 +333,7 @@ fn malformed_sidekick_messages_are_counted_and_harmless() {
 
 #[test]
 fn discovery_and_new_flow_floods_are_bounded() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let cfg = CoreConfig {
         link: LinkType::Ethernet,
         flows: sidekick_proxy::flow::FlowTableConfig {
@@ -372,7 +374,7 @@ fn discovery_and_new_flow_floods_are_bounded() {
 
 #[test]
 fn fail_open_on_garbage_frames() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(packrat_config());
     lab.establish(now);
     for len in 0..200usize {
@@ -392,7 +394,7 @@ fn fail_open_on_garbage_frames() {
 
 #[test]
 fn partial_checksums_are_completed_before_caching() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(packrat_config());
     lab.establish(now);
     let mut rx = ReceiverEack::new(160);
@@ -431,7 +433,7 @@ fn partial_checksums_are_completed_before_caching() {
 
 #[test]
 fn quacks_stop_at_the_client_quota() {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut lab = Lab::new(robin_config());
     let mut cfg = ClientConfig::new(robin_config());
     cfg.quota_window = 4;
@@ -461,7 +463,7 @@ fn quacks_stop_at_the_client_quota() {
 /// §3): the quACK's header names the width, its power sums are that wide, and subtracting it
 /// from the sender's own quACK of the same width names exactly the datagram the proxy missed.
 fn robin_at_width<T: quack::Identifier>(width: u32) {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut cfg = robin_config();
     let spec = cfg.identifier.as_mut().unwrap();
     spec.width = width;
@@ -525,7 +527,7 @@ fn robin_quacks_at_every_identifier_width() {
 /// client's eACK of that width brings back exactly the frames it missed; an eACK of another width
 /// is refused with a Reset.
 fn packrat_at_width(width: quack::Width) {
-    let now = Instant::now();
+    let now = Time::ZERO;
     let w = width.bytes();
     let mut cfg = packrat_config();
     let spec = cfg.identifier.as_mut().unwrap();
@@ -589,7 +591,7 @@ fn packrat_at_every_identifier_width() {
 fn identifier_widths_outside_the_policy_are_refused_at_negotiation() {
     // A proxy whose policy grants Packrat 4-byte identifiers only (`packrat_identifier_widths`)
     // refuses a Packrat session at 8 bytes.
-    let now = Instant::now();
+    let now = Time::ZERO;
     let mut cfg = packrat_config();
     cfg.identifier.as_mut().unwrap().width = 8;
     let mut lab = Lab::new(cfg);

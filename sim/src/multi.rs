@@ -288,7 +288,7 @@ impl World {
         let proxy = s
             .proxy
             .as_ref()
-            .map(|c| ProxyNode::new(c, (rng.next_u64(), rng.next_u64())));
+            .map(|c| ProxyNode::new(c, (rng.next_u64(), rng.next_u64()), clock));
         let n = clients.len() * PER + 4;
         let mut w = Self {
             clock,

@@ -22,6 +22,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use crate::sched::Clock;
+
 use sidekick_proxy::config::{Config, Faces, Mode};
 use sidekick_proxy::core::{FrameMeta, ProxyCore, Transmit};
 use sidekick_proxy::engine::Direction;
@@ -146,6 +148,8 @@ pub enum Verdict {
 
 /// The simulated proxy.
 pub struct ProxyNode {
+    /// The core runs on [`Time`]; the simulation's components on `Instant`s of this clock.
+    clock: Clock,
     bridge: bool,
     core: ProxyCore<ProtocolSessions>,
     listen: SocketAddr,
@@ -162,10 +166,11 @@ impl std::fmt::Debug for ProxyNode {
 impl ProxyNode {
     /// The proxy `cfg` describes (as `daemon::build_core` builds it), its flow table keyed by
     /// `hash_key` instead of a random key.
-    pub fn new(cfg: &Config, hash_key: (u64, u64)) -> Self {
+    pub fn new(cfg: &Config, hash_key: (u64, u64), clock: Clock) -> Self {
         // The daemon's own construction, with a seeded flow-table key.
         let core = sidekick_proxy::daemon::build_core_keyed(cfg, hash_key);
         Self {
+            clock,
             bridge: cfg.mode == Mode::Bridge,
             core,
             listen: cfg.sidekick_listen,
@@ -210,12 +215,14 @@ impl ProxyNode {
         } else {
             Direction::ToClient
         };
-        let verdict = self
-            .core
-            .handle_frame(now, dir, frame, FrameMeta::default());
+        let verdict =
+            self.core
+                .handle_frame(self.clock.core_time(now), dir, frame, FrameMeta::default());
         self.drain(out);
         match verdict {
-            sidekick_proxy::core::Verdict::Delay { until } if self.bridge => Verdict::Delay(until),
+            sidekick_proxy::core::Verdict::Delay { until } if self.bridge => {
+                Verdict::Delay(self.clock.core_instant(until))
+            }
             _ => Verdict::Forward,
         }
     }
@@ -228,18 +235,19 @@ impl ProxyNode {
         bytes: &[u8],
         out: &mut Vec<ProxyOut>,
     ) {
-        self.core.handle_sidekick(now, from, bytes);
+        self.core
+            .handle_sidekick(self.clock.core_time(now), from, bytes);
         self.drain(out);
     }
 
     /// The next time [`Self::handle_timeout`] must run.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.core.poll_timeout()
+        self.core.poll_timeout().map(|t| self.clock.core_instant(t))
     }
 
     /// Runs the timers due at `now` (engine cadences and idle expiry).
     pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<ProxyOut>) {
-        self.core.handle_timeout(now);
+        self.core.handle_timeout(self.clock.core_time(now));
         self.drain(out);
     }
 

@@ -15,6 +15,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
+use sidekick_proxy::Time;
+
 /// Converts between virtual offsets and the [`Instant`]s the stacks take.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
@@ -35,6 +37,16 @@ impl Clock {
     /// The virtual offset of `i` (zero for instants before the base).
     pub fn offset(&self, i: Instant) -> Duration {
         i.saturating_duration_since(self.base)
+    }
+
+    /// `i` on the proxy core's clock, whose zero is the virtual zero.
+    pub fn core_time(&self, i: Instant) -> Time {
+        Time::since(self.base, i)
+    }
+
+    /// The instant of the core's time `t`.
+    pub fn core_instant(&self, t: Time) -> Instant {
+        self.base + t.since_origin()
     }
 }
 

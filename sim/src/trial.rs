@@ -286,7 +286,7 @@ impl World {
         });
         let proxy = s.proxy.as_ref().map(|c| {
             use rand::RngCore as _;
-            ProxyNode::new(c, (rng.next_u64(), rng.next_u64()))
+            ProxyNode::new(c, (rng.next_u64(), rng.next_u64()), clock)
         });
         Ok(Self {
             clock,

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use sidekick_protocol::ProxyPolicy;
+use sidekick_proxy::Time;
 use sidekick_proxy::core::{CoreConfig, FrameMeta, ProxyCore, Transmit};
 use sidekick_proxy::engine::Direction;
 use sidekick_proxy::packet::{LinkType, build_udp_ip, parse_frame};
@@ -188,6 +189,9 @@ pub async fn relay(
         ProtocolSessions::new(ProxyPolicy::new(sk_addr)),
         (7, 11),
     );
+    // The core's clock: time since the relay started.
+    let origin = Instant::now();
+    let at = |i: Instant| Time::since(origin, i);
     let mut client: Option<SocketAddr> = None;
     let (mut up, mut down) = (0u64, 0u64);
     let (mut up_all, mut down_all) = (0u64, 0u64);
@@ -198,6 +202,7 @@ pub async fn relay(
     loop {
         let deadline = core
             .poll_timeout()
+            .and_then(|t| t.to_instant(origin))
             .unwrap_or_else(|| Instant::now() + Duration::from_millis(100))
             .min(Instant::now() + Duration::from_millis(100));
         let now = tokio::select! {
@@ -220,7 +225,7 @@ pub async fn relay(
                 }
                 if proxy {
                     let ip = build_udp_ip(from, front_addr, d, 64);
-                    core.handle_frame(now, Direction::FromClient, &ip, FrameMeta::default());
+                    core.handle_frame(at(now), Direction::FromClient, &ip, FrameMeta::default());
                 }
                 if silent(silent_from, now) {
                     stats.silenced.fetch_add(1, Ordering::Relaxed);
@@ -232,7 +237,7 @@ pub async fn relay(
                     let g = garbage(up_all / links.garbage_every, d);
                     if proxy {
                         let ip = build_udp_ip(from, front_addr, &g, 64);
-                        core.handle_frame(now, Direction::FromClient, &ip, FrameMeta::default());
+                        core.handle_frame(at(now), Direction::FromClient, &ip, FrameMeta::default());
                     }
                     let _ = to_server.send((now, g));
                 }
@@ -253,7 +258,7 @@ pub async fn relay(
                 }
                 if proxy {
                     let ip = build_udp_ip(front_addr, c, d, 64);
-                    core.handle_frame(now, Direction::ToClient, &ip, FrameMeta::default());
+                    core.handle_frame(at(now), Direction::ToClient, &ip, FrameMeta::default());
                 }
                 let assisted = core.snapshot().assisted_flows > 0;
                 let mut lost = false;
@@ -273,7 +278,7 @@ pub async fn relay(
                     let g = garbage(down_all / links.garbage_every, d);
                     if proxy {
                         let ip = build_udp_ip(front_addr, c, &g, 64);
-                        core.handle_frame(now, Direction::ToClient, &ip, FrameMeta::default());
+                        core.handle_frame(at(now), Direction::ToClient, &ip, FrameMeta::default());
                     }
                     let _ = front.send_to(&g, c).await;
                 }
@@ -283,20 +288,20 @@ pub async fn relay(
                 let Ok((n, from)) = r else { return };
                 let now = Instant::now();
                 if proxy {
-                    core.handle_sidekick(now, from, &b3[..n]);
+                    core.handle_sidekick(at(now), from, &b3[..n]);
                 }
                 now
             }
             () = tokio::time::sleep_until(deadline.into()) => {
                 let now = Instant::now();
                 if proxy {
-                    core.handle_timeout(now);
+                    core.handle_timeout(at(now));
                 }
                 now
             }
         };
-        if proxy && core.poll_timeout().is_some_and(|t| t <= now) {
-            core.handle_timeout(now);
+        if proxy && core.poll_timeout().is_some_and(|t| t <= at(now)) {
+            core.handle_timeout(at(now));
         }
         while let Some(a) = core.poll_transmit() {
             match a {

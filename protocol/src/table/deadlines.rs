@@ -7,22 +7,22 @@
 //! earlier (a Reset sent now) is filed at once. So the next deadline is O(1) and a tick costs
 //! O(due · log n), not O(sessions).
 
+use crate::Time;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::time::Instant;
 
 use crate::keys::SessionId;
 
 #[derive(Debug, Default)]
 pub(super) struct SessionDeadlines {
-    heap: BinaryHeap<Reverse<(Instant, SessionId)>>,
+    heap: BinaryHeap<Reverse<(Time, SessionId)>>,
     /// The earliest entry of each session in `heap`; other entries of it are stale.
-    earliest: HashMap<SessionId, Instant>,
+    earliest: HashMap<SessionId, Time>,
 }
 
 impl SessionDeadlines {
     /// Files `at` for `id`, unless an entry at or before `at` is filed already.
-    pub(super) fn file(&mut self, id: SessionId, at: Instant) {
+    pub(super) fn file(&mut self, id: SessionId, at: Time) {
         if self.earliest.get(&id).is_some_and(|&t| t <= at) {
             return;
         }
@@ -31,13 +31,13 @@ impl SessionDeadlines {
     }
 
     /// The earliest entry (possibly stale: an early wake-up, never a late one).
-    pub(super) fn next(&self) -> Option<Instant> {
+    pub(super) fn next(&self) -> Option<Time> {
         self.heap.peek().map(|Reverse((t, _))| *t)
     }
 
     /// Takes every session whose filed deadline is due at `now`, each once; stale entries on
     /// the way are dropped. The caller files the sessions' next deadlines.
-    pub(super) fn pop_due(&mut self, now: Instant) -> Vec<SessionId> {
+    pub(super) fn pop_due(&mut self, now: Time) -> Vec<SessionId> {
         let mut due = Vec::new();
         while let Some(&Reverse((t, id))) = self.heap.peek() {
             if t > now {
@@ -76,7 +76,7 @@ mod tests {
 
     #[test]
     fn earliest_wins_and_stale_entries_drop_out() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let ms = |m| t0 + Duration::from_millis(m);
         let (a, b) = (SessionId([1; 16]), SessionId([2; 16]));
         let mut d = SessionDeadlines::default();

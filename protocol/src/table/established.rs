@@ -2,15 +2,15 @@
 //! proxy's table handles them once a session exists (or a half-open entry becomes one).
 
 use super::{
-    Challenge, Config, Error, ErrorCode, FrameDirection, Header, InitAck, Instant, Message,
-    ProxyEvent, ProxySession, ProxySessionTable, Refresh, SecureRandom, SessionConfig, SocketAddr,
+    Challenge, Config, Error, ErrorCode, FrameDirection, Header, InitAck, Message, ProxyEvent,
+    ProxySession, ProxySessionTable, Refresh, SecureRandom, SessionConfig, SocketAddr, Time,
     Transmit, frame,
 };
 
 impl ProxySessionTable {
     pub(super) fn handle_established(
         &mut self,
-        now: Instant,
+        now: Time,
         from: SocketAddr,
         datagram: &[u8],
     ) -> Result<ProxyEvent, Error> {

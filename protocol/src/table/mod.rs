@@ -12,7 +12,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -188,7 +190,7 @@ struct HalfOpen {
     base: BaseFlow,
     station: IpAddr,
     key: SessionKey,
-    created: Instant,
+    created: Time,
 }
 
 /// What an impostor echoes instead of the negotiated configuration (feature `testing`).
@@ -209,10 +211,10 @@ fn echo_of(s: &ProxySession, lie: EchoLie) -> SessionConfig {
 /// [`ProxySessionTable::poll_timeout`].
 ///
 /// ```
-/// use std::time::Instant;
+/// use sidekick_protocol::Time;
 /// use sidekick_protocol::{ProxyPolicy, ProxySessionTable, BaseFlow, is_discovery_request};
 ///
-/// let now = Instant::now();
+/// let now = Time::ZERO;
 /// let mut table = ProxySessionTable::new(ProxyPolicy::new("192.0.2.1:7000".parse().unwrap()));
 /// // A payload that is not a discovery request costs one length compare.
 /// assert!(is_discovery_request(&[0u8; 1200]).is_none());
@@ -231,7 +233,7 @@ pub struct ProxySessionTable {
     outbox: VecDeque<Transmit>,
     events: VecDeque<ProxyEvent>,
     tokens: f64,
-    tokens_at: Option<Instant>,
+    tokens_at: Option<Time>,
     stations: HashMap<IpAddr, Station>,
     flows: FlowOwners,
     stats: TableStats,
@@ -347,7 +349,7 @@ impl ProxySessionTable {
         self.sessions.keys().copied()
     }
 
-    fn take_token(&mut self, now: Instant) -> bool {
+    fn take_token(&mut self, now: Time) -> bool {
         if let Some(at) = self.tokens_at {
             let dt = now.saturating_duration_since(at).as_secs_f64();
             self.tokens = (self.tokens + dt * f64::from(self.policy.discovery_rate))
@@ -374,7 +376,7 @@ impl ProxySessionTable {
     /// inject towards the client, spoofed from the server; it is never longer than the request.
     pub fn handle_discovery(
         &mut self,
-        now: Instant,
+        now: Time,
         base: BaseFlow,
         req: &DiscoveryRequest,
     ) -> Result<DiscoveryTransmit, Error> {
@@ -446,7 +448,7 @@ impl ProxySessionTable {
         })
     }
 
-    fn expire_half_open(&mut self, now: Instant) {
+    fn expire_half_open(&mut self, now: Time) {
         while let Some(id) = self.half_open_order.front().copied() {
             match self.half_open.get(&id) {
                 None => {
@@ -470,7 +472,7 @@ impl ProxySessionTable {
     /// Handles a datagram received on the sidekick socket from `from`.
     pub fn handle_datagram(
         &mut self,
-        now: Instant,
+        now: Time,
         from: SocketAddr,
         datagram: &[u8],
     ) -> Result<ProxyEvent, Error> {
@@ -642,7 +644,7 @@ impl ProxySessionTable {
     /// client's quota or the anti-amplification limit.
     pub fn send_quack(
         &mut self,
-        _now: Instant,
+        _now: Time,
         id: &SessionId,
         data: &[u8],
     ) -> Result<Transmit, Error> {
@@ -661,7 +663,7 @@ impl ProxySessionTable {
     /// quota or the anti-amplification limit.
     pub fn send_eack_outcome(
         &mut self,
-        _now: Instant,
+        _now: Time,
         id: &SessionId,
         resent: u32,
         eack_number: u32,
@@ -703,7 +705,7 @@ impl ProxySessionTable {
     /// returns it. The Reset is queued and retransmitted until the client echoes it.
     pub fn send_reset(
         &mut self,
-        now: Instant,
+        now: Time,
         id: &SessionId,
         reason: ErrorCode,
     ) -> Result<u32, Error> {
@@ -724,7 +726,7 @@ impl ProxySessionTable {
     }
 
     /// Closes session `id`: queues a Close (if quota allows) and forgets the session.
-    pub fn close(&mut self, now: Instant, id: &SessionId, reason: ErrorCode) -> Result<(), Error> {
+    pub fn close(&mut self, now: Time, id: &SessionId, reason: ErrorCode) -> Result<(), Error> {
         let mut s = self
             .remove_session(now, id, Removal::ClosedByProxy)
             .ok_or(Error::UnknownSession)?;
@@ -749,12 +751,12 @@ impl ProxySessionTable {
 
     /// When [`ProxySessionTable::handle_timeout`] must next be called (possibly a little early:
     /// see `table/deadlines.rs`). O(1).
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         let ho = self
             .half_open_order
             .front()
             .and_then(|id| self.half_open.get(id))
-            .map(|h| crate::saturating_add(h.created, self.policy.half_open_timeout));
+            .map(|h| h.created + self.policy.half_open_timeout);
         let sessions = if self.filed_idle == self.policy.idle_timeout {
             self.deadlines.next()
         } else {
@@ -766,7 +768,7 @@ impl ProxySessionTable {
 
     /// Expires idle sessions and half-open entries, retransmits pending Resets. Visits only the
     /// sessions whose deadline is due.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Time) {
         self.expire_half_open(now);
         let idle = self.policy.idle_timeout;
         if self.filed_idle != idle {

@@ -13,7 +13,7 @@
 
 use std::net::IpAddr;
 
-use super::{BaseFlow, HashMap, Instant, ProxyEvent, ProxySession, ProxySessionTable, SessionId};
+use super::{BaseFlow, HashMap, ProxyEvent, ProxySession, ProxySessionTable, SessionId, Time};
 
 /// Per-station state.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ pub(super) struct Station {
     pub(super) sessions: usize,
     pub(super) half_open: usize,
     tokens: f64,
-    tokens_at: Instant,
+    tokens_at: Time,
 }
 
 /// Why a session leaves the table.
@@ -43,7 +43,7 @@ pub(super) enum Removal {
 pub(super) type FlowOwners = HashMap<BaseFlow, (SessionId, Vec<SessionId>)>;
 
 impl ProxySessionTable {
-    fn station(&mut self, ip: IpAddr, now: Instant) -> &mut Station {
+    fn station(&mut self, ip: IpAddr, now: Time) -> &mut Station {
         // Stations holding entries are bounded by the session and half-open caps; those that
         // only remember a bucket by `max_stations`.
         let holding = self.sessions.len() + self.half_open.len();
@@ -64,7 +64,7 @@ impl ProxySessionTable {
     /// Forgets stations that hold nothing: first those whose bucket refilled (no information
     /// lost), then the longest quiet ones until a quarter of the cap is free again (so that a
     /// flood of new stations pays this scan once per quarter cap, not per request).
-    fn prune_stations(&mut self, now: Instant, holding: usize) {
+    fn prune_stations(&mut self, now: Time, holding: usize) {
         let rate = f64::from(self.policy.station_discovery_rate);
         let burst = f64::from(self.policy.station_discovery_burst);
         self.stations.retain(|_, s| {
@@ -75,7 +75,7 @@ impl ProxySessionTable {
         });
         let target = (self.policy.max_stations / 4 * 3).saturating_add(holding);
         if self.stations.len() > target {
-            let mut quiet: Vec<(Instant, IpAddr)> = self
+            let mut quiet: Vec<(Time, IpAddr)> = self
                 .stations
                 .iter()
                 .filter(|(_, s)| s.sessions == 0 && s.half_open == 0)
@@ -90,7 +90,7 @@ impl ProxySessionTable {
     }
 
     /// One discovery token of `ip`'s bucket.
-    pub(super) fn take_station_token(&mut self, ip: IpAddr, now: Instant) -> bool {
+    pub(super) fn take_station_token(&mut self, ip: IpAddr, now: Time) -> bool {
         let rate = f64::from(self.policy.station_discovery_rate);
         let burst = f64::from(self.policy.station_discovery_burst);
         let s = self.station(ip, now);
@@ -105,14 +105,14 @@ impl ProxySessionTable {
         }
     }
 
-    pub(super) fn count_half_open(&mut self, ip: IpAddr, now: Instant, delta: isize) {
+    pub(super) fn count_half_open(&mut self, ip: IpAddr, now: Time, delta: isize) {
         let s = self.station(ip, now);
         s.half_open = s.half_open.saturating_add_signed(delta);
     }
 
     /// Makes room for one more half-open entry of `ip`: its own oldest beyond its cap, else the
     /// oldest of the station holding the most when the table is full.
-    pub(super) fn make_half_open_room(&mut self, ip: IpAddr, now: Instant) {
+    pub(super) fn make_half_open_room(&mut self, ip: IpAddr, now: Time) {
         let own = self.stations.get(&ip).map_or(0, |s| s.half_open);
         let victim_station = if own >= self.policy.max_half_open_per_station {
             Some(ip)
@@ -141,7 +141,7 @@ impl ProxySessionTable {
     }
 
     /// Makes room for one more session of `ip` (see the module docs).
-    pub(super) fn make_session_room(&mut self, ip: IpAddr, now: Instant) {
+    pub(super) fn make_session_room(&mut self, ip: IpAddr, now: Time) {
         let own = self.stations.get(&ip).map_or(0, |s| s.sessions);
         let station = if own >= self.policy.max_sessions_per_station {
             ip
@@ -171,7 +171,7 @@ impl ProxySessionTable {
 
     /// Inserts an established session, binding it to its flow: announced at once when the
     /// flow has no owner, else waiting. Returns whether it was announced.
-    pub(super) fn insert_session(&mut self, now: Instant, mut s: ProxySession) -> bool {
+    pub(super) fn insert_session(&mut self, now: Time, mut s: ProxySession) -> bool {
         let (id, base) = (s.id, s.base);
         self.station(s.station, now).sessions += 1;
         let owner = self
@@ -201,7 +201,7 @@ impl ProxySessionTable {
     /// removed by the proxy (the caller reports client closes itself).
     pub(super) fn remove_session(
         &mut self,
-        now: Instant,
+        now: Time,
         id: &SessionId,
         why: Removal,
     ) -> Option<ProxySession> {
@@ -242,7 +242,7 @@ impl ProxySessionTable {
 
     /// The flow lost its owner: the best waiting session (validated first, then the most
     /// recently active) owns it now and is announced.
-    fn promote(&mut self, _now: Instant, base: BaseFlow, mut standby: Vec<SessionId>) {
+    fn promote(&mut self, _now: Time, base: BaseFlow, mut standby: Vec<SessionId>) {
         standby.retain(|w| self.sessions.contains_key(w));
         let best = standby
             .iter()
@@ -268,7 +268,7 @@ impl ProxySessionTable {
     }
 
     /// A waiting session validated its address: it displaces an owner that never did.
-    pub(super) fn on_validated(&mut self, now: Instant, id: SessionId) {
+    pub(super) fn on_validated(&mut self, now: Time, id: SessionId) {
         let Some(s) = self.sessions.get(&id) else {
             return;
         };

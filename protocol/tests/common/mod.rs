@@ -2,8 +2,8 @@
 //! explicit control over which datagrams are delivered.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use sidekick_protocol::Time;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use sidekick_protocol::messages::{IdentifierSpec, PackratConfig, RobinConfig};
 use sidekick_protocol::{
@@ -55,7 +55,7 @@ pub struct Pair {
     /// The client's sidekick socket address as the proxy sees it.
     pub client_sk: SocketAddr,
     pub proxy_addr: SocketAddr,
-    pub t0: Instant,
+    pub t0: Time,
 }
 
 impl Pair {
@@ -74,7 +74,7 @@ impl Pair {
                 server: "203.0.113.5:443".parse().unwrap(),
             },
             client_sk: "10.0.0.2:6000".parse().unwrap(),
-            t0: Instant::now(),
+            t0: Time::ZERO,
         }
     }
 
@@ -90,11 +90,7 @@ impl Pair {
 
     /// Delivers one client datagram to wherever it is addressed. Discovery requests go to the
     /// proxy's base-path hook and the reply comes back to the client at once.
-    pub fn deliver_to_proxy(
-        &mut self,
-        now: Instant,
-        t: &ClientTransmit,
-    ) -> Result<ProxyEvent, Error> {
+    pub fn deliver_to_proxy(&mut self, now: Time, t: &ClientTransmit) -> Result<ProxyEvent, Error> {
         match t.dest {
             Destination::Base => {
                 let req = is_discovery_request(&t.bytes).expect("base datagram is a request");
@@ -113,13 +109,13 @@ impl Pair {
     }
 
     /// Delivers one proxy datagram to the client.
-    pub fn deliver_to_client(&mut self, now: Instant, t: &Transmit) -> Result<ClientEvent, Error> {
+    pub fn deliver_to_client(&mut self, now: Time, t: &Transmit) -> Result<ClientEvent, Error> {
         assert_eq!(t.to, self.client_sk);
         self.client.handle_datagram(now, self.proxy_addr, &t.bytes)
     }
 
     /// Delivers everything queued on both sides until both are quiet; returns the events.
-    pub fn pump(&mut self, now: Instant) -> (Vec<ClientEvent>, Vec<ProxyEvent>) {
+    pub fn pump(&mut self, now: Time) -> (Vec<ClientEvent>, Vec<ProxyEvent>) {
         let (mut ce, mut pe) = (Vec::new(), Vec::new());
         for _ in 0..32 {
             let c = self.client_out();
@@ -141,7 +137,7 @@ impl Pair {
 
     /// Starts the client and delivers its discovery request and its Init at `now`; the proxy's
     /// InitAck is left queued. Returns the session the Init created.
-    pub fn until_init(&mut self, now: Instant) -> SessionId {
+    pub fn until_init(&mut self, now: Time) -> SessionId {
         self.client.start(now).unwrap();
         let req = self.client_out();
         self.deliver_to_proxy(now, &req[0]).unwrap();
@@ -153,7 +149,7 @@ impl Pair {
     }
 
     /// Runs discovery, Init/InitAck and path validation at `now`; returns the session id.
-    pub fn handshake(&mut self, now: Instant) -> SessionId {
+    pub fn handshake(&mut self, now: Time) -> SessionId {
         self.client.start(now).unwrap();
         let (ce, pe) = self.pump(now);
         assert!(

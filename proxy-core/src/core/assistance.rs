@@ -20,7 +20,7 @@
 //! RTTs come from the connection's handshake (PEMI App. A), which a flow first seen mid-way
 //! never shows.
 
-use std::time::Instant;
+use crate::Time;
 
 use crate::engine::FlowEngine;
 use crate::flow::FlowState;
@@ -44,7 +44,7 @@ pub struct SessionAssist<Id> {
 }
 
 impl<Id> SessionAssist<Id> {
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Time> {
         // Packrat has no timers of its own; Robin's are its time-driven quACKs.
         self.robin.as_ref().and_then(FlowEngine::poll_timeout)
     }
@@ -99,7 +99,7 @@ impl<Id: Copy> Assistance<Id> {
     }
 
     /// When the flow's engines next need [`super::ProxyCore::handle_timeout`].
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         match self {
             Self::Unassisted => None,
             Self::Pemi(p) => p.poll_timeout(),
@@ -130,7 +130,7 @@ pub struct FlowValue<Id> {
     pub(super) generation: u32,
     /// The engine deadline registered in the core's deadline index, if any (one registration
     /// per flow: a packet re-registers only a deadline earlier than this one).
-    pub(super) timer: Option<Instant>,
+    pub(super) timer: Option<Time>,
     /// Bytes of the core's memory budget reserved for this flow's engines.
     pub(super) reserved: u32,
 }

@@ -14,7 +14,9 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use crate::flow::FlowKey;
 
@@ -30,7 +32,7 @@ pub(super) enum TimerKind {
 /// One deadline.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Deadline {
-    pub at: Instant,
+    pub at: Time,
     /// Insertion order: equal times fire in the order they were set (reproducible runs).
     seq: u64,
     pub key: FlowKey,
@@ -69,21 +71,21 @@ const WHEEL_SLOT: Duration = Duration::from_secs(1);
 struct IdleWheel {
     slots: Vec<Vec<Deadline>>,
     /// Slot 0 starts here: the first idle deadline set (the core reads no clock of its own).
-    origin: Option<Instant>,
+    origin: Option<Time>,
     /// The first slot not yet expired.
     cursor: u64,
     len: usize,
 }
 
 impl IdleWheel {
-    fn slot_of(&self, at: Instant) -> u64 {
+    fn slot_of(&self, at: Time) -> u64 {
         self.origin.map_or(0, |o| {
             (at.saturating_duration_since(o).as_nanos() / WHEEL_SLOT.as_nanos()) as u64
         })
     }
 
     /// When slot `k` has passed entirely.
-    fn end_of(&self, k: u64) -> Option<Instant> {
+    fn end_of(&self, k: u64) -> Option<Time> {
         let o = self.origin?;
         o.checked_add(WHEEL_SLOT * u32::try_from(k + 1).unwrap_or(u32::MAX))
     }
@@ -101,7 +103,7 @@ impl IdleWheel {
     }
 
     /// Move the deadlines of every slot that has passed by `now` into `due`.
-    fn expire(&mut self, now: Instant, due: &mut Vec<Deadline>) {
+    fn expire(&mut self, now: Time, due: &mut Vec<Deadline>) {
         while self.len > 0 && self.end_of(self.cursor).is_some_and(|t| t <= now) {
             let slot = &mut self.slots[(self.cursor % WHEEL_SLOTS as u64) as usize];
             self.len -= slot.len();
@@ -114,7 +116,7 @@ impl IdleWheel {
         }
     }
 
-    fn next(&self) -> Option<Instant> {
+    fn next(&self) -> Option<Time> {
         if self.len == 0 {
             return None;
         }
@@ -142,7 +144,7 @@ pub(super) struct DeadlineIndex {
 
 impl DeadlineIndex {
     /// Register a deadline.
-    pub fn push(&mut self, at: Instant, key: FlowKey, generation: u32, kind: TimerKind) {
+    pub fn push(&mut self, at: Time, key: FlowKey, generation: u32, kind: TimerKind) {
         self.seq += 1;
         let d = Deadline {
             at,
@@ -158,7 +160,7 @@ impl DeadlineIndex {
     }
 
     /// The earliest registered deadline (possibly stale: then a wake-up finds nothing to do).
-    pub fn next(&self) -> Option<Instant> {
+    pub fn next(&self) -> Option<Time> {
         let idle = if self.idle_due.is_empty() {
             self.wheel.next()
         } else {
@@ -179,7 +181,7 @@ impl DeadlineIndex {
     /// index: engine deadlines in time order, then idle deadlines (due to within a slot). The
     /// mark bounds one round of timer work: an engine that re-arms a deadline already due runs
     /// again in the next round, never in a loop within this one.
-    pub fn pop_due(&mut self, now: Instant, mark: u64) -> Option<Deadline> {
+    pub fn pop_due(&mut self, now: Time, mark: u64) -> Option<Deadline> {
         if self
             .heap
             .peek()
@@ -220,7 +222,7 @@ mod tests {
 
     #[test]
     fn pops_in_time_order_and_only_what_is_due() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut d = DeadlineIndex::default();
         for (i, ms) in [(1, 30u64), (2, 10), (3, 20), (4, 10)] {
             d.push(t0 + Duration::from_millis(ms), key(i), 0, TimerKind::Engine);
@@ -242,7 +244,7 @@ mod tests {
 
     #[test]
     fn idle_deadlines_come_due_within_a_slot_and_far_ones_are_parked() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let at = t0 + Duration::from_millis(120_300);
         let mut d = DeadlineIndex::default();
         d.push(at, key(1), 0, TimerKind::Idle);

@@ -45,7 +45,9 @@
 //! allowance once more.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use super::budget::MemoryBudget;
 use super::output::InjectQueue;
@@ -147,15 +149,15 @@ const MIN_CLIENT_INITIAL: usize = 1200;
 struct Entry {
     dcid: [u8; MAX_CID],
     dcid_len: u8,
-    opened: Instant,
-    first_kept: Option<Instant>,
+    opened: Time,
+    first_kept: Option<Time>,
     /// The first kept datagram the client must answer: an instant ACK (ACK-only Initials) is
     /// not ack-eliciting, so the client's next datagram answers the ServerHello after it.
-    first_eliciting: Option<Instant>,
+    first_eliciting: Option<Time>,
     /// The first kept datagram held Initial packets only, too long to be known as an ACK alone
     /// (counted as "wait for certificate" until the next datagram tells).
     first_long_initial_only: bool,
-    last_kept: Option<Instant>,
+    last_kept: Option<Time>,
     /// Proxy–client round trip (first eliciting kept → the client's first datagram after it).
     rtt: Option<Duration>,
     /// Kept frames and whether each was replayed.
@@ -173,8 +175,8 @@ struct Entry {
     /// Proxy–server round trip: client Initial to the server's first handshake datagram.
     server_rtt: Option<Duration>,
     /// The client's last datagram.
-    last_client: Option<Instant>,
-    deadline: Option<Instant>,
+    last_client: Option<Time>,
+    deadline: Option<Time>,
 }
 
 impl Entry {
@@ -266,7 +268,7 @@ impl HandshakeRescue {
     /// Observe one datagram (see [`Datagram`]). Replays go to `out`.
     pub(super) fn on_datagram(
         &mut self,
-        now: Instant,
+        now: Time,
         d: Datagram<'_>,
         budget: &mut MemoryBudget,
         out: &mut InjectQueue,
@@ -416,7 +418,7 @@ impl HandshakeRescue {
     }
 
     /// The earliest deadline (a silence trigger or an entry's end).
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         self.entries
             .values()
             .map(|e| {
@@ -429,7 +431,7 @@ impl HandshakeRescue {
     /// Fire what is due at `now`: silence triggers replay, expired entries end.
     pub(super) fn handle_timeout(
         &mut self,
-        now: Instant,
+        now: Time,
         budget: &mut MemoryBudget,
         out: &mut InjectQueue,
     ) {
@@ -497,7 +499,7 @@ fn bare_udp(len: usize) -> UdpPacket {
 /// table with a small budget. Invariants: every replay goes to a flow some client Initial opened,
 /// no datagram is replayed twice, and the budget's reservation equals the bytes kept.
 pub fn fuzz_rescue(data: &[u8]) {
-    let t0 = crate::offline_origin();
+    let t0 = Time::ZERO;
     let cfg = RescueConfig {
         max_flows: 4,
         max_datagrams: 3,

@@ -69,7 +69,7 @@ struct Rig {
     r: HandshakeRescue,
     budget: MemoryBudget,
     out: InjectQueue,
-    t0: Instant,
+    t0: Time,
 }
 
 impl Rig {
@@ -78,10 +78,10 @@ impl Rig {
             r: HandshakeRescue::new(RescueConfig::default()),
             budget: MemoryBudget::new(budget),
             out: InjectQueue::default(),
-            t0: Instant::now(),
+            t0: Time::ZERO,
         }
     }
-    fn at(&self, ms: u64) -> Instant {
+    fn at(&self, ms: u64) -> Time {
         self.t0 + Duration::from_millis(ms)
     }
     fn feed(&mut self, ms: u64, dir: Direction, k: FlowKey, d: &[u8]) {

@@ -1,9 +1,9 @@
 //! What the core hands back to its I/O backend: a verdict for each captured frame, and a queue of
 //! datagrams and frames to send, polled by the backend.
 
+use crate::Time;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use crate::engine::Direction;
 
@@ -17,7 +17,7 @@ pub enum Verdict {
     /// bridge mode only — a sniffing backend forwards at once).
     Delay {
         /// Earliest release time.
-        until: Instant,
+        until: Time,
     },
 }
 

@@ -1,7 +1,7 @@
 //! PEMI's part of the core: ICMP calibration replies and the engines' side actions (PEMI §4.4,
 //! §4.5; docs/proxy.md "PEMI"). PEMI's timers run from the core's deadline index.
 
-use std::time::Instant;
+use crate::Time;
 
 use super::{Assistance, ProxyCore, SessionLayer, Verdict};
 use crate::engine::Action;
@@ -9,7 +9,7 @@ use crate::engine::Action;
 impl<S: SessionLayer> ProxyCore<S> {
     /// An ICMP frame while PEMI flows exist: an echo reply to one of their probes is an RTT
     /// sample of the receiver side (the frame itself is forwarded like any other).
-    pub(super) fn on_icmp(&mut self, now: Instant, frame: &[u8]) {
+    pub(super) fn on_icmp(&mut self, now: Time, frame: &[u8]) {
         let Some(r) = crate::pemi::probe::echo_reply(frame, self.cfg.link) else {
             return;
         };

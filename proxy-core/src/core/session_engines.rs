@@ -2,7 +2,7 @@
 //! established or reconfigured, detached when it ends, and the session layer's events (resets,
 //! eACKs) handed to them.
 
-use std::time::Instant;
+use crate::Time;
 
 use super::{
     Assistance, FlowValue, ProxyCore, SessionAssist, SessionLayer, TimerKind, pemi_reservation,
@@ -35,14 +35,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     /// assisted the flow before (another session's, whose counters retire), within the memory
     /// budget. PEMI's engine of the flow, if any, is suspended and kept as the session's
     /// fallback (while the budget holds its reservation; otherwise it retires).
-    fn attach(
-        &mut self,
-        now: Instant,
-        id: S::Id,
-        flow: FlowKey,
-        engines: EngineConfig,
-        epoch: u32,
-    ) {
+    fn attach(&mut self, now: Time, id: S::Id, flow: FlowKey, engines: EngineConfig, epoch: u32) {
         self.leave_group(id);
         if let Some(old) = self
             .table
@@ -253,7 +246,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     }
 
     /// Carry out what the session layer reports.
-    pub(super) fn on_event(&mut self, now: Instant, ev: SessionEvent<S::Id>) {
+    pub(super) fn on_event(&mut self, now: Time, ev: SessionEvent<S::Id>) {
         match ev {
             SessionEvent::Nothing => {}
             SessionEvent::Established {
@@ -310,7 +303,7 @@ impl<S: SessionLayer> ProxyCore<S> {
 
     /// Session `id` is in epoch `epoch` now (a Reset either way): every engine of the session
     /// starts over, Robin's quACK cadence included (Sidekick (NSDI '24) §4.2 "Resets").
-    pub(super) fn restart_epoch(&mut self, now: Instant, id: S::Id, epoch: u32) {
+    pub(super) fn restart_epoch(&mut self, now: Time, id: S::Id, epoch: u32) {
         if let Some(s) = self.engines_of(id) {
             if let Some(r) = s.robin.as_mut() {
                 r.reset(now);
@@ -338,7 +331,7 @@ impl<S: SessionLayer> ProxyCore<S> {
     /// epoch (a Reset, Sidekick (NSDI '24) §4.2) and its sender re-synchronises on the next quACK
     /// instead of judging the gap. Call after the frames of a turn and before
     /// [`ProxyCore::handle_timeout`] emits quACKs. O(sessions), only when drops occurred.
-    pub fn on_capture_drops(&mut self, now: Instant) {
+    pub fn on_capture_drops(&mut self, now: Time) {
         let sessions: Vec<S::Id> = self.by_session.keys().copied().collect();
         for id in sessions {
             if self.engines_of(id).is_none_or(|s| s.robin.is_none()) {

@@ -1,7 +1,9 @@
 //! Core v2: flow states, the deadline index and idle expiry.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use super::*;
 use crate::robin::RobinEngineConfig;
@@ -23,7 +25,7 @@ fn core() -> ProxyCore<StaticSessions> {
     ProxyCore::new(CoreConfig::default(), StaticSessions::new(), (5, 6))
 }
 
-fn send(core: &mut ProxyCore<StaticSessions>, now: Instant, i: u32, payload: &[u8]) {
+fn send(core: &mut ProxyCore<StaticSessions>, now: Time, i: u32, payload: &[u8]) {
     let f = eth(client(i), SERVER.parse().unwrap(), payload);
     let v = core.handle_frame(now, Direction::FromClient, &f, FrameMeta::default());
     assert_eq!(v, Verdict::Forward);
@@ -49,7 +51,7 @@ fn key(i: u32) -> FlowKey {
 
 #[test]
 fn idle_flows_expire_from_the_deadline_index_and_busy_ones_stay() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let mut core = core();
     for i in 0..1000 {
         send(&mut core, t0, i, b"0123456789abcdef");
@@ -79,7 +81,7 @@ fn idle_flows_expire_from_the_deadline_index_and_busy_ones_stay() {
 
 #[test]
 fn a_tick_costs_what_is_due_not_what_exists() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let mut core = core();
     // 10 000 unassisted flows and 100 Robin sessions quACKing every millisecond.
     for i in 0..10_000 {
@@ -122,7 +124,7 @@ fn a_tick_costs_what_is_due_not_what_exists() {
 
 #[test]
 fn an_idle_session_flow_leaves_its_session_and_keeps_its_counts() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let mut core = core();
     core.sessions_mut()
         .add(key(1), robin_every(30), "10.0.0.2:50001".parse().unwrap());
@@ -166,7 +168,7 @@ fn packrat_engines(cache_bytes: usize) -> EngineConfig {
 
 #[test]
 fn the_memory_budget_bounds_packrat_caches_and_shrinks_before_refusing() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let cfg = CoreConfig {
         memory_budget: 4 << 20,
         ..CoreConfig::default()
@@ -201,7 +203,7 @@ fn the_memory_budget_bounds_packrat_caches_and_shrinks_before_refusing() {
 
 #[test]
 fn pemi_engines_stop_at_the_budget_and_their_flows_stay_forwarded() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let pcfg = crate::pemi::PemiConfig::default();
     let per_flow = pemi_reservation(&pcfg);
     let cfg = CoreConfig {
@@ -236,7 +238,7 @@ fn pemi_engines_stop_at_the_budget_and_their_flows_stay_forwarded() {
 /// Robin starts a new epoch instead; a session without Robin is left alone.
 #[test]
 fn capture_drops_restart_robin_epochs_only() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let mut core = core();
     core.sessions_mut()
         .add(key(1), robin_every(30), "10.0.0.2:50001".parse().unwrap());
@@ -263,7 +265,7 @@ fn capture_drops_restart_robin_epochs_only() {
 /// is whole again when the flow goes.
 #[test]
 fn a_session_with_both_engines_feeds_each_its_direction_and_resets_both() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let mut core = core();
     let both = EngineConfig {
         robin: robin_every(30).robin,

@@ -4,7 +4,9 @@
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use eack::{HashKey, WidthReceiverEack};
 use quack::{IdSource, Width};
@@ -205,7 +207,7 @@ struct Harness {
     ids: IdSource,
     /// Addresses that sent authentic sidekick frames: the only ones the proxy may answer.
     authentic: HashSet<SocketAddr>,
-    now: Instant,
+    now: Time,
 }
 
 impl Harness {
@@ -269,7 +271,7 @@ impl Harness {
             rx: WidthReceiverEack::new(preset_width(mode), SYMBOLS, HashKey::DEFAULT),
             ids: IdSource::Offset(-(preset_width(mode).bytes() as isize)),
             authentic: HashSet::new(),
-            now: crate::offline_origin(),
+            now: Time::ZERO,
         }
     }
 

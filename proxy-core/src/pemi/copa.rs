@@ -3,7 +3,9 @@
 //! stopping retransmissions, then delaying replies, doubling the perturbation when the sender has
 //! not slowed after one end-to-end RTT (§4.5.2).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 /// Smallest window (packets).
 pub const MIN_CWND: f64 = 2.0;
@@ -17,14 +19,14 @@ pub struct CopaWindow {
     delta: f64,
     slow_start: bool,
     velocity: f64,
-    last_update: Option<Instant>,
+    last_update: Option<Time>,
     /// Direction of the last RTT-long period (true = up) and how many periods it persisted.
     dir_up: Option<bool>,
     same_dir_periods: u32,
-    period_start: Option<Instant>,
+    period_start: Option<Time>,
     period_dir_up: Option<bool>,
     /// Recent samples for the standing RTT (min over srtt/2).
-    recent: std::collections::VecDeque<(Instant, Duration)>,
+    recent: std::collections::VecDeque<(Time, Duration)>,
 }
 
 /// Samples kept for the standing RTT (cap on state).
@@ -68,7 +70,7 @@ impl CopaWindow {
     /// rate `CWND / RTT_standing` is at most the target, else shrinks. The step is
     /// `min(Δt, srtt) / srtt · ν / δ` packets (§4.5.1), Δt since the previous update (the first
     /// update only seeds Δt).
-    pub fn on_rtt(&mut self, now: Instant, sample: Duration, srtt: Duration, min_rtt: Duration) {
+    pub fn on_rtt(&mut self, now: Time, sample: Duration, srtt: Duration, min_rtt: Duration) {
         self.recent.push_back((now, sample));
         while self.recent.len() > RECENT_CAP
             || self
@@ -109,7 +111,7 @@ impl CopaWindow {
 
     /// Copa's velocity: doubles each RTT once the direction persisted three RTTs; resets to 1 on
     /// a change of direction.
-    fn update_velocity(&mut self, now: Instant, srtt: Duration, up: bool) {
+    fn update_velocity(&mut self, now: Time, srtt: Duration, up: bool) {
         if self.period_dir_up != Some(up) && self.period_dir_up.is_some() {
             self.velocity = 1.0;
             self.same_dir_periods = 0;
@@ -169,12 +171,12 @@ pub enum Level {
 #[derive(Debug, Clone)]
 pub struct Enforcer {
     level: Level,
-    period_start: Option<Instant>,
+    period_start: Option<Time>,
     forwarded: u64,
     retransmitted: u64,
     /// Forwarding rate when delaying started or was last doubled.
     rate_at_escalation: f64,
-    escalated_at: Option<Instant>,
+    escalated_at: Option<Time>,
     /// Total rate (packets/s) of the last closed period.
     last_rate: Option<f64>,
     allow_delay: bool,
@@ -221,7 +223,7 @@ impl Enforcer {
     }
 
     /// Count a forwarded protected packet (`retx` for PEMI's own retransmissions).
-    pub fn on_sent(&mut self, now: Instant, retx: bool) {
+    pub fn on_sent(&mut self, now: Time, retx: bool) {
         self.period_start.get_or_insert(now);
         if retx {
             self.retransmitted += 1;
@@ -237,7 +239,7 @@ impl Enforcer {
     /// Replies are only delayed for a flow PEMI has `intervened` in (retransmitted for): the
     /// window exists for fairness because PEMI's retransmissions hide losses from the sender
     /// (§4.5); a flow it never helped sees every loss itself.
-    pub fn tick(&mut self, now: Instant, target: f64, e2e_rtt: Duration, intervened: bool) {
+    pub fn tick(&mut self, now: Time, target: f64, e2e_rtt: Duration, intervened: bool) {
         let Some(start) = self.period_start else {
             return;
         };
@@ -295,7 +297,7 @@ mod tests {
 
     #[test]
     fn window_slow_start_then_copa_steps() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut c = CopaWindow::new(0.5);
         // RTT at its minimum: slow start, the window compounds to about 2.5× in one RTT of
         // 1 ms updates (1.05^19).
@@ -336,7 +338,7 @@ mod tests {
 
     #[test]
     fn step_is_scaled_by_elapsed_time() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut a = CopaWindow::new(0.5);
         // A queueing sample ends slow start (Δt = 0 on the first update: no step).
         a.on_rtt(t0, ms(40), ms(20), ms(20));
@@ -354,13 +356,13 @@ mod tests {
 
     #[test]
     fn enforcement_escalates_and_doubles() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let e2e = ms(50);
         let mut e = Enforcer::new(true, ms(200));
         // 100 packets + 20 retransmissions per 50 ms = 2400 pkt/s against a target of 2200:
         // only retransmissions are stopped.
         let mut t = t0;
-        let run = |e: &mut Enforcer, t: &mut Instant, fwd: u64, retx: u64, target: f64| {
+        let run = |e: &mut Enforcer, t: &mut Time, fwd: u64, retx: u64, target: f64| {
             for _ in 0..fwd {
                 e.on_sent(*t, false);
             }

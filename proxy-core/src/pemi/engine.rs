@@ -3,7 +3,9 @@
 //! (PEMI §4, Fig. 5).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use crate::engine::{Action, Direction, FlowEngine, Packet};
 
@@ -30,7 +32,7 @@ const MAX_OUTSTANDING_PROBES: usize = 8;
 #[derive(Debug)]
 pub struct PemiEngine {
     cfg: PemiConfig,
-    origin: Instant,
+    origin: Time,
     hs: HandshakeTracker,
     /// RTT proxy ↔ client and proxy ↔ server.
     rtt_client: Option<RttEstimator>,
@@ -39,7 +41,7 @@ pub struct PemiEngine {
     dominant: Option<Direction>,
     volume: [u64; 2],
     b_min: Option<usize>,
-    volume_since: Option<Instant>,
+    volume_since: Option<Time>,
     flowlets: Flowlets,
     /// Smallest ICMP echo sample per side: the gap signal's floor.
     echo_min: [Option<Duration>; 2],
@@ -61,8 +63,8 @@ pub struct PemiEngine {
     /// number, when the last probe left, and the probes awaiting a reply.
     probe_id: Option<u16>,
     probe_seq: u16,
-    probe_last: Option<Instant>,
-    probes: std::collections::VecDeque<(u16, Instant)>,
+    probe_last: Option<Time>,
+    probes: std::collections::VecDeque<(u16, Time)>,
     /// Counters (summed by the core).
     pub stats: PemiStats,
 }
@@ -80,7 +82,7 @@ fn keep_min(slot: &mut Option<Duration>, sample: Duration) {
 
 impl PemiEngine {
     /// A new engine for a flow first seen at `now` (its first client Initial).
-    pub fn new(cfg: PemiConfig, now: Instant) -> Self {
+    pub fn new(cfg: PemiConfig, now: Time) -> Self {
         Self {
             cfg,
             origin: now,
@@ -126,7 +128,7 @@ impl PemiEngine {
     /// tracked and the protected direction known, one probe per end-to-end smoothed RTT (§5).
     /// The caller builds it from a packet of the protected direction
     /// ([`super::probe::echo_request`]) and injects it towards the receiver.
-    pub fn take_probe(&mut self, now: Instant) -> Option<(u16, u16)> {
+    pub fn take_probe(&mut self, now: Time) -> Option<(u16, u16)> {
         let id = self.probe_id.filter(|_| self.cfg.icmp_calibration)?;
         let e2e = self.e2e()?;
         self.receiver_rtt()?;
@@ -144,7 +146,7 @@ impl PemiEngine {
     }
 
     /// An echo reply to probe `seq` arrived: a calibration sample of the receiver-side RTT.
-    pub fn on_probe_reply(&mut self, now: Instant, seq: u16) {
+    pub fn on_probe_reply(&mut self, now: Time, seq: u16) {
         let Some(pos) = self.probes.iter().position(|&(s, _)| s == seq) else {
             return;
         };
@@ -161,7 +163,7 @@ impl PemiEngine {
     /// An ICMP echo RTT to one side (§4.4.3): a calibration sample, and the gap signal's floor
     /// (the smallest such sample; a kernel answers an echo at once, so it bounds the path RTT
     /// from below, which spin-bit samples — taken at packet granularity — do not).
-    pub fn on_echo_sample(&mut self, now: Instant, side: Direction, rtt: Duration) {
+    pub fn on_echo_sample(&mut self, now: Time, side: Direction, rtt: Duration) {
         keep_min(&mut self.echo_min[vidx(side)], rtt);
         self.on_calibration_sample(now, side, rtt);
     }
@@ -185,7 +187,7 @@ impl PemiEngine {
 
     /// A datagram of the flow while the engine is suspended: only the handshake is followed
     /// (a session may start before the handshake ends; PEMI needs its initial RTTs, App. A).
-    pub fn observe(&mut self, now: Instant, dir: Direction, payload: &[u8]) {
+    pub fn observe(&mut self, now: Time, dir: Direction, payload: &[u8]) {
         if !self.hs.done() {
             self.on_handshake(now, dir, payload);
         }
@@ -249,7 +251,7 @@ impl PemiEngine {
             .or_else(|| self.estimator(side).map(RttEstimator::min))
     }
 
-    fn ns(&self, t: Instant) -> u64 {
+    fn ns(&self, t: Time) -> u64 {
         u64::try_from(t.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
     }
 
@@ -257,7 +259,7 @@ impl PemiEngine {
     /// to the protected endpoint once per end-to-end RTT, §4.4.3; that prober needs I/O and is
     /// not part of this sans-IO engine). App. A: when the sample deviates from the smoothed RTT
     /// by more than Δ_margin, the estimate is reset to it and replied flowlets are cleared.
-    pub fn on_calibration_sample(&mut self, now: Instant, side: Direction, rtt: Duration) {
+    pub fn on_calibration_sample(&mut self, now: Time, side: Direction, rtt: Duration) {
         let margin = self.flowlets.margin();
         let protected_side = self.dominant == Some(side);
         let slot = self.estimator_mut(side);
@@ -280,7 +282,7 @@ impl PemiEngine {
         }
     }
 
-    fn on_handshake(&mut self, now: Instant, dir: Direction, payload: &[u8]) {
+    fn on_handshake(&mut self, now: Time, dir: Direction, payload: &[u8]) {
         let was_done = self.hs.done();
         self.hs.on_datagram(now, dir, payload);
         let r = self.hs.rtts();
@@ -305,7 +307,7 @@ impl PemiEngine {
     /// §4.1: V = Σ (B_i − B_min) per direction, counted over one end-to-end smoothed RTT;
     /// `2·V_client < V_server` → protect server→client, `V_client > 2·V_server` → client→server,
     /// else keep the last decision. A change clears the flowlets.
-    fn count_volume(&mut self, now: Instant, dir: Direction, len: usize) {
+    fn count_volume(&mut self, now: Time, dir: Direction, len: usize) {
         let b_min = *self.b_min.get_or_insert(len);
         if len < b_min {
             self.b_min = Some(len);
@@ -334,7 +336,7 @@ impl PemiEngine {
         self.volume_since = Some(now);
     }
 
-    fn process(&mut self, now: Instant, finished: Vec<Flowlet>, out: &mut Vec<Action>) {
+    fn process(&mut self, now: Time, finished: Vec<Flowlet>, out: &mut Vec<Action>) {
         let Some(dir) = self.dominant else {
             return;
         };
@@ -407,7 +409,7 @@ impl PemiEngine {
     /// never retransmitted again. Returns whether it was sent.
     fn retransmit(
         &mut self,
-        now: Instant,
+        now: Time,
         dir: Direction,
         frame: &[u8],
         out: &mut Vec<Action>,
@@ -458,11 +460,11 @@ impl PemiEngine {
     /// say until when to hold the reply (none when the gap signal is off or nothing is open).
     fn on_reply_len(
         &mut self,
-        now: Instant,
+        now: Time,
         dir: Direction,
         len: usize,
         out: &mut Vec<Action>,
-    ) -> Option<Instant> {
+    ) -> Option<Time> {
         let floor = self.receiver_rtt_floor().filter(|_| self.cfg.gap_signal)?;
         let r = self.gap.on_reply(now, len, floor);
         let mut hold = r.hold_until;
@@ -481,7 +483,7 @@ impl PemiEngine {
         hold
     }
 
-    fn housekeeping(&mut self, now: Instant, out: &mut Vec<Action>) {
+    fn housekeeping(&mut self, now: Time, out: &mut Vec<Action>) {
         if let Some(rtt) = self.receiver_rtt() {
             let done = self
                 .flowlets
@@ -503,7 +505,7 @@ impl PemiEngine {
 }
 
 impl FlowEngine for PemiEngine {
-    fn on_packet(&mut self, now: Instant, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>) {
+    fn on_packet(&mut self, now: Time, dir: Direction, pkt: &Packet<'_>, out: &mut Vec<Action>) {
         let payload = pkt.payload;
         if !self.hs.done() {
             self.on_handshake(now, dir, payload);
@@ -570,11 +572,11 @@ impl FlowEngine for PemiEngine {
         self.housekeeping(now, out);
     }
 
-    fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Action>) {
+    fn handle_timeout(&mut self, now: Time, out: &mut Vec<Action>) {
         self.housekeeping(now, out);
     }
 
-    fn poll_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Time> {
         let rtt = self.receiver_rtt()?;
         self.flowlets.next_deadline(rtt, self.cfg.ack_delay_slack)
     }

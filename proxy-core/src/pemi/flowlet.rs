@@ -2,7 +2,9 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 /// Most flowlets kept per flow; the oldest is dropped unevaluated beyond it (a cap on state).
 pub const MAX_FLOWLETS: usize = 256;
@@ -13,7 +15,7 @@ pub struct SentPkt {
     /// The engine's number for the packet (increasing; shared with the gap signal, [`super::gap`]).
     pub seq: u64,
     /// Arrival time at the proxy.
-    pub at: Instant,
+    pub at: Time,
     /// UDP payload length.
     pub len: usize,
     /// The captured frame, while the flowlet is unfinished (§4.3.2); `None` when not buffered.
@@ -31,17 +33,17 @@ pub struct Flowlet {
     /// Sent packets in arrival order.
     pub sent: Vec<SentPkt>,
     /// Arrival times of the replies assigned to it.
-    pub replies: Vec<Instant>,
+    pub replies: Vec<Time>,
     /// More than N packets: protection abandoned (§4.6), buffers released.
     pub too_long: bool,
 }
 
 impl Flowlet {
-    fn begin(&self) -> Option<Instant> {
+    fn begin(&self) -> Option<Time> {
         self.sent.first().map(|p| p.at)
     }
 
-    fn end(&self) -> Option<Instant> {
+    fn end(&self) -> Option<Time> {
         self.sent.last().map(|p| p.at)
     }
 
@@ -53,7 +55,7 @@ impl Flowlet {
     }
 
     /// Distance from `t` to this flowlet's time span (zero inside it).
-    fn distance(&self, t: Instant) -> Duration {
+    fn distance(&self, t: Time) -> Duration {
         match (self.begin(), self.end()) {
             (Some(b), Some(_)) if t < b => b - t,
             (Some(_), Some(e)) if t > e => t - e,
@@ -90,7 +92,7 @@ pub enum SentOutcome {
 pub struct Flowlets {
     list: VecDeque<Flowlet>,
     sinv: Option<Duration>,
-    last_sent: Option<Instant>,
+    last_sent: Option<Time>,
     buffered: usize,
     alpha: f64,
     beta: f64,
@@ -151,7 +153,7 @@ impl Flowlets {
                 .iter()
                 .map(|f| {
                     f.sent.capacity() * std::mem::size_of::<SentPkt>()
-                        + f.replies.capacity() * std::mem::size_of::<Instant>()
+                        + f.replies.capacity() * std::mem::size_of::<Time>()
                 })
                 .sum::<usize>()
     }
@@ -161,7 +163,7 @@ impl Flowlets {
     /// recorded too (the receiver may reply to them) but do not move sINV.
     pub fn on_sent(
         &mut self,
-        now: Instant,
+        now: Time,
         seq: u64,
         len: usize,
         frame: Option<Arc<[u8]>>,
@@ -237,7 +239,7 @@ impl Flowlets {
     /// Assign a reply arriving at `now` given the RTT to the protected receiver (§4.2.2): project
     /// it to `t̂ = t_reply − RTT`, drop it outside `[t_start, t_end]` (eq. 1), else assign it to the
     /// flowlet whose span is closest to `t̂`; every earlier flowlet is finished (§4.3.2).
-    pub fn on_reply(&mut self, now: Instant, rtt: Duration) -> ReplyOutcome {
+    pub fn on_reply(&mut self, now: Time, rtt: Duration) -> ReplyOutcome {
         let margin = self.margin();
         let (Some(begin), Some(end)) = (
             self.list.front().and_then(Flowlet::begin),
@@ -273,7 +275,7 @@ impl Flowlets {
     /// Finish flowlets whose replies are overdue: the flowlet is closed (no packet for
     /// `F_timeout`) and `now` is past its last packet + RTT + Δ_margin + `slack` (the receiver's
     /// ACK delay). Covers tail flowlets that no later reply would finish.
-    pub fn finish_overdue(&mut self, now: Instant, rtt: Duration, slack: Duration) -> Vec<Flowlet> {
+    pub fn finish_overdue(&mut self, now: Time, rtt: Duration, slack: Duration) -> Vec<Flowlet> {
         let margin = self.margin();
         let timeout = self.timeout();
         let mut out = Vec::new();
@@ -298,7 +300,7 @@ impl Flowlets {
     }
 
     /// When [`Flowlets::finish_overdue`] would next finish a flowlet.
-    pub fn next_deadline(&self, rtt: Duration, slack: Duration) -> Option<Instant> {
+    pub fn next_deadline(&self, rtt: Duration, slack: Duration) -> Option<Time> {
         let f = self.list.front()?;
         Some(f.end()? + (rtt + self.margin() + slack).max(self.timeout()))
     }
@@ -343,7 +345,7 @@ mod tests {
     }
 
     /// Bursts of `k` packets 0.2 ms apart every 30 ms (an RTC-like pattern).
-    fn bursts(f: &mut Flowlets, t0: Instant, n: u64, k: u64) {
+    fn bursts(f: &mut Flowlets, t0: Time, n: u64, k: u64) {
         for b in 0..n {
             for i in 0..k {
                 f.on_sent(
@@ -359,7 +361,7 @@ mod tests {
 
     #[test]
     fn bursts_become_flowlets() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut f = Flowlets::new(2.0, 0.5, 100, 1 << 20);
         bursts(&mut f, t0, 4, 10);
         // sINV ≈ mean interval (≈ 3 ms): timeout ≈ 6 ms separates the 30 ms gaps.
@@ -374,7 +376,7 @@ mod tests {
 
     #[test]
     fn replies_go_to_the_nearest_flowlet_and_finish_earlier_ones() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut f = Flowlets::new(2.0, 0.5, 100, 1 << 20);
         bursts(&mut f, t0, 3, 10);
         let rtt = ms(10);
@@ -404,7 +406,7 @@ mod tests {
 
     #[test]
     fn overdue_tail_and_long_flowlets() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut f = Flowlets::new(2.0, 0.5, 5, 1 << 20);
         for i in 0..7 {
             let o = f.on_sent(
@@ -426,7 +428,7 @@ mod tests {
 
     #[test]
     fn buffer_cap_respected() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut f = Flowlets::new(2.0, 0.5, 100, 250);
         let mut buffered = 0;
         for i in 0..5 {

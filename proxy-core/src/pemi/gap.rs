@@ -25,7 +25,9 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 /// How far a prompt reply's lag may stray from the learned one (the receiver's processing
 /// jitter; a reply flushed by the ACK timer is milliseconds late).
@@ -69,7 +71,7 @@ impl Default for GapConfig {
 #[derive(Debug)]
 struct Recent {
     seq: u64,
-    at: Instant,
+    at: Time,
     /// Shared with the flowlet that records the same packet (one copy per captured frame).
     frame: Option<Arc<[u8]>>,
     /// A prompt reply answered it.
@@ -98,13 +100,13 @@ pub struct GapReply {
     /// not buffered).
     pub unnamed: bool,
     /// Hold this reply until then (a gap is open and holding is enabled).
-    pub hold_until: Option<Instant>,
+    pub hold_until: Option<Time>,
 }
 
 /// A gap being repaired (its revealing replies are held when holding is on).
 #[derive(Debug, Clone, Copy)]
 struct Repair {
-    until: Instant,
+    until: Time,
     /// Reply length before the gap opened: a reply this short again means it closed.
     base: usize,
 }
@@ -112,9 +114,10 @@ struct Repair {
 /// Recent protected packets, the reply-length baseline and the hold state of one flow.
 ///
 /// ```
-/// use std::time::{Duration, Instant};
+/// use std::time::Duration;
+/// use sidekick_proxy_core::Time;
 /// use sidekick_proxy_core::pemi::gap::{GapConfig, GapTracker};
-/// let (t0, ms) = (Instant::now(), Duration::from_millis);
+/// let (t0, ms) = (Time::ZERO, Duration::from_millis);
 /// let floor = ms(2); // the ICMP-measured RTT to the receiver
 /// let mut g = GapTracker::new(GapConfig::default(), true);
 /// for seq in 0..6 {
@@ -174,7 +177,7 @@ impl GapTracker {
     /// receiver (used until prompt replies have taught the tracker the real lag).
     pub fn on_sent(
         &mut self,
-        now: Instant,
+        now: Time,
         seq: u64,
         frame: Option<Arc<[u8]>>,
         is_retx: bool,
@@ -237,7 +240,7 @@ impl GapTracker {
     /// the reply answers at best the last packet forwarded before `now − floor`. With evenly
     /// spaced packets any lag `L + k · spacing` fits the reply times equally well; the floor is
     /// what picks the right `k`.
-    pub fn on_reply(&mut self, now: Instant, len: usize, floor: Duration) -> GapReply {
+    pub fn on_reply(&mut self, now: Time, len: usize, floor: Duration) -> GapReply {
         // Relearn the lag when the floor it was learned against has moved (a first or a new
         // minimum calibration sample: the old alignment may be off by a packet), or when it no
         // longer fits any reply (the path's delay changed).
@@ -323,7 +326,7 @@ impl GapTracker {
     /// The recent packet a reply at `now` answers promptly: the last one forwarded before
     /// `now − floor`, when the reply's lag behind it is within [`PROMPT_TOLERANCE`] of the lag
     /// learned from earlier prompt replies (before any, within a quarter of the floor).
-    fn prompt_trigger(&self, now: Instant, floor: Duration) -> Option<usize> {
+    fn prompt_trigger(&self, now: Time, floor: Duration) -> Option<usize> {
         let t = now.checked_sub(floor)?;
         let ix = self.ring.partition_point(|r| r.at <= t).checked_sub(1)?;
         let sample = now.saturating_duration_since(self.ring[ix].at);
@@ -336,7 +339,7 @@ impl GapTracker {
 
     /// Forget packets too old for any prompt reply to name: older than 4 lags + 10 ms, or the
     /// retention the engine set.
-    fn prune(&mut self, now: Instant, lag: Duration) {
+    fn prune(&mut self, now: Time, lag: Duration) {
         let keep = (lag * 4 + Duration::from_millis(10)).max(self.retention);
         while self
             .ring
@@ -372,8 +375,8 @@ mod tests {
     }
 
     /// A tracker that saw `n` packets 1 ms apart, from `t0` (floor 2 ms).
-    fn sent(n: u64, holding: bool) -> (GapTracker, Instant) {
-        let t0 = Instant::now();
+    fn sent(n: u64, holding: bool) -> (GapTracker, Time) {
+        let t0 = Time::ZERO;
         let mut g = GapTracker::new(GapConfig::default(), holding);
         for s in 0..n {
             g.on_sent(t0 + us(s * 1_000), s, Some(frame(100)), false, us(2_000));
@@ -392,10 +395,10 @@ mod tests {
             Arrive(u64),
             Send(u64),
         }
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let half = us(1_150);
         let floor = half * 2;
-        let mut events: std::collections::BTreeSet<(Instant, Ev)> =
+        let mut events: std::collections::BTreeSet<(Time, Ev)> =
             (0..n).map(|s| (t0 + us(s * 1_200), Ev::Send(s))).collect();
         let mut g = GapTracker::new(GapConfig::default(), holding);
         let mut received = std::collections::BTreeSet::new();
@@ -469,7 +472,7 @@ mod tests {
 
     #[test]
     fn lag_is_relearned_when_the_floor_moves() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut g = GapTracker::new(GapConfig::default(), false);
         for s in 0..14 {
             g.on_sent(t0 + us(s * 1_000), s, Some(frame(100)), false, us(1_000));
@@ -515,7 +518,7 @@ mod tests {
 
     #[test]
     fn once_per_packet_and_caps() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let rtt = us(2_000);
         let cfg = GapConfig {
             ring_packets: 8,
@@ -596,7 +599,7 @@ mod tests {
             ) {
                 let cfg = GapConfig { ring_packets: 32, ring_bytes: 16 * 1024, ..GapConfig::default() };
                 let mut g = GapTracker::new(cfg, holding);
-                let t0 = Instant::now();
+                let t0 = Time::ZERO;
                 let floor = us(floor_us);
                 let (mut now, mut seq) = (t0, 0u64);
                 let mut named = std::collections::HashSet::new();

@@ -6,7 +6,9 @@
 //! §12.2) using only the invariant long-header fields and the cleartext Length / Token Length
 //! fields (RFC 9000 §17.2.2–17.2.5).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use crate::engine::Direction;
 use sidekick_wire::quic::{LongType, Packet, packets};
@@ -83,11 +85,11 @@ pub struct HandshakeRtts {
 /// Handshake tracker of one flow (four-tuple identity, App. A).
 #[derive(Debug, Clone, Default)]
 pub struct HandshakeTracker {
-    client_initial: Option<Instant>,
-    server_first: Option<Instant>,
-    server_hs: Option<Instant>,
-    retry: Option<Instant>,
-    client_answer: Option<Instant>,
+    client_initial: Option<Time>,
+    server_first: Option<Time>,
+    server_hs: Option<Time>,
+    retry: Option<Time>,
+    client_answer: Option<Time>,
     rtts: HandshakeRtts,
     done: bool,
 }
@@ -111,13 +113,14 @@ impl HandshakeTracker {
     /// Observe one datagram's payload. Returns true when this datagram completed the tracking.
     ///
     /// ```
-    /// # use std::time::{Duration, Instant};
+    /// # use std::time::Duration;
+    /// # use sidekick_proxy_core::Time;
     /// # use sidekick_proxy_core::engine::Direction;
     /// # use sidekick_proxy_core::pemi::handshake::HandshakeTracker;
     /// // A client Initial (version 1, empty token, 20-byte packet) and a server Handshake.
     /// let initial = [0xc0, 0, 0, 0, 1, 0, 0, 0, 20].iter().copied().chain([0; 20]).collect::<Vec<_>>();
     /// let hs = [0xe0, 0, 0, 0, 1, 0, 0, 20].iter().copied().chain([0; 20]).collect::<Vec<_>>();
-    /// let t0 = Instant::now();
+    /// let t0 = Time::ZERO;
     /// let mut t = HandshakeTracker::new();
     /// t.on_datagram(t0, Direction::FromClient, &initial);
     /// t.on_datagram(t0 + Duration::from_millis(30), Direction::ToClient, &hs);
@@ -125,7 +128,7 @@ impl HandshakeTracker {
     /// assert_eq!(t.rtts().to_server, Some(Duration::from_millis(30)));
     /// assert_eq!(t.rtts().to_client, Some(Duration::from_millis(10)));
     /// ```
-    pub fn on_datagram(&mut self, now: Instant, dir: Direction, payload: &[u8]) -> bool {
+    pub fn on_datagram(&mut self, now: Time, dir: Direction, payload: &[u8]) -> bool {
         if self.done {
             return false;
         }
@@ -156,7 +159,7 @@ impl HandshakeTracker {
                     if self.server_first.is_none() && (initial || handshake || retry) {
                         self.server_first = Some(now);
                         self.rtts.to_server = Some(now.saturating_duration_since(ci));
-                        // Instant ACK (ReACKed QUICer (IMC '24) §2, Fig. 3): an ACK-only Initial alone in its
+                        // Time ACK (ReACKed QUICer (IMC '24) §2, Fig. 3): an ACK-only Initial alone in its
                         // datagram, not coalesced with the ServerHello's Handshake packets.
                         self.rtts.instant_ack = !handshake
                             && !retry
@@ -188,7 +191,7 @@ impl HandshakeTracker {
 
 /// Fuzz body: walk arbitrary datagrams and feed a tracker; must never panic.
 pub fn fuzz_handshake(data: &[u8]) {
-    let t0 = crate::offline_origin();
+    let t0 = Time::ZERO;
     let mut t = HandshakeTracker::new();
     for (i, chunk) in data.split(|&b| b == 0x5a).enumerate() {
         let _ = coalesced(chunk, 16);
@@ -224,7 +227,7 @@ mod tests {
         p
     }
 
-    fn ms(t0: Instant, n: u64) -> Instant {
+    fn ms(t0: Time, n: u64) -> Time {
         t0 + Duration::from_millis(n)
     }
 
@@ -259,7 +262,7 @@ mod tests {
     #[test]
     fn coalesced_ack_and_server_hello() {
         // Wait for certificate: the first server datagram coalesces Initial(ACK+SH) + Handshake.
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut t = HandshakeTracker::new();
         t.on_datagram(t0, Direction::FromClient, &long(0, 1180));
         let mut sh = long(0, 150);
@@ -277,9 +280,9 @@ mod tests {
 
     #[test]
     fn instant_ack_then_server_hello() {
-        // Instant ACK: an ACK-only Initial first; the ServerHello flight comes 15 ms later. The
+        // Time ACK: an ACK-only Initial first; the ServerHello flight comes 15 ms later. The
         // server RTT comes from the ACK, the client RTT from the Handshake flight.
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut t = HandshakeTracker::new();
         t.on_datagram(t0, Direction::FromClient, &long(0, 1180));
         t.on_datagram(ms(t0, 20), Direction::ToClient, &long(0, 24));
@@ -296,7 +299,7 @@ mod tests {
 
     #[test]
     fn retry_then_new_initial() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut t = HandshakeTracker::new();
         t.on_datagram(t0, Direction::FromClient, &long(0, 1180));
         t.on_datagram(ms(t0, 30), Direction::ToClient, &retry());
@@ -309,7 +312,7 @@ mod tests {
 
     #[test]
     fn server_first_or_garbage_is_ignored() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut t = HandshakeTracker::new();
         t.on_datagram(t0, Direction::ToClient, &long(2, 100));
         t.on_datagram(ms(t0, 1), Direction::FromClient, &[1, 2, 3]);

@@ -2,7 +2,9 @@
 //! windowed minimum for the congestion controller (§4.5.2), calibration samples (spin bit or an
 //! external ICMP prober) with the reset rule of App. A.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use crate::engine::Direction;
 
@@ -15,12 +17,12 @@ pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 pub struct RttEstimator {
     smoothed: sidekick_wire::rtt::RttEstimator,
     min: Duration,
-    min_at: Instant,
+    min_at: Time,
 }
 
 impl RttEstimator {
     /// An estimator seeded with an initial RTT (from the handshake, §4.4.1).
-    pub fn new(initial: Duration, now: Instant) -> Self {
+    pub fn new(initial: Duration, now: Time) -> Self {
         Self {
             smoothed: sidekick_wire::rtt::RttEstimator::seeded(initial),
             min: initial,
@@ -29,7 +31,7 @@ impl RttEstimator {
     }
 
     /// Add a sample: `srtt ← 7/8 srtt + 1/8 sample`, `rttvar ← 3/4 rttvar + 1/4 |srtt − sample|`.
-    pub fn sample(&mut self, rtt: Duration, now: Instant) {
+    pub fn sample(&mut self, rtt: Duration, now: Time) {
         self.smoothed.on_sample(rtt);
         if rtt <= self.min || now.saturating_duration_since(self.min_at) > MIN_RTT_WINDOW {
             self.min = rtt;
@@ -38,7 +40,7 @@ impl RttEstimator {
     }
 
     /// Replace the estimate by a trusted sample (App. A reset after a large deviation).
-    pub fn reset_to(&mut self, rtt: Duration, now: Instant) {
+    pub fn reset_to(&mut self, rtt: Duration, now: Time) {
         self.smoothed.reset_to(rtt);
         if rtt < self.min || now.saturating_duration_since(self.min_at) > MIN_RTT_WINDOW {
             self.min = rtt;
@@ -81,7 +83,7 @@ impl RttEstimator {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SpinTracker {
     last: [Option<bool>; 2],
-    edge_at: [Option<Instant>; 2],
+    edge_at: [Option<Time>; 2],
 }
 
 fn idx(d: Direction) -> usize {
@@ -103,7 +105,7 @@ pub struct SpinSample {
 
 impl SpinTracker {
     /// Observe the spin bit of a short-header packet travelling in `dir`.
-    pub fn on_spin(&mut self, now: Instant, dir: Direction, spin: bool) -> Option<SpinSample> {
+    pub fn on_spin(&mut self, now: Time, dir: Direction, spin: bool) -> Option<SpinSample> {
         let i = idx(dir);
         let prev = self.last[i].replace(spin);
         if prev.is_none_or(|p| p == spin) {
@@ -129,7 +131,7 @@ mod tests {
 
     #[test]
     fn smoothing_and_min() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut r = RttEstimator::new(ms(40), t0);
         for _ in 0..50 {
             r.sample(ms(20), t0);
@@ -146,7 +148,7 @@ mod tests {
 
     #[test]
     fn spin_edges_give_both_sides() {
-        let t0 = Instant::now();
+        let t0 = Time::ZERO;
         let mut s = SpinTracker::default();
         assert_eq!(s.on_spin(t0, Direction::ToClient, false), None);
         assert_eq!(s.on_spin(t0, Direction::FromClient, false), None);

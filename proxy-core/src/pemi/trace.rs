@@ -20,7 +20,9 @@
 
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Time;
 
 use crate::engine::{Action, Direction, FlowEngine, Packet};
 use crate::packet::{LinkType, build_udp_ip, parse_frame};
@@ -215,7 +217,7 @@ pub fn replay_calibrated(
     calibration: Option<Duration>,
 ) -> Replay {
     let mut out = Replay::default();
-    let mut last_calibration: Option<Instant> = None;
+    let mut last_calibration: Option<Time> = None;
     let Some(first) = records
         .iter()
         .position(|r| r.dir == Direction::FromClient && super::engine::starts_connection(&r.head))
@@ -225,7 +227,7 @@ pub fn replay_calibrated(
     let (cport, sport) = (records[first].src_port, records[first].dst_port);
     let caddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), cport));
     let saddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, 1, 2), sport));
-    let origin = crate::offline_origin();
+    let origin = Time::ZERO;
     let at = |t: u64| origin + Duration::from_nanos(t);
     let mut engine = PemiEngine::new(cfg, at(records[first].t_ns));
     let mut actions = Vec::new();

@@ -200,7 +200,7 @@ impl World {
         let proxy = s
             .proxy
             .as_ref()
-            .map(|c| ProxyNode::new(c, (rng.next_u64(), rng.next_u64())));
+            .map(|c| ProxyNode::new(c, (rng.next_u64(), rng.next_u64()), clock));
         Self {
             clock,
             t: Duration::ZERO,

@@ -562,9 +562,9 @@ pub fn run_scale(spec: &ScaleSpec) -> Result<ScaleResult, ScaleError> {
     let cfg = parse_args(&args)?;
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let heap0 = alloc::thread_net_bytes();
-    let node = ProxyNode::new(&cfg, (rng.random(), rng.random()));
-    let core_heap = alloc::thread_net_bytes() - heap0;
     let clock = Clock::new(Instant::now());
+    let node = ProxyNode::new(&cfg, (rng.random(), rng.random()), clock);
+    let core_heap = alloc::thread_net_bytes() - heap0;
     let mut sim = Sim {
         spec: *spec,
         clock,

@@ -18,7 +18,7 @@ fn long(ty: u8, len: usize) -> Vec<u8> {
     p
 }
 
-fn feed(e: &mut PemiEngine, now: Instant, dir: Direction, payload: &[u8], out: &mut Vec<Action>) {
+fn feed(e: &mut PemiEngine, now: Time, dir: Direction, payload: &[u8], out: &mut Vec<Action>) {
     let (c, s) = (
         "10.0.0.2:5000".parse().unwrap(),
         "10.0.0.9:443".parse().unwrap(),
@@ -40,7 +40,7 @@ fn feed(e: &mut PemiEngine, now: Instant, dir: Direction, payload: &[u8], out: &
 
 /// Client Initial at `t0`, server Initial + Handshake 40 ms later, client Handshake 10 ms
 /// after that: server RTT 40 ms, client RTT 10 ms.
-fn handshake(e: &mut PemiEngine, t0: Instant, out: &mut Vec<Action>) {
+fn handshake(e: &mut PemiEngine, t0: Time, out: &mut Vec<Action>) {
     feed(e, t0, Direction::FromClient, &long(0, 1180), out);
     let mut sh = long(0, 150);
     sh.extend(long(2, 1000));
@@ -50,8 +50,8 @@ fn handshake(e: &mut PemiEngine, t0: Instant, out: &mut Vec<Action>) {
 
 /// Handshake (server RTT 40 ms, client RTT 10 ms), then `bursts` flights of 10 packets in
 /// direction `data`, 30 ms apart, each answered by a small reply after the receiver's RTT.
-fn flow(data: Direction, bursts: u64) -> (PemiEngine, Instant) {
-    let t0 = Instant::now();
+fn flow(data: Direction, bursts: u64) -> (PemiEngine, Time) {
+    let t0 = Time::ZERO;
     let mut e = PemiEngine::new(PemiConfig::default(), t0);
     let mut out = Vec::new();
     handshake(&mut e, t0, &mut out);
@@ -60,7 +60,7 @@ fn flow(data: Direction, bursts: u64) -> (PemiEngine, Instant) {
     } else {
         ms(40)
     };
-    let mut evs: Vec<(Instant, Direction, usize)> = Vec::new();
+    let mut evs: Vec<(Time, Direction, usize)> = Vec::new();
     for b in 0..bursts {
         for i in 0..10 {
             let t = t0 + ms(60 + 30 * b) + Duration::from_micros(500 * i);
@@ -89,7 +89,7 @@ fn gap_signal_retransmits_at_once_and_holds_replies() {
     // Packets 1 ms apart, answered 10 ms later with 50-byte ACKs; packet 5 is lost after
     // the proxy, so the reply to 6 carries one more ACK range (52 bytes) until the repair's
     // ACK arrives.
-    let mut evs: Vec<(Instant, Direction, Vec<u8>)> = Vec::new();
+    let mut evs: Vec<(Time, Direction, Vec<u8>)> = Vec::new();
     for i in 0..10u8 {
         evs.push((at(u64::from(i)), Direction::ToClient, pkt(i)));
         if i != 5 {
@@ -147,7 +147,7 @@ fn initial_rtts_and_dominant_direction() {
 
 #[test]
 fn spin_bit_edges_calibrate_each_side() {
-    let t0 = Instant::now();
+    let t0 = Time::ZERO;
     let mut e = PemiEngine::new(PemiConfig::default(), t0);
     let mut out = Vec::new();
     handshake(&mut e, t0, &mut out);
