@@ -7,13 +7,13 @@
 //! flows are expired first; an assisted flow may then displace an unassisted one (a bounded scan);
 //! otherwise the new flow is refused and counted — the packet is still forwarded (fail-open).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::Time;
 
+use hashbrown::HashTable;
 use siphasher::sip::SipHasher13;
 
 /// A base connection as seen by the proxy: the client (near side) and the server (far side).
@@ -46,44 +46,23 @@ impl BuildHasher for KeyedHasher {
     }
 }
 
-/// A key with its keyed hash computed once per packet: the shard index and the bucket both come
-/// from it (one SipHash per lookup instead of three).
-#[derive(Debug, Clone, Copy)]
-struct Hashed {
+/// One stored flow: its key, the key's keyed hash (computed once per packet: the shard index
+/// and the bucket both come from it, and a grown table rehashes from it) and the entry.
+#[derive(Debug)]
+struct Slot<V> {
     h: u64,
     key: FlowKey,
+    entry: FlowEntry<V>,
 }
 
-impl Hash for Hashed {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.h);
-    }
+/// The probe of a key with hash `h`: the stored hash first (one compare rejects almost every
+/// other slot), the key only when it matches.
+fn slot_is<V>(h: u64, key: &FlowKey) -> impl Fn(&Slot<V>) -> bool + '_ {
+    move |s| s.h == h && s.key == *key
 }
 
-impl PartialEq for Hashed {
-    fn eq(&self, o: &Self) -> bool {
-        self.h == o.h && self.key == o.key
-    }
-}
-
-impl Eq for Hashed {}
-
-/// Passes the precomputed hash through.
-#[derive(Default, Clone, Copy)]
-struct PassThrough(u64);
-
-impl Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
+fn slot_hash<V>(s: &Slot<V>) -> u64 {
+    s.h
 }
 
 /// Feed a flow key to `h` as whole 64-bit words (SipHash then compresses one word per round
@@ -192,7 +171,8 @@ pub enum InsertError {
 }
 
 struct Shard<V> {
-    map: HashMap<Hashed, FlowEntry<V>, BuildHasherDefault<PassThrough>>,
+    // hashbrown's raw table: probed with the precomputed hash, no key copied into an entry.
+    map: HashTable<Slot<V>>,
     last_sweep: Option<Time>,
 }
 
@@ -231,7 +211,7 @@ impl<V: FlowState> FlowTable<V> {
         let hasher = KeyedHasher::new(k0, k1);
         let shards = (0..n)
             .map(|_| Shard {
-                map: HashMap::default(),
+                map: HashTable::new(),
                 last_sweep: None,
             })
             .collect();
@@ -246,13 +226,13 @@ impl<V: FlowState> FlowTable<V> {
         }
     }
 
-    fn hashed(&self, key: &FlowKey) -> (usize, Hashed) {
+    fn hashed(&self, key: &FlowKey) -> (usize, u64) {
         let mut h = self.hasher.build_hasher();
         hash_key(key, &mut h);
         let h = h.finish();
         // Shard from bits the map's bucket index and tag do not depend on alone.
         let shard = ((h >> 32) % self.shards.len() as u64) as usize;
-        (shard, Hashed { h, key: *key })
+        (shard, h)
     }
 
     /// The shard index of a key (symmetric by construction: keys are normalised).
@@ -277,8 +257,8 @@ impl<V: FlowState> FlowTable<V> {
 
     /// Look a flow up and refresh its idle timer.
     pub fn touch(&mut self, key: &FlowKey, now: Time) -> Option<&mut FlowEntry<V>> {
-        let (s, k) = self.hashed(key);
-        let e = self.shards[s].map.get_mut(&k)?;
+        let (s, h) = self.hashed(key);
+        let e = &mut self.shards[s].map.find_mut(h, slot_is(h, key))?.entry;
         e.last_seen = now;
         e.packets += 1;
         Some(e)
@@ -286,14 +266,14 @@ impl<V: FlowState> FlowTable<V> {
 
     /// Look a flow up without touching it.
     pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut FlowEntry<V>> {
-        let (s, k) = self.hashed(key);
-        self.shards[s].map.get_mut(&k)
+        let (s, h) = self.hashed(key);
+        Some(&mut self.shards[s].map.find_mut(h, slot_is(h, key))?.entry)
     }
 
     /// Look a flow up.
     pub fn get(&self, key: &FlowKey) -> Option<&FlowEntry<V>> {
-        let (s, k) = self.hashed(key);
-        self.shards[s].map.get(&k)
+        let (s, h) = self.hashed(key);
+        Some(&self.shards[s].map.find(h, slot_is(h, key))?.entry)
     }
 
     /// Get the flow or create it with `make`, enforcing the caps.
@@ -303,14 +283,14 @@ impl<V: FlowState> FlowTable<V> {
         now: Time,
         make: impl FnOnce() -> V,
     ) -> Result<&mut FlowEntry<V>, InsertError> {
-        let (s, k) = self.hashed(&key);
+        let (s, h) = self.hashed(&key);
         let room = self.shards[s].map.len() < self.per_shard && self.len < self.cfg.max_flows;
         if room {
             // One probe: the entry API (no sweep or displacement needed when there is room).
             let value_assisted;
-            let e = match self.shards[s].map.entry(k) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
+            let e = match self.shards[s].map.entry(h, slot_is(h, &key), slot_hash) {
+                hashbrown::hash_table::Entry::Occupied(o) => &mut o.into_mut().entry,
+                hashbrown::hash_table::Entry::Vacant(v) => {
                     let value = make();
                     value_assisted = value.assisted();
                     if value_assisted && self.assisted >= self.cfg.max_assisted {
@@ -320,21 +300,30 @@ impl<V: FlowState> FlowTable<V> {
                     self.len += 1;
                     self.assisted += usize::from(value_assisted);
                     self.counters.created += 1;
-                    v.insert(FlowEntry {
-                        last_seen: now,
-                        packets: 0,
-                        value,
-                    })
+                    let slot = Slot {
+                        h,
+                        key,
+                        entry: FlowEntry {
+                            last_seen: now,
+                            packets: 0,
+                            value,
+                        },
+                    };
+                    &mut v.insert(slot).into_mut().entry
                 }
             };
             e.last_seen = now;
             return Ok(e);
         }
-        if !self.shards[s].map.contains_key(&k) {
+        if self.shards[s].map.find(h, slot_is(h, &key)).is_none() {
             let value = make();
-            self.insert_new(s, k, now, value)?;
+            self.insert_new(s, h, key, now, value)?;
         }
-        let e = self.shards[s].map.get_mut(&k).ok_or(InsertError::Full)?;
+        let e = &mut self.shards[s]
+            .map
+            .find_mut(h, slot_is(h, &key))
+            .ok_or(InsertError::Full)?
+            .entry;
         e.last_seen = now;
         Ok(e)
     }
@@ -342,8 +331,8 @@ impl<V: FlowState> FlowTable<V> {
     /// Replace the value of an existing flow (e.g. attach an engine), or insert it. Maintains the
     /// assisted count and caps.
     pub fn set(&mut self, key: FlowKey, now: Time, value: V) -> Result<(), InsertError> {
-        let (s, k) = self.hashed(&key);
-        if let Some(e) = self.shards[s].map.get_mut(&k) {
+        let (s, h) = self.hashed(&key);
+        if let Some(Slot { entry: e, .. }) = self.shards[s].map.find_mut(h, slot_is(h, &key)) {
             let was = e.value.assisted();
             let will = value.assisted();
             if will && !was && self.assisted >= self.cfg.max_assisted {
@@ -355,7 +344,7 @@ impl<V: FlowState> FlowTable<V> {
             self.assisted = self.assisted + usize::from(will) - usize::from(was);
             return Ok(());
         }
-        self.insert_new(s, k, now, value)
+        self.insert_new(s, h, key, now, value)
     }
 
     /// Change an existing flow in place with `f`, keeping the assisted count right whatever `f`
@@ -366,8 +355,8 @@ impl<V: FlowState> FlowTable<V> {
         key: &FlowKey,
         f: impl FnOnce(&mut FlowEntry<V>) -> R,
     ) -> Option<R> {
-        let (s, k) = self.hashed(key);
-        let e = self.shards[s].map.get_mut(&k)?;
+        let (s, h) = self.hashed(key);
+        let e = &mut self.shards[s].map.find_mut(h, slot_is(h, key))?.entry;
         let was = e.value.assisted();
         let r = f(e);
         let is = e.value.assisted();
@@ -378,7 +367,8 @@ impl<V: FlowState> FlowTable<V> {
     fn insert_new(
         &mut self,
         s: usize,
-        key: Hashed,
+        h: u64,
+        key: FlowKey,
         now: Time,
         value: V,
     ) -> Result<(), InsertError> {
@@ -397,9 +387,9 @@ impl<V: FlowState> FlowTable<V> {
                     .map
                     .iter()
                     .take(64)
-                    .filter(|(_, e)| !e.value.assisted())
-                    .min_by_key(|(_, e)| e.last_seen)
-                    .map(|(k, _)| *k)
+                    .filter(|v| !v.entry.value.assisted())
+                    .min_by_key(|v| v.entry.last_seen)
+                    .map(|v| (v.h, v.key))
             } else {
                 None
             };
@@ -407,18 +397,22 @@ impl<V: FlowState> FlowTable<V> {
                 self.counters.refused_full += 1;
                 return Err(InsertError::Full);
             };
-            self.shards[s].map.remove(&v);
+            if let Ok(o) = self.shards[s].map.find_entry(v.0, slot_is(v.0, &v.1)) {
+                o.remove();
+            }
             self.len -= 1;
             self.counters.displaced += 1;
         }
-        self.shards[s].map.insert(
+        let slot = Slot {
+            h,
             key,
-            FlowEntry {
+            entry: FlowEntry {
                 last_seen: now,
                 packets: 0,
                 value,
             },
-        );
+        };
+        self.shards[s].map.insert_unique(h, slot, slot_hash);
         self.len += 1;
         self.assisted += usize::from(assisted);
         self.counters.created += 1;
@@ -439,9 +433,9 @@ impl<V: FlowState> FlowTable<V> {
         let before = shard.map.len();
         // Assisted flows are left to their owner's idle expiry, which also ends their session's
         // hold on them.
-        shard
-            .map
-            .retain(|_, e| e.value.assisted() || now.saturating_duration_since(e.last_seen) < idle);
+        shard.map.retain(|v| {
+            v.entry.value.assisted() || now.saturating_duration_since(v.entry.last_seen) < idle
+        });
         let removed = before - shard.map.len();
         self.len -= removed;
         self.counters.expired += removed as u64;
@@ -453,12 +447,12 @@ impl<V: FlowState> FlowTable<V> {
         for shard in &mut self.shards {
             let mut removed = 0usize;
             let mut assisted_removed = 0usize;
-            shard.map.retain(|k, e| {
-                let keep = now.saturating_duration_since(e.last_seen) < idle;
+            shard.map.retain(|v| {
+                let keep = now.saturating_duration_since(v.entry.last_seen) < idle;
                 if !keep {
                     removed += 1;
-                    assisted_removed += usize::from(e.value.assisted());
-                    on_remove(&k.key, e);
+                    assisted_removed += usize::from(v.entry.value.assisted());
+                    on_remove(&v.key, &v.entry);
                 }
                 keep
             });
@@ -471,8 +465,12 @@ impl<V: FlowState> FlowTable<V> {
 
     /// Remove a flow.
     pub fn remove(&mut self, key: &FlowKey) -> Option<FlowEntry<V>> {
-        let (s, k) = self.hashed(key);
-        let e = self.shards[s].map.remove(&k)?;
+        let (s, h) = self.hashed(key);
+        let (Slot { entry: e, .. }, _) = self.shards[s]
+            .map
+            .find_entry(h, slot_is(h, key))
+            .ok()?
+            .remove();
         self.len -= 1;
         self.assisted -= usize::from(e.value.assisted());
         Some(e)
@@ -482,14 +480,14 @@ impl<V: FlowState> FlowTable<V> {
     pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &FlowEntry<V>)> {
         self.shards
             .iter()
-            .flat_map(|s| s.map.iter().map(|(k, v)| (&k.key, v)))
+            .flat_map(|s| s.map.iter().map(|v| (&v.key, &v.entry)))
     }
 
     /// Iterate mutably over all flows.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FlowKey, &mut FlowEntry<V>)> {
         self.shards
             .iter_mut()
-            .flat_map(|s| s.map.iter_mut().map(|(k, v)| (&k.key, v)))
+            .flat_map(|s| s.map.iter_mut().map(|v| (&v.key, &mut v.entry)))
     }
 }
 
@@ -590,7 +588,6 @@ mod tests {
                 server: s.parse().unwrap(),
             })
             .1
-            .h
         };
         let mut all = vec![
             h("10.0.0.1:1000", "10.0.0.2:2000"),
@@ -609,7 +606,7 @@ mod tests {
         // A different table key gives a different hash.
         let t2: FlowTable<V> = FlowTable::new(cfg(100, 10), 5, 7);
         let k = key(1);
-        assert_ne!(t.hashed(&k).1.h, t2.hashed(&k).1.h);
+        assert_ne!(t.hashed(&k).1, t2.hashed(&k).1);
     }
 
     #[test]
