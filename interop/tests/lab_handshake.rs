@@ -141,6 +141,13 @@ fn rescue_without_loss_changes_nothing() {
 /// datagram is the ACK alone and the ServerHello comes in the next. The paper's IACK rule (the
 /// server's 2nd and 3rd datagrams lost) costs end to end a probe timeout; the rescue, which was
 /// built against the "wait for certificate" servers of quinn and quiche, must spare it here too.
+///
+/// Whether quic-go sends the instant ACK is its own timing: it processes every datagram it has
+/// before answering, so when the client's two Initials (1 ms apart at 10 Mbit/s) reach it
+/// together — a loaded machine — it answers both with one flight and the IACK rule drops other
+/// datagrams. A round of trials counts only when the premise held on both sides (the proxy's
+/// tracker saw the IACK in the rescue trials; end to end paid the PTO the rule causes); up to
+/// three rounds run.
 #[test]
 fn rescue_spares_the_pto_behind_an_instant_ack() {
     let test = "rescue_spares_the_pto_behind_an_instant_ack";
@@ -166,11 +173,18 @@ fn rescue_spares_the_pto_behind_an_instant_ack() {
         "app.cert_bytes=1212".into(),
         "lan.drop=down:2,down:3".into(),
     ];
-    let r = run(test, &sets, 3);
-    // The proxy's tracker saw the server's behaviour.
-    assert_eq!(
-        median(&r, "rescue", "proxy_handshake_instant_acks_total"),
-        1.0
-    );
-    assert_pto_spared(test, &r);
+    for round in 1..=3 {
+        let r = run(test, &sets, 3);
+        let iack = median(&r, "rescue", "proxy_handshake_instant_acks_total");
+        let e2e = median(&r, "e2e", "ttfb_ms");
+        if iack == 1.0 && e2e > 200.0 {
+            assert_pto_spared(test, &r);
+            return;
+        }
+        eprintln!(
+            "{test}: round {round}: the server sent no instant ACK (tracker median {iack}, e2e \
+             ttfb {e2e} ms): the premise did not hold, trying again"
+        );
+    }
+    panic!("{test}: in three rounds the quic-go server never answered with an instant ACK");
 }
