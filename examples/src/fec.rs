@@ -88,6 +88,9 @@ pub struct Playout {
     pub stall_total: Duration,
     /// Number of stalls.
     pub stalls: u32,
+    /// Stalls shorter than one frame interval: a frame a little late (arrival timing), where a
+    /// loss waits at least a repair's round trip.
+    pub short_stalls: u32,
     /// Frames played.
     pub frames_played: u64,
     /// Frames skipped by fast-forwarding.
@@ -140,6 +143,7 @@ pub fn playout(avail: &[Option<Duration>], frame: Duration, target: usize) -> Pl
         if e > t {
             out.stall_total += e.saturating_sub(t);
             out.stalls += 1;
+            out.short_stalls += u32::from(e.saturating_sub(t) < frame);
             t = e;
             continue;
         }
@@ -192,6 +196,8 @@ pub struct FecMetrics {
     pub stall_ms_total: f64,
     /// Number of stalls.
     pub stall_count: u64,
+    /// Stalls shorter than one frame interval (a frame a little late, not a loss).
+    pub stall_count_short: u64,
     /// Frames skipped by fast-forward.
     pub frames_skipped: u64,
     /// Frames concealed (never arrived).
@@ -411,6 +417,7 @@ impl FecReceiver {
         m.late_packet_latency_p50_ms = percentile(&self.late_latency, 50.0).unwrap_or(0.0);
         m.stall_ms_total = p.stall_total.as_secs_f64() * 1000.0;
         m.stall_count = u64::from(p.stalls);
+        m.stall_count_short = u64::from(p.short_stalls);
         m.frames_skipped = p.frames_skipped;
         m.frames_concealed = p.frames_concealed;
         m.rtt_ms = self.nack.rtt().srtt().as_secs_f64() * 1000.0;
@@ -439,6 +446,7 @@ mod tests {
                 start: ms(50),
                 stall_total: Duration::ZERO,
                 stalls: 0,
+                short_stalls: 0,
                 frames_played: 4,
                 frames_skipped: 0,
                 frames_concealed: 0
@@ -456,6 +464,8 @@ mod tests {
         assert_eq!(p.start, ms(50));
         assert_eq!(p.stall_total, Duration::from_millis(60));
         assert_eq!(p.stalls, 1);
+        // 60 ms is longer than a frame: a repair's wait, not a little lateness.
+        assert_eq!(p.short_stalls, 0);
         // At 150 ms frames 2..=5 are buffered: skip 2 and 3, play 4, 5, 6.
         assert_eq!(p.frames_skipped, 2);
         assert_eq!(p.frames_played, 5);
@@ -470,6 +480,8 @@ mod tests {
         // arrives 145 → stall 15; 4 @165.
         assert_eq!(p.stall_total, Duration::from_millis(25));
         assert_eq!(p.stalls, 2);
+        // Both shorter than the 20 ms frame interval.
+        assert_eq!(p.short_stalls, 2);
         assert_eq!(p.frames_played, 5);
         assert_eq!(p.frames_skipped, 0);
     }
