@@ -164,6 +164,10 @@ pub struct LogClock {
     pub status: Option<u16>,
     /// Packets the client sent (`pkt tx` lines).
     pub sent_packets: u64,
+    /// When the first bytes of the response arrived (ms): the first received STREAM frame of
+    /// the request stream (id 0) that carries data — the time to first byte, on the library's
+    /// clock, which starts with the connection as the other clients' `ttfb_ms` does.
+    pub first_response_ms: Option<u64>,
 }
 
 impl LogClock {
@@ -175,10 +179,23 @@ impl LogClock {
             .and_then(|d| d.parse::<u64>().ok())
         {
             self.now_ms = Some(ts);
-            if l.split_whitespace().nth(2) == Some("pkt")
-                && l.split_whitespace().nth(3) == Some("tx")
-            {
-                self.sent_packets += 1;
+            let mut words = l.split_whitespace().skip(2);
+            match (words.next(), words.next()) {
+                (Some("pkt"), Some("tx")) => self.sent_packets += 1,
+                // `frm rx PKN TYPE STREAM(0x..) id=0x0 fin=F offset=O len=N uni=0`
+                (Some("frm"), Some("rx")) if self.first_response_ms.is_none() => {
+                    let mut fields = words.skip(2);
+                    let stream = fields.next().is_some_and(|f| f.starts_with("STREAM("));
+                    let request = fields.next() == Some("id=0x0");
+                    let data = fields
+                        .find_map(|f| f.strip_prefix("len="))
+                        .and_then(|n| n.parse::<u64>().ok())
+                        .is_some_and(|n| n > 0);
+                    if stream && request && data {
+                        self.first_response_ms = Some(ts);
+                    }
+                }
+                _ => {}
             }
             return;
         }
@@ -232,13 +249,15 @@ pub fn download_report(
     if body_len != bytes {
         bail!("download ended after {body_len} of {bytes} bytes");
     }
-    Ok(report(
+    let mut r = report(
         TransferDirection::Download,
         bytes,
         d,
         None,
         log.sent_packets,
-    ))
+    );
+    r.ttfb_ms = log.first_response_ms.map(|ms| ms as f64);
+    Ok(r)
 }
 
 /// The report of an upload: the response body is the server's [`Summary`]; `start_unix_ns` is
@@ -288,7 +307,6 @@ fn report(
         sent_packets: sender_sent,
         receiver_sent_packets: receiver_sent,
         sidekick: None,
-        // gtlsclient's log gives no first-byte time of its own in this wrapper.
         ttfb_ms: None,
         connect_ms: None,
         upload_goodput_mbps: None,
@@ -314,6 +332,8 @@ QUIC handshake has completed
 Negotiated ALPN is h3
 http: stream 0x0 submit request headers
 I00000009 0xcd98 pkt tx pkn=1 dcid=0xf94a type=1RTT k=0
+I00000010 0xcd98 frm rx 0 1RTT STREAM(0x0a) id=0x3 fin=0 offset=0 len=18 uni=1
+I00000012 0xcd98 frm rx 2 1RTT STREAM(0x0a) id=0x0 fin=0 offset=0 len=596 uni=0
 http: stream 0x0 response headers started
 http: stream 0x0 [:status: 200]
 http: stream 0x0 [content-length: 1000000]
@@ -332,8 +352,11 @@ HTTP stream 0 closed with error code 256
         assert_eq!(c.closed, Some((59, 256)));
         assert_eq!(c.status, Some(200));
         assert_eq!(c.sent_packets, 3);
+        // The first data on the request stream, not the server's control stream before it.
+        assert_eq!(c.first_response_ms, Some(12));
         assert_eq!(c.interval().unwrap(), Duration::from_millis(52));
         let r = download_report(1_000_000, 1_000_000, &c).unwrap();
+        assert_eq!(r.ttfb_ms, Some(12.0));
         assert!((r.goodput_mbps - 8e6 / 0.052 / 1e6).abs() < 1e-9);
         let line = serde_json::to_string(&r).unwrap();
         assert!(
@@ -368,6 +391,8 @@ HTTP stream 0 closed with error code 256
             "Ixxxxxxxx a b",
             "HTTP stream 0 closed with error code ",
             "http: stream 0x0 [:status: 99999999]",
+            "I00000001 0x frm rx",
+            "I00000001 0x frm rx 1 1RTT STREAM(0x0a) id=0x0 fin=0 offset=0 len=x",
         ] {
             LogClock::default().line(l);
         }
