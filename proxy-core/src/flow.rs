@@ -55,6 +55,21 @@ struct Slot<V> {
     entry: FlowEntry<V>,
 }
 
+impl<V> Slot<V> {
+    /// A new flow, seen first at `now`.
+    fn new(h: u64, key: FlowKey, now: Time, value: V) -> Self {
+        Self {
+            h,
+            key,
+            entry: FlowEntry {
+                last_seen: now,
+                packets: 0,
+                value,
+            },
+        }
+    }
+}
+
 /// The probe of a key with hash `h`: the stored hash first (one compare rejects almost every
 /// other slot), the key only when it matches.
 fn slot_is<V>(h: u64, key: &FlowKey) -> impl Fn(&Slot<V>) -> bool + '_ {
@@ -300,15 +315,7 @@ impl<V: FlowState> FlowTable<V> {
                     self.len += 1;
                     self.assisted += usize::from(value_assisted);
                     self.counters.created += 1;
-                    let slot = Slot {
-                        h,
-                        key,
-                        entry: FlowEntry {
-                            last_seen: now,
-                            packets: 0,
-                            value,
-                        },
-                    };
+                    let slot = Slot::new(h, key, now, value);
                     &mut v.insert(slot).into_mut().entry
                 }
             };
@@ -403,15 +410,7 @@ impl<V: FlowState> FlowTable<V> {
             self.len -= 1;
             self.counters.displaced += 1;
         }
-        let slot = Slot {
-            h,
-            key,
-            entry: FlowEntry {
-                last_seen: now,
-                packets: 0,
-                value,
-            },
-        };
+        let slot = Slot::new(h, key, now, value);
         self.shards[s].map.insert_unique(h, slot, slot_hash);
         self.len += 1;
         self.assisted += usize::from(assisted);
