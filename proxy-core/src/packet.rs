@@ -7,7 +7,7 @@
 //! not alter base packets); [`fill_udp_checksum`] works on a *copy* that the proxy caches or
 //! injects.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 use sidekick_wire::checksum::{Checksum, internet_checksum};
 use sidekick_wire::quic::LongHeader;
@@ -156,7 +156,12 @@ fn parse_ipv4(frame: &[u8], l3: usize) -> Result<UdpPacket, ParseError> {
         }
         (l3 + total).min(frame.len())
     };
-    parse_udp(frame, l3, l3 + ihl, end, IpAddr::V4(src), IpAddr::V4(dst))
+    parse_udp(frame, l3, l3 + ihl, end, |sp, dp| {
+        (
+            SocketAddr::V4(SocketAddrV4::new(src, sp)),
+            SocketAddr::V4(SocketAddrV4::new(dst, dp)),
+        )
+    })
 }
 
 fn parse_ipv6(frame: &[u8], l3: usize) -> Result<UdpPacket, ParseError> {
@@ -180,7 +185,14 @@ fn parse_ipv6(frame: &[u8], l3: usize) -> Result<UdpPacket, ParseError> {
     // Walk at most 8 extension headers (bounded work per packet).
     for _ in 0..8 {
         match next {
-            17 => return parse_udp(frame, l3, off, end, IpAddr::V6(src), IpAddr::V6(dst)),
+            17 => {
+                return parse_udp(frame, l3, off, end, |sp, dp| {
+                    (
+                        SocketAddr::V6(SocketAddrV6::new(src, sp, 0, 0)),
+                        SocketAddr::V6(SocketAddrV6::new(dst, dp, 0, 0)),
+                    )
+                });
+            }
             // Hop-by-hop, routing, destination options: (next, len in 8-octet units - 1).
             0 | 43 | 60 => {
                 let h = frame
@@ -211,8 +223,9 @@ fn parse_udp(
     l3: usize,
     l4: usize,
     ip_end: usize,
-    src: IpAddr,
-    dst: IpAddr,
+    // The addresses from the ports: each IP version builds its own variant directly (no `IpAddr`
+    // to match on per packet).
+    addrs: impl FnOnce(u16, u16) -> (SocketAddr, SocketAddr),
 ) -> Result<UdpPacket, ParseError> {
     let h = frame.get(l4..l4 + 8).ok_or(ParseError::Truncated("udp"))?;
     if ip_end < l4 + 8 {
@@ -233,13 +246,14 @@ fn parse_udp(
     } else {
         ulen
     };
+    let (src, dst) = addrs(sport, dport);
     Ok(UdpPacket {
         l3_offset: l3,
         l4_offset: l4,
         payload_offset: l4 + 8,
         payload_len: ulen - 8,
-        src: SocketAddr::new(src, sport),
-        dst: SocketAddr::new(dst, dport),
+        src,
+        dst,
         checksum,
     })
 }
