@@ -222,39 +222,14 @@ fn impossible_transfer_pairs_are_refused_naming_the_keys() {
     assert!(e.contains("app.stack") && e.contains("unknown"), "{e}");
     let e = err(&transfer_app(CURL, None, true, "download"), &[]);
     assert!(e.contains("has no server"), "{e}");
-    // The SDK only on quinn, quiche and curl clients.
-    let e = err(
-        &transfer_app("quinn", Some(QUIC_GO), false, "upload"),
-        &["--sidekick"],
-    );
-    assert!(
-        e.contains("app.client_stack") && e.contains("--sidekick"),
-        "{e}"
-    );
-    assert!(
-        transfer_pair(
-            &transfer_app(QUIC_GO, Some("quinn"), false, "upload"),
-            &["--sidekick".into()]
-        )
-        .is_ok()
-    );
-    // The handshake experiments' server options: a padded certificate on quinn, quiche
-    // and quic-go servers, the ServerHello delay on sidekick-transfer's only.
-    let mut app = transfer_app(QUIC_GO, Some("quinn"), true, "download");
+    // The SDK only on quinn, quiche and curl clients; the handshake experiments' server
+    // options: a padded certificate on quinn, quiche and quic-go servers, the ServerHello
+    // delay on sidekick-transfer's only.
+    assert_no_sdk_client_and_no_hello_delay(QUIC_GO, "quinn", true);
+    // Both options on a quiche server.
+    let mut app = transfer_app("quiche", Some("quinn"), true, "download");
     app.cert_bytes = 5113;
-    assert!(transfer_pair(&app, &[]).is_ok());
-    let (srv, _) = app_args(&app, 1);
-    assert!(
-        srv.windows(2).any(|w| w == ["--cert-bytes", "5113"]),
-        "{srv:?}"
-    );
     app.hello_delay_ms = 50;
-    let e = err(&app, &[]);
-    assert!(
-        e.contains("app.hello_delay_ms") && e.contains("quic-go"),
-        "{e}"
-    );
-    app.stack = "quiche".into();
     assert!(transfer_pair(&app, &[]).is_ok());
     let mut app = transfer_app(NGTCP2, Some("quinn"), true, "download");
     app.cert_bytes = 1212;
@@ -343,35 +318,48 @@ fn s2n_quic_runs_the_raw_protocol_with_every_raw_stack() {
             transfer_pair(&transfer_app(S2N_QUIC, Some(CURL), http3, "download"), &[]).is_err()
         );
     }
-    // No sidekick SDK on its client; its server serves an SDK client of another stack.
+    // No sidekick SDK on its client; a padded certificate on its server, not the ServerHello
+    // delay.
+    assert_no_sdk_client_and_no_hello_delay(S2N_QUIC, "quiche", false);
+}
+
+/// `stack`'s client takes no sidekick SDK while its server serves an SDK client of another
+/// stack; its server pads its certificate (`--cert-bytes`) but cannot delay its ServerHello
+/// (sidekick-transfer's quinn and quiche servers only). `peer` is a client `stack`'s server
+/// runs with.
+fn assert_no_sdk_client_and_no_hello_delay(stack: &str, peer: &str, http3: bool) {
+    let sidekick = ["--sidekick".to_string()];
     let e = transfer_pair(
-        &transfer_app(S2N_QUIC, None, false, "upload"),
-        &["--sidekick".into()],
+        &transfer_app("quinn", Some(stack), false, "upload"),
+        &sidekick,
     )
     .unwrap_err();
     assert!(
         e.contains("app.client_stack") && e.contains("--sidekick"),
-        "{e}"
+        "{stack}: {e}"
     );
     assert!(
         transfer_pair(
-            &transfer_app(S2N_QUIC, Some("quinn"), false, "upload"),
-            &["--sidekick".into()]
+            &transfer_app(stack, Some("quinn"), false, "upload"),
+            &sidekick
         )
-        .is_ok()
+        .is_ok(),
+        "{stack}"
     );
-    // A padded certificate on its server, not the ServerHello delay.
-    let mut app = transfer_app(S2N_QUIC, Some("quiche"), false, "download");
+    let mut app = transfer_app(stack, Some(peer), http3, "download");
     app.cert_bytes = 5113;
-    assert!(transfer_pair(&app, &[]).is_ok());
+    assert!(transfer_pair(&app, &[]).is_ok(), "{stack}");
     let (srv, _) = app_args(&app, 1);
     assert!(
         srv.windows(2).any(|w| w == ["--cert-bytes", "5113"]),
-        "{srv:?}"
+        "{stack}: {srv:?}"
     );
     app.hello_delay_ms = 50;
     let e = transfer_pair(&app, &[]).unwrap_err();
-    assert!(e.contains("app.hello_delay_ms"), "{e}");
+    assert!(
+        e.contains("app.hello_delay_ms") && e.contains(stack),
+        "{stack}: {e}"
+    );
 }
 
 #[test]
