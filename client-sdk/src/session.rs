@@ -172,7 +172,8 @@ impl SidekickClient {
         self.packrat.as_ref()
     }
 
-    /// The protocol session.
+    /// The protocol session. Its times are [`Time`]s counted from the first instant this client
+    /// was given (the SDK converts at each call; the protocol reads no clock).
     pub fn protocol(&self) -> &ClientSession {
         &self.session
     }
