@@ -372,12 +372,18 @@ fn test_packet(secret: &[u8], pn: u8) -> Vec<u8> {
     let plain: Vec<u8> = (0..40u8)
         .map(|i| i.wrapping_mul(pn).wrapping_add(7))
         .collect();
+    sealed(secret, pn, &plain)
+}
+
+/// `plain` in a short-header packet with a 4-byte DCID and packet number `pn`, sealed under
+/// `secret` (AES-256-GCM).
+fn sealed(secret: &[u8], pn: u8, plain: &[u8]) -> Vec<u8> {
     crate::lens::auth::seal_short_packet(
         crate::lens::Suite::Aes256Gcm,
         secret,
         &[1, 2, 3, 4],
         u64::from(pn),
-        &plain,
+        plain,
     )
 }
 
