@@ -603,6 +603,18 @@ fn handshake_rescue_families(
         "Server first answers coalescing ACK and ServerHello.",
         h.wait_for_cert,
     )?;
+    counter(
+        enc,
+        "handshake_spurious_rounds",
+        "Silence-triggered replays answered sooner than a replay could be: the client held the flight.",
+        h.spurious_rounds,
+    )?;
+    counter(
+        enc,
+        "handshake_paces_learned",
+        "Handshake completions that taught a client's own pace.",
+        h.paces_learned,
+    )?;
     Ok(())
 }
 

@@ -37,6 +37,16 @@
 //! 6. Each kept datagram is replayed at most once. Entries end on completion, after `hold`
 //!    without completion (a handshake that never completes), or when the client's side goes past
 //!    the handshake; flows past the handshake are never tracked again.
+//! 7. **A client's own pace**: a client holding the whole flight still spends its own time on
+//!    it (the certificate check: Debian's ngtcp2 client on GnuTLS completes about 10 ms after the
+//!    last datagram on a 1 ms last hop, its ACK after 3 ms), which `2 r + slack` does not
+//!    cover. Per client address the rescue learns how much longer than `2 r` its completions
+//!    took, from completions that say so unambiguously: none replayed, or one that came back
+//!    sooner than a replay could have been answered (`replay + r`: the client had the flight
+//!    already, the round was spurious and is counted). Later handshakes of that client wait that
+//!    much longer. A completion after a replay that could have caused it teaches nothing, so
+//!    real losses never lengthen the wait; the learned time is capped (`max_client_wait`), and
+//!    the table of clients has a cap and is charged to the memory budget.
 //!
 //! What a wrong guess costs: one duplicate of each kept datagram, which QUIC discards as a
 //! duplicate packet (RFC 9000 §12.3); never more than the caps and the budget. Replays on a flow
@@ -45,6 +55,7 @@
 //! allowance once more.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::Time;
@@ -73,6 +84,11 @@ pub struct RescueConfig {
     /// Before the client's first answer has measured the round trip: the wait after the last
     /// kept datagram (a client that got nothing of the flight says nothing until its PTO).
     pub no_answer_wait: Duration,
+    /// Client addresses whose completion pace is remembered (module docs, step 7).
+    pub max_clients: usize,
+    /// The most a learned pace adds to the wait: a default probe timeout is 200 ms at least
+    /// (ReACKed QUICer (IMC '24) Table 4), beyond which a replay could not beat it.
+    pub max_client_wait: Duration,
 }
 
 impl Default for RescueConfig {
@@ -86,6 +102,8 @@ impl Default for RescueConfig {
             slack: Duration::from_millis(5),
             hold: Duration::from_secs(3),
             no_answer_wait: Duration::from_millis(20),
+            max_clients: 1024,
+            max_client_wait: Duration::from_millis(200),
         }
     }
 }
@@ -119,6 +137,11 @@ pub struct RescueStats {
     pub instant_acks: u64,
     /// First server answers coalescing the ACK with the ServerHello (wait for certificate).
     pub wait_for_cert: u64,
+    /// Silence-triggered rounds found spurious: the client completed sooner than the replay
+    /// could have been answered (it held the flight and was still working on it).
+    pub spurious_rounds: u64,
+    /// Completions that taught the client's pace (module docs, step 7).
+    pub paces_learned: u64,
 }
 
 impl RescueStats {
@@ -137,6 +160,8 @@ impl RescueStats {
         self.expired += o.expired;
         self.instant_acks += o.instant_acks;
         self.wait_for_cert += o.wait_for_cert;
+        self.spurious_rounds += o.spurious_rounds;
+        self.paces_learned += o.paces_learned;
     }
 }
 
@@ -177,14 +202,32 @@ struct Entry {
     /// The client's last datagram.
     last_client: Option<Time>,
     deadline: Option<Time>,
+    /// The client's learned pace when the entry opened: added to the silence wait.
+    client_pace: Duration,
+    /// When the first replay round went out, and whether a silence started it.
+    replayed: Option<(Time, bool)>,
 }
+
+/// What the rescue knows of one client address (module docs, step 7).
+#[derive(Debug, Clone, Copy)]
+struct ClientPace {
+    /// How much longer than `2 r` after the server's last handshake datagram its completion
+    /// took: rises at once to a longer sample, falls by a quarter of the difference to a
+    /// shorter one (one slow handshake under load is not forgotten at the next).
+    extra: Duration,
+    /// Its last lesson: the oldest is forgotten when the table is full.
+    taught: Time,
+}
+
+/// Bytes charged to the memory budget per remembered client (address, pace, table slot).
+const CLIENT_PACE_BYTES: usize = 64;
 
 impl Entry {
     fn arm(&mut self, cfg: &RescueConfig) {
         let Some(last) = self.last_kept else { return };
         if self.kept.iter().any(|(_, done)| !done) {
             let mut due = match self.rtt {
-                Some(r) => last + 2 * r + cfg.slack,
+                Some(r) => last + 2 * r + cfg.slack + self.client_pace,
                 None => last + cfg.no_answer_wait,
             };
             // A server at its anti-amplification limit (RFC 9000 §8.1) waits for the client's
@@ -195,7 +238,8 @@ impl Entry {
                 && let (Some(c), Some(rs)) = (self.last_client, self.server_rtt)
                 && c >= last
             {
-                due = due.max(c + rs + 2 * self.rtt.unwrap_or_default() + cfg.slack);
+                due = due
+                    .max(c + rs + 2 * self.rtt.unwrap_or_default() + cfg.slack + self.client_pace);
             }
             self.deadline = Some(due);
         }
@@ -224,6 +268,8 @@ pub(super) struct Datagram<'a> {
 pub struct HandshakeRescue {
     cfg: RescueConfig,
     entries: HashMap<FlowKey, Entry>,
+    /// Learned client paces by address (module docs, step 7), at most `cfg.max_clients`.
+    paces: HashMap<IpAddr, ClientPace>,
     /// Counters.
     pub stats: RescueStats,
 }
@@ -234,6 +280,7 @@ impl HandshakeRescue {
         Self {
             cfg,
             entries: HashMap::new(),
+            paces: HashMap::new(),
             stats: RescueStats::default(),
         }
     }
@@ -254,9 +301,66 @@ impl HandshakeRescue {
         dir == Direction::FromClient || self.entries.contains_key(key)
     }
 
-    /// Bytes of kept frames.
+    /// Bytes charged to the memory budget: kept frames and remembered client paces.
     pub fn kept_bytes(&self) -> usize {
-        self.entries.values().map(|e| e.bytes).sum()
+        self.entries.values().map(|e| e.bytes).sum::<usize>() + self.paces.len() * CLIENT_PACE_BYTES
+    }
+
+    /// The pace learned for `client` (module docs, step 7), if any.
+    pub fn client_pace(&self, client: IpAddr) -> Option<Duration> {
+        self.paces.get(&client).map(|p| p.extra)
+    }
+
+    /// A completion at `now` of `e` (a flow of `client`): learns the client's pace from it when
+    /// it says so unambiguously (module docs, step 7).
+    fn learn_pace(&mut self, now: Time, client: IpAddr, e: &Entry, budget: &mut MemoryBudget) {
+        let (Some(last), Some(r)) = (e.last_kept, e.rtt) else {
+            return;
+        };
+        match e.replayed {
+            None => {}
+            // Back sooner than the replay could have been answered: the client had the flight.
+            Some((at, true)) if now < at + r => self.stats.spurious_rounds += 1,
+            Some((at, false)) if now < at + r => {}
+            // The replay may have been what completed it: nothing to learn.
+            Some(_) => return,
+        }
+        let sample = now
+            .saturating_duration_since(last)
+            .saturating_sub(2 * r)
+            .min(self.cfg.max_client_wait);
+        if let Some(p) = self.paces.get_mut(&client) {
+            p.extra = p.extra.max(sample).saturating_sub(p.extra.saturating_sub(sample) / 4);
+            p.taught = now;
+            self.stats.paces_learned += 1;
+            return;
+        }
+        if self.cfg.max_clients == 0 {
+            return;
+        }
+        if self.paces.len() >= self.cfg.max_clients {
+            // Full: forget the client taught longest ago. A scan of at most `max_clients`, and
+            // only when a new client completes its first handshake with the table full.
+            if let Some(oldest) = self
+                .paces
+                .iter()
+                .min_by_key(|(_, p)| p.taught)
+                .map(|(a, _)| *a)
+            {
+                self.paces.remove(&oldest);
+                budget.release(CLIENT_PACE_BYTES);
+            }
+        }
+        if budget.try_reserve(CLIENT_PACE_BYTES) {
+            self.paces.insert(
+                client,
+                ClientPace {
+                    extra: sample,
+                    taught: now,
+                },
+            );
+            self.stats.paces_learned += 1;
+        }
     }
 
     fn close(&mut self, key: &FlowKey, budget: &mut MemoryBudget) {
@@ -315,6 +419,11 @@ impl HandshakeRescue {
                                 server_rtt: None,
                                 last_client: None,
                                 deadline: None,
+                                client_pace: self
+                                    .paces
+                                    .get(&key.client.ip())
+                                    .map_or(Duration::ZERO, |p| p.extra),
+                                replayed: None,
                             },
                         );
                         self.stats.flows += 1;
@@ -326,7 +435,10 @@ impl HandshakeRescue {
                 let pkts = coalesced(payload, 8);
                 if !is_long || pkts.iter().any(|k| matches!(k, PacketKind::Short { .. })) {
                     self.stats.completed += 1;
-                    self.close(&key, budget);
+                    if let Some(e) = self.entries.remove(&key) {
+                        budget.release(e.bytes);
+                        self.learn_pace(now, key.client.ip(), &e, budget);
+                    }
                     return;
                 }
                 if e.first_kept.is_none() {
@@ -343,7 +455,7 @@ impl HandshakeRescue {
                 let repeated_first_initial = long.is_some_and(|h| {
                     h.ty == Some(LongType::Initial) && h.dcid == &e.dcid[..usize::from(e.dcid_len)]
                 });
-                if repeated_first_initial && replay(e, out, &mut self.stats) {
+                if repeated_first_initial && replay(now, false, e, out, &mut self.stats) {
                     self.stats.probe_triggers += 1;
                 }
             }
@@ -440,7 +552,7 @@ impl HandshakeRescue {
         for (k, e) in &mut self.entries {
             if e.deadline.is_some_and(|d| d <= now) {
                 e.deadline = None;
-                if replay(e, out, &mut self.stats) {
+                if replay(now, true, e, out, &mut self.stats) {
                     self.stats.silence_triggers += 1;
                 }
             }
@@ -455,9 +567,15 @@ impl HandshakeRescue {
     }
 }
 
-/// Replays every kept datagram of `e` not replayed yet, within 3× the client's bytes; whether
-/// any was.
-fn replay(e: &mut Entry, out: &mut InjectQueue, stats: &mut RescueStats) -> bool {
+/// Replays at `now` every kept datagram of `e` not replayed yet, within 3× the client's bytes
+/// (`silence`: the round's trigger); whether any was.
+fn replay(
+    now: Time,
+    silence: bool,
+    e: &mut Entry,
+    out: &mut InjectQueue,
+    stats: &mut RescueStats,
+) -> bool {
     let mut any = false;
     let allowance = e.client_bytes.saturating_mul(3);
     for (frame, done) in &mut e.kept {
@@ -477,6 +595,9 @@ fn replay(e: &mut Entry, out: &mut InjectQueue, stats: &mut RescueStats) -> bool
         }
     }
     e.deadline = None;
+    if any {
+        e.replayed.get_or_insert((now, silence));
+    }
     any
 }
 
