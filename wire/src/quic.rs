@@ -182,12 +182,30 @@ pub enum Packet<'a> {
 ///
 /// The walk ends after a packet that runs to the end of the datagram (a short header, Retry,
 /// Version Negotiation or a long header of an unknown version), after an error (yielded once), or
-/// at datagram padding: after a long-header packet, bytes whose fixed bit is 0 are padding, not a
-/// short header (quiche pads with zeros). A short header that starts the datagram is taken
-/// whatever its fixed bit (peers may grease it, RFC 9287).
+/// at datagram padding. A short header that starts the datagram is taken whatever its fixed bit
+/// (peers may grease it, RFC 9287). After long-header packets, bytes with the fixed bit set are a
+/// short header; bytes with it clear are one only when they carry the Destination Connection ID
+/// of the packets before (coalesced packets share it, RFC 9000 §12.2: ngtcp2 and quinn grease the
+/// bit of the 1-RTT packet they coalesce with their Handshake Finished), or, with a zero-length
+/// one, when they are not all zeros; otherwise they are padding (quiche pads with zeros).
+///
+/// ```
+/// use sidekick_wire::quic::{packets, Packet};
+/// // A Handshake packet (DCID 0xaa) and a 1-RTT packet with a greased fixed bit (0x1f).
+/// let d = [0xe0, 0, 0, 0, 1, 1, 0xaa, 0, 1, 0x55, 0x1f, 0xaa, 7, 7];
+/// let kinds: Vec<_> = packets(&d).map(Result::unwrap).collect();
+/// assert!(matches!(kinds[1], Packet::Short { offset: 10, first: 0x1f }));
+/// // The same bytes with a different connection ID are padding.
+/// let d = [0xe0, 0, 0, 0, 1, 1, 0xaa, 0, 1, 0x55, 0x1f, 0xbb, 7, 7];
+/// assert_eq!(packets(&d).count(), 1);
+/// ```
 #[must_use]
 pub fn packets(datagram: &[u8]) -> Packets<'_> {
-    Packets { datagram, pos: 0 }
+    Packets {
+        datagram,
+        pos: 0,
+        dcid: None,
+    }
 }
 
 /// Iterator of [`packets`].
@@ -195,6 +213,20 @@ pub fn packets(datagram: &[u8]) -> Packets<'_> {
 pub struct Packets<'a> {
     datagram: &'a [u8],
     pos: usize,
+    /// The Destination Connection ID of the long-header packets walked so far.
+    dcid: Option<&'a [u8]>,
+}
+
+impl Packets<'_> {
+    /// Whether the bytes at `offset`, after long-header packets, with the fixed bit clear, are a
+    /// short header with a greased fixed bit rather than padding.
+    fn greased_short_at(&self, offset: usize) -> bool {
+        let rest = &self.datagram[offset..];
+        match self.dcid {
+            Some(dcid) if !dcid.is_empty() => rest.get(1..=dcid.len()) == Some(dcid),
+            _ => rest.iter().any(|&b| b != 0),
+        }
+    }
 }
 
 impl<'a> Iterator for Packets<'a> {
@@ -205,7 +237,7 @@ impl<'a> Iterator for Packets<'a> {
         let first = *self.datagram.get(offset)?;
         if first & 0x80 == 0 {
             self.pos = self.datagram.len();
-            if offset > 0 && first & 0x40 == 0 {
+            if offset > 0 && first & 0x40 == 0 && !self.greased_short_at(offset) {
                 return None;
             }
             return Some(Ok(Packet::Short { offset, first }));
@@ -213,6 +245,7 @@ impl<'a> Iterator for Packets<'a> {
         match LongHeader::parse(&self.datagram[offset..]) {
             Ok(h) => {
                 self.pos = offset + h.packet_len;
+                self.dcid = Some(h.dcid);
                 Some(Ok(Packet::Long(h)))
             }
             Err(e) => {
@@ -338,6 +371,40 @@ mod tests {
         assert_eq!(short_header_offset(&d), None);
         // A greased fixed bit alone in a datagram is still a short header.
         assert_eq!(short_header_offset(&[0x00, 1, 2]), Some(0));
+    }
+
+    /// Debian's ngtcp2 client against the quinn server (lab capture, 26 Nov 2026): its Handshake
+    /// Finished (first byte 0xa5: fixed bit greased, RFC 9287) coalesced with a 1-RTT packet whose
+    /// fixed bit is greased too. The 1-RTT packet carries the Handshake packet's DCID.
+    #[test]
+    fn a_coalesced_short_header_with_a_greased_fixed_bit() {
+        let dcid = [0x83, 0x6d, 0x42, 0x1b, 9, 9, 9, 9];
+        let mut d = long(2, QUIC_V1, &dcid, &[5; 8], None, 40);
+        d[0] &= !0x40;
+        let short_at = d.len();
+        d.push(0x0f);
+        d.extend_from_slice(&dcid);
+        d.extend_from_slice(&[0x33; 40]);
+        let kinds: Vec<_> = packets(&d).map(Result::unwrap).collect();
+        assert_eq!(kinds.len(), 2);
+        assert!(matches!(kinds[1], Packet::Short { offset, first: 0x0f } if offset == short_at));
+        // Zeros after it are padding, as is a greased-looking byte before another connection's
+        // ID.
+        d.truncate(short_at);
+        d.extend_from_slice(&[0; 64]);
+        assert_eq!(short_header_offset(&d), None);
+        d.truncate(short_at);
+        d.push(0x0f);
+        d.extend_from_slice(&[7; 8]);
+        assert_eq!(short_header_offset(&d), None);
+        // With a zero-length DCID, anything but zeros is a packet.
+        let mut d = long(2, QUIC_V1, &[], &[5; 8], None, 40);
+        let at = d.len();
+        d.extend_from_slice(&[0x0f, 1, 2]);
+        assert_eq!(short_header_offset(&d), Some(at));
+        d.truncate(at);
+        d.extend_from_slice(&[0; 3]);
+        assert_eq!(short_header_offset(&d), None);
     }
 
     proptest! {
