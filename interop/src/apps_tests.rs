@@ -17,6 +17,7 @@ fn app_command_lines_per_kind() {
         client_stack: None,
         cert_bytes: 0,
         hello_delay_ms: 0,
+        prior_connections: 0,
     };
     let (srv, cli) = app_args(&app, 4433);
     assert_eq!(
@@ -146,6 +147,7 @@ fn transfer_app(stack: &str, client: Option<&str>, http3: bool, direction: &str)
         client_stack: client.map(String::from),
         cert_bytes: 0,
         hello_delay_ms: 0,
+        prior_connections: 0,
     }
 }
 
@@ -402,6 +404,7 @@ fn curl_client_command_lines() {
         client_stack: Some(CURL.into()),
         cert_bytes: 0,
         hello_delay_ms: 0,
+        prior_connections: 0,
     };
     assert_eq!(
         app_binaries(&app),

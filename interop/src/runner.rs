@@ -328,9 +328,18 @@ fn trial_inner(
     server_args.extend(scn.app.server_args.iter().cloned());
     let _server = spawn_in(&topo.ns_server(), bin.server, &server_args, Stdio::null())?;
     std::thread::sleep(Duration::from_millis(300));
-    let before = topo.counters()?;
     args.extend(scn.app.client_args.iter().cloned());
     args.extend(v.client_args.iter().cloned());
+    for run in 0..scn.app.prior_connections {
+        run_prior_client(topo, bin.client, &args, scn.app.timeout_s, stop)
+            .map_err(|e| LabError::Config(format!("prior connection {}: {e}", run + 1)))?;
+    }
+    // The proxy's counters so far: the measured run's are what it adds to them.
+    let proxy_baseline = match proxy_proc.as_ref() {
+        Some(p) if scn.app.prior_connections > 0 => p.scrape(),
+        _ => None,
+    };
+    let before = topo.counters()?;
     let started = Instant::now();
     let mut client = spawn_in(&topo.ns_client(0), bin.client, &args, Stdio::piped())?;
     // The client's stdout and stderr are drained while it runs (a full pipe would block it).
@@ -388,7 +397,7 @@ fn trial_inner(
         add_element_metrics(metrics, &name, &s);
     }
     if let Some(p) = proxy_proc.as_mut() {
-        collect_proxy_metrics(p, metrics);
+        collect_proxy_metrics(p, proxy_baseline.as_ref(), metrics);
     }
     if !status.success() {
         return Err(LabError::Config(format!(
@@ -408,6 +417,39 @@ fn trial_inner(
     Ok(())
 }
 
+/// Runs the client once to its end (`app.prior_connections`), its output discarded.
+fn run_prior_client(
+    topo: &Topology,
+    bin: &Path,
+    args: &[String],
+    timeout_s: f64,
+    stop: &AtomicBool,
+) -> Result<(), LabError> {
+    let mut client = spawn_in(&topo.ns_client(0), bin, args, Stdio::null())?;
+    let err_reader = client.0.stderr.take().map(read_all);
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout_s + 10.0);
+    let status = loop {
+        if let Ok(Some(s)) = client.0.try_wait() {
+            break s;
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(LabError::Config("interrupted".into()));
+        }
+        if Instant::now() > deadline {
+            return Err(LabError::Config("client timed out".into()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let err = err_reader.map(join_reader).unwrap_or_default();
+    if !status.success() {
+        return Err(LabError::Config(format!(
+            "client exited with {status}: {}",
+            client_error(&err)
+        )));
+    }
+    Ok(())
+}
+
 /// Transmitted bytes of `eth0` in namespace `ns`.
 fn eth0_tx_bytes(ns: &str) -> Result<u64, LabError> {
     let j = crate::topo::cmd("ip", &["-n", ns, "-s", "-j", "link", "show", "dev", "eth0"])?;
@@ -419,14 +461,24 @@ fn eth0_tx_bytes(ns: &str) -> Result<u64, LabError> {
 /// Scrapes the proxy's metrics (each scrape has the workers publish fresh counters, so the whole
 /// transfer is counted), stops it and stores `proxy_*` metrics (the Prometheus names without `sidekick_`,
 /// e.g. `proxy_quacks_sent_total`), plus the fields of its final log line
-/// (`proxy_log_frames`, `proxy_log_quacks`, `proxy_log_retransmissions`).
-fn collect_proxy_metrics(p: &mut ProxyProcess, metrics: &mut BTreeMap<String, f64>) {
+/// (`proxy_log_frames`, `proxy_log_quacks`, `proxy_log_retransmissions`). Counters (`*_total`)
+/// count from `baseline`, a scrape taken before the measured run, when there is one.
+fn collect_proxy_metrics(
+    p: &mut ProxyProcess,
+    baseline: Option<&BTreeMap<String, f64>>,
+    metrics: &mut BTreeMap<String, f64>,
+) {
     if p.is_running()
         && let Some(m) = p.scrape()
     {
         for (k, v) in m {
+            let since = baseline
+                .filter(|_| k.ends_with("_total"))
+                .and_then(|b| b.get(&k))
+                .copied()
+                .unwrap_or(0.0);
             let k = k.strip_prefix("sidekick_").unwrap_or(&k);
-            metrics.insert(format!("proxy_{k}"), v);
+            metrics.insert(format!("proxy_{k}"), v - since);
         }
     }
     for (k, v) in p.stop() {

@@ -116,6 +116,13 @@ pub struct AppSpec {
     /// (`--hello-delay-ms`, the paper's Δt before the ServerHello); 0: none.
     #[serde(default)]
     pub hello_delay_ms: u64,
+    /// `transfer`: client runs before the measured one in each trial, through the same proxy —
+    /// a client coming back to the access point, so what the proxy learns per client carries
+    /// over (the handshake rescue's client pace). Each must succeed; their reports are
+    /// discarded. The interface counters and the proxy's counters (`proxy_*_total`) are of the
+    /// measured run alone; 0: none.
+    #[serde(default)]
+    pub prior_connections: u32,
 }
 
 fn default_stack() -> String {
@@ -286,6 +293,12 @@ impl Scenario {
             return Err(ScenarioError::Invalid(format!(
                 "app.direction `{}`: download, upload or both",
                 app.direction
+            )));
+        }
+        if app.prior_connections > 0 && app.kind != "transfer" {
+            return Err(ScenarioError::Invalid(format!(
+                "app.prior_connections needs app.kind = \"transfer\", not {:?}",
+                app.kind
             )));
         }
         let both_stack = |s: &str| matches!(s, "quinn" | "quiche");
@@ -732,5 +745,17 @@ set = ["lan.loss=0%"]
             .unwrap_err()
             .to_string();
         assert!(e.contains("lan") && e.contains("drop"), "{e}");
+        let s = Scenario::load(&path, &["app.prior_connections=2".to_string()]).unwrap();
+        assert_eq!(s.app.prior_connections, 2);
+    }
+
+    #[test]
+    fn prior_connections_are_for_transfers_only() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/webrtc-uplink.toml");
+        let e = Scenario::load(&path, &["app.prior_connections=1".to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("app.prior_connections"), "{e}");
     }
 }
