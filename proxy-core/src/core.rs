@@ -17,7 +17,10 @@
 //! 2. [`ProxyCore::handle_timeout`] once [`ProxyCore::poll_timeout`] is due (calling it early is
 //!    harmless and cheap: its cost follows what is due, not what exists);
 //! 3. [`ProxyCore::poll_transmit`] until it returns `None`, after any of the above;
-//! 4. [`ProxyCore::poll_timeout`] for the next wake-up.
+//! 4. [`ProxyCore::poll_timeout`] for the next wake-up;
+//! 5. with several cores over shares of the same clients (one per worker), at any point between
+//!    calls: [`ProxyCore::poll_pace_lesson`] until `None`, each lesson handed to the other cores'
+//!    [`ProxyCore::handle_pace_lesson`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -61,6 +64,7 @@ use std::net::SocketAddr;
 
 mod assistance;
 mod budget;
+mod client_pace;
 mod deadlines;
 mod handshake_rescue;
 mod multicast_groups;
@@ -70,6 +74,7 @@ mod session_engines;
 mod snapshot;
 
 pub use assistance::{Assistance, FlowValue, SessionAssist};
+pub use client_pace::PaceLesson;
 pub use handshake_rescue::{HandshakeRescue, RescueConfig, RescueStats, fuzz_rescue};
 pub use output::{Transmit, Verdict};
 

@@ -18,6 +18,7 @@ use crate::core::{CoreConfig, ProxyCore};
 use crate::flow::FlowTableConfig;
 use crate::metrics::{self, Counters};
 use crate::notify::Notifier;
+use crate::pace_board::PaceBoard;
 use crate::packet::LinkType;
 use crate::session::ProtocolSessions;
 use crate::sys::{StopSignals, poll_readable};
@@ -185,6 +186,8 @@ struct Shared {
     generation: AtomicU64,
     config: Mutex<Config>,
     workers: usize,
+    /// Client paces learned by each worker's handshake rescue, for the others.
+    paces: PaceBoard,
 }
 
 /// A worker's loop until `stop`: turns, each with a heartbeat (ms since `origin`) in
@@ -202,6 +205,7 @@ fn work(
     let fds = w.fds();
     let mut last_housekeeping = Instant::now();
     let mut generation = shared.generation.load(Ordering::Acquire);
+    let mut paces_seen = 0;
     // The core's clock: time since the daemon started.
     let core_time = |t: Instant| Time::since(origin, t);
     while !stop.load(Ordering::Relaxed) {
@@ -217,6 +221,9 @@ fn work(
             tracing::debug!(worker = w.index, generation, "configuration applied");
         }
         w.turn(core_time(now));
+        if shared.workers > 1 {
+            w.share_paces(core_time(now), &shared.paces, &mut paces_seen);
+        }
         beat(&w, beats, origin, now);
         let asked = fresh.asked(w.index);
         if asked.is_some() || now.saturating_duration_since(last_housekeeping) >= HOUSEKEEPING {
@@ -354,6 +361,7 @@ pub fn run_reloading(cfg: &Config, reload: Option<&Reloader>) -> anyhow::Result<
         generation: AtomicU64::new(0),
         config: Mutex::new(cfg.clone()),
         workers: n,
+        paces: PaceBoard::default(),
     });
     let mut current = cfg.clone();
     let stop = Arc::new(AtomicBool::new(false));

@@ -15,6 +15,7 @@ pub mod config;
 pub mod daemon;
 pub mod metrics;
 pub mod notify;
+pub mod pace_board;
 pub mod supervisor;
 pub mod sys;
 pub mod worker;

@@ -22,6 +22,7 @@ use crate::config::{Config, Faces, Mode};
 use crate::core::{FrameMeta, ProxyCore, Transmit, Verdict};
 use crate::engine::Direction;
 use crate::metrics::Counters;
+use crate::pace_board::PaceBoard;
 use crate::packet::LinkType;
 use crate::session::ProtocolSessions;
 use crate::sys::{FrameInfo, PacketSocket, RingOptions};
@@ -197,6 +198,14 @@ impl Worker {
             delayed: VecDeque::new(),
             buf: vec![0u8; 65536],
         })
+    }
+
+    /// Posts the client paces this worker's core learned and hands it the other workers' new ones
+    /// (`pace_board`; `seen` is this worker's read mark).
+    pub fn share_paces(&mut self, now: Time, board: &PaceBoard, seen: &mut u64) {
+        let core = &mut self.core;
+        board.post(self.index, std::iter::from_fn(|| core.poll_pace_lesson()));
+        board.read_new(self.index, seen, |l| self.core.handle_pace_lesson(now, l));
     }
 
     /// The descriptors to poll for this worker's input.

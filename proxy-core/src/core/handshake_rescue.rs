@@ -61,6 +61,7 @@ use std::time::Duration;
 use crate::Time;
 
 use super::budget::MemoryBudget;
+use super::client_pace::{CLIENT_PACE_BYTES, ClientPaces, PaceLesson};
 use super::output::InjectQueue;
 use crate::engine::Direction;
 use crate::flow::FlowKey;
@@ -208,20 +209,6 @@ struct Entry {
     replayed: Option<(Time, bool)>,
 }
 
-/// What the rescue knows of one client address (module docs, step 7).
-#[derive(Debug, Clone, Copy)]
-struct ClientPace {
-    /// How much longer than `2 r` after the server's last handshake datagram its completion
-    /// took: rises at once to a longer sample, falls by a quarter of the difference to a
-    /// shorter one (one slow handshake under load is not forgotten at the next).
-    extra: Duration,
-    /// Its last lesson: the oldest is forgotten when the table is full.
-    taught: Time,
-}
-
-/// Bytes charged to the memory budget per remembered client (address, pace, table slot).
-const CLIENT_PACE_BYTES: usize = 64;
-
 impl Entry {
     fn arm(&mut self, cfg: &RescueConfig) {
         let Some(last) = self.last_kept else { return };
@@ -269,7 +256,7 @@ pub struct HandshakeRescue {
     cfg: RescueConfig,
     entries: HashMap<FlowKey, Entry>,
     /// Learned client paces by address (module docs, step 7), at most `cfg.max_clients`.
-    paces: HashMap<IpAddr, ClientPace>,
+    paces: ClientPaces,
     /// Counters.
     pub stats: RescueStats,
 }
@@ -280,7 +267,7 @@ impl HandshakeRescue {
         Self {
             cfg,
             entries: HashMap::new(),
-            paces: HashMap::new(),
+            paces: ClientPaces::new(cfg.max_clients),
             stats: RescueStats::default(),
         }
     }
@@ -308,7 +295,7 @@ impl HandshakeRescue {
 
     /// The pace learned for `client` (module docs, step 7), if any.
     pub fn client_pace(&self, client: IpAddr) -> Option<Duration> {
-        self.paces.get(&client).map(|p| p.extra)
+        self.paces.get(client)
     }
 
     /// A completion at `now` of `e` (a flow of `client`): learns the client's pace from it when
@@ -329,38 +316,28 @@ impl HandshakeRescue {
             .saturating_duration_since(last)
             .saturating_sub(2 * r)
             .min(self.cfg.max_client_wait);
-        if let Some(p) = self.paces.get_mut(&client) {
-            p.extra = p.extra.max(sample).saturating_sub(p.extra.saturating_sub(sample) / 4);
-            p.taught = now;
-            self.stats.paces_learned += 1;
-            return;
-        }
-        if self.cfg.max_clients == 0 {
-            return;
-        }
-        if self.paces.len() >= self.cfg.max_clients {
-            // Full: forget the client taught longest ago. A scan of at most `max_clients`, and
-            // only when a new client completes its first handshake with the table full.
-            if let Some(oldest) = self
-                .paces
-                .iter()
-                .min_by_key(|(_, p)| p.taught)
-                .map(|(a, _)| *a)
-            {
-                self.paces.remove(&oldest);
-                budget.release(CLIENT_PACE_BYTES);
-            }
-        }
-        if budget.try_reserve(CLIENT_PACE_BYTES) {
-            self.paces.insert(
-                client,
-                ClientPace {
-                    extra: sample,
-                    taught: now,
-                },
-            );
+        if self.paces.learn(now, client, sample, budget) {
             self.stats.paces_learned += 1;
         }
+    }
+
+    /// The next pace lesson learned here for the other cores (module docs of `client_pace`).
+    pub fn poll_lesson(&mut self) -> Option<PaceLesson> {
+        self.paces.poll_lesson()
+    }
+
+    /// Another core's pace lesson.
+    pub(super) fn handle_lesson(
+        &mut self,
+        now: Time,
+        lesson: PaceLesson,
+        budget: &mut MemoryBudget,
+    ) {
+        let lesson = PaceLesson {
+            extra: lesson.extra.min(self.cfg.max_client_wait),
+            ..lesson
+        };
+        self.paces.teach(now, lesson, budget);
     }
 
     fn close(&mut self, key: &FlowKey, budget: &mut MemoryBudget) {
@@ -421,8 +398,8 @@ impl HandshakeRescue {
                                 deadline: None,
                                 client_pace: self
                                     .paces
-                                    .get(&key.client.ip())
-                                    .map_or(Duration::ZERO, |p| p.extra),
+                                    .get(key.client.ip())
+                                    .unwrap_or(Duration::ZERO),
                                 replayed: None,
                             },
                         );

@@ -471,6 +471,27 @@ fn a_slow_client_s_spurious_round_teaches_its_pace() {
 }
 
 #[test]
+fn a_pace_learned_on_one_core_reaches_the_others() {
+    // Two cores (workers) of one access point: the client's first connection lands on `a`.
+    let mut a = Rig::new(1 << 20);
+    let mut b = Rig::new(1 << 20);
+    assert_eq!(slow_client_handshake(&mut a, key(1)), 2);
+    let lesson = a.r.poll_lesson().expect("a lesson");
+    assert_eq!(a.r.poll_lesson(), None);
+    assert_eq!(lesson.client, key(1).client.ip());
+    assert_eq!(lesson.extra, Duration::from_micros(5_100));
+    // Its next connection lands on `b`, which was told: no replay there either.
+    b.r.handle_lesson(b.at(30), lesson, &mut b.budget);
+    assert_eq!(
+        b.r.poll_lesson(),
+        None,
+        "a lesson taught is not put out again"
+    );
+    assert_eq!(slow_client_handshake(&mut b, key(2)), 0);
+    assert_eq!(b.budget.reserved(), b.r.kept_bytes());
+}
+
+#[test]
 fn a_real_loss_teaches_nothing_and_keeps_the_next_rescue_as_early() {
     let mut g = Rig::new(1 << 20);
     // A lossless handshake: completion 3 ms after the last datagram (r = 3 ms): nothing beyond
