@@ -751,8 +751,8 @@ set = ["lan.loss=0%"]
 
     #[test]
     fn prior_connections_are_for_transfers_only() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("scenarios/webrtc-uplink.toml");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/webrtc-uplink.toml");
         let e = Scenario::load(&path, &["app.prior_connections=1".to_string()])
             .unwrap_err()
             .to_string();

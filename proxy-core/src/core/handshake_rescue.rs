@@ -42,11 +42,12 @@
 //!    last datagram on a 1 ms last hop, its ACK after 3 ms), which `2 r + slack` does not
 //!    cover. Per client address the rescue learns how much longer than `2 r` its completions
 //!    took, from completions that say so unambiguously: none replayed, or one that came back
-//!    sooner than a replay could have been answered (`replay + r`: the client had the flight
-//!    already, the round was spurious and is counted). Later handshakes of that client wait that
-//!    much longer. A completion after a replay that could have caused it teaches nothing, so
-//!    real losses never lengthen the wait; the learned time is capped (`max_client_wait`), and
-//!    the table of clients has a cap and is charged to the memory budget.
+//!    sooner than a silence-triggered replay could have been answered (`replay + r`: the client
+//!    had the flight already, the round was spurious and is counted); never after a probe.
+//!    Later handshakes of that client wait that much longer. A completion after a replay that
+//!    could have caused it teaches nothing, so real losses never lengthen the wait; the learned
+//!    time is capped (`max_client_wait`), and the table of clients has a cap and is charged to
+//!    the memory budget (`client_pace`, which also hands lessons to the other cores).
 //!
 //! What a wrong guess costs: one duplicate of each kept datagram, which QUIC discards as a
 //! duplicate packet (RFC 9000 §12.3); never more than the caps and the budget. Replays on a flow
@@ -308,8 +309,8 @@ impl HandshakeRescue {
             None => {}
             // Back sooner than the replay could have been answered: the client had the flight.
             Some((at, true)) if now < at + r => self.stats.spurious_rounds += 1,
-            Some((at, false)) if now < at + r => {}
-            // The replay may have been what completed it: nothing to learn.
+            // The replay may have been what completed it, or a probe showed the client missed
+            // the flight (and its round trip then spans its probe timeout): nothing to learn.
             Some(_) => return,
         }
         let sample = now

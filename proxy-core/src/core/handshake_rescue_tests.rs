@@ -184,6 +184,11 @@ fn repeated_first_initial_replays_at_once() {
     g.feed(15, Direction::FromClient, key(1), &client_initial(&ODCID));
     assert_eq!(g.drained().len(), 3);
     assert_eq!(g.r.stats.probe_triggers, 1);
+    // The client completes at once: a probe round teaches no pace, however soon the answer.
+    g.feed(16, Direction::FromClient, key(1), &completion());
+    assert_eq!(g.r.stats.completed, 1);
+    assert_eq!((g.r.stats.paces_learned, g.r.stats.spurious_rounds), (0, 0));
+    assert_eq!(g.r.client_pace(key(1).client.ip()), None);
 }
 
 #[test]
