@@ -18,6 +18,9 @@ use std::time::Duration;
 
 use crate::Time;
 
+mod rtp_gap;
+pub use rtp_gap::RtpGaps;
+
 use quack::{IdSource, PowerSumQuack, Width};
 
 use crate::engine::{Action, Direction, FlowEngine, Outgoing, Packet};
@@ -200,6 +203,9 @@ pub struct RobinCounters {
     /// Silences that triggered a quACK (`quack_on_gap_percent`); each also repeats it with the
     /// next packet.
     pub gap_quacks: u64,
+    /// Of those, the ones only an RTP sequence gap revealed (`robin::rtp_gap`): the silence
+    /// detector did not see them.
+    pub rtp_gaps: u64,
 }
 
 impl RobinCounters {
@@ -210,6 +216,7 @@ impl RobinCounters {
         self.quacks += o.quacks;
         self.resets += o.resets;
         self.gap_quacks += o.gap_quacks;
+        self.rtp_gaps += o.rtp_gaps;
     }
 }
 
@@ -235,6 +242,8 @@ pub struct RobinEngine {
     /// the next slot of the same grid.
     last_slot: Time,
     spacing: SpacingTracker,
+    /// Gap mode: the cleartext RTP sequence numbers of a media flow (`rtp_gap`).
+    rtp: RtpGaps,
     /// Emit with the next packet: the first of an epoch in gap mode, so the sender syncs on it
     /// at once rather than at the first loss (a loss before the sync goes unseen), and the one
     /// after a silence's quACK (the second quACK of a silence).
@@ -253,6 +262,7 @@ impl RobinEngine {
             next_emit: (!cfg.every.is_zero()).then(|| now + cfg.every),
             last_slot: now,
             spacing: SpacingTracker::default(),
+            rtp: RtpGaps::default(),
             quack_next: cfg.quack_on_gap_percent > 0,
             counters: RobinCounters::default(),
         }
@@ -311,8 +321,11 @@ impl FlowEngine for RobinEngine {
         if dir != Direction::FromClient {
             return;
         }
-        let late = self.cfg.quack_on_gap_percent > 0
-            && self.spacing.on_arrival(now, self.cfg.quack_on_gap_percent);
+        let gap_mode = self.cfg.quack_on_gap_percent > 0;
+        let silent = gap_mode && self.spacing.on_arrival(now, self.cfg.quack_on_gap_percent);
+        // A jump in an RTP stream's sequence number is the same news as a silence, exactly.
+        let rtp_gap = gap_mode && self.rtp.on_datagram(pkt.payload);
+        let late = silent || rtp_gap;
         if !self.insert_payload(pkt.payload) {
             return;
         }
@@ -327,6 +340,9 @@ impl FlowEngine for RobinEngine {
         if counted || late || self.quack_next {
             if late && !counted {
                 self.counters.gap_quacks += 1;
+                if !silent {
+                    self.counters.rtp_gaps += 1;
+                }
             }
             // A silence's quACK is repeated with the next packet.
             self.quack_next = late;
@@ -650,5 +666,52 @@ mod tests {
         let mut q = WidthQuack::new(Width::U64, 4);
         assert!(!q.insert_from(IdSource::Offset(-8), &[1, 2, 3]));
         assert_eq!(q.count(), 0);
+    }
+
+    /// A video keyframe: its packets come 4 ms apart within a stream paced at 20 ms. A loss among
+    /// them leaves a silence of 8 ms, well below 150 % of the smoothed spacing, so only the RTP
+    /// sequence number (cleartext in SRTP) shows it; the packet after the loss carries the
+    /// quACK, and the next one its repeat.
+    #[test]
+    fn an_rtp_sequence_gap_in_a_burst_carries_a_quack_at_once() {
+        let t0 = Time::ZERO;
+        let mut e = RobinEngine::new(gap_config(), t0);
+        let srtp = |seq: u16| {
+            let mut p = vec![0x80, 96];
+            p.extend_from_slice(&seq.to_be_bytes());
+            p.extend_from_slice(&[0, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]);
+            p.extend_from_slice(&[0x5a; 20]);
+            p.extend_from_slice(&u32::from(seq).to_le_bytes());
+            p
+        };
+        let mut fired = Vec::new();
+        let mut at = 0u64;
+        for seq in 0..40u16 {
+            // Delta frames 20 ms apart, then a keyframe burst from 20 on, 4 ms apart.
+            at += if seq > 20 { 4 } else { 20 };
+            if seq == 25 {
+                continue;
+            }
+            let mut out = Vec::new();
+            feed_payload(&mut e, t0 + Duration::from_millis(at), &srtp(seq), &mut out);
+            if !out.is_empty() {
+                fired.push(seq);
+            }
+        }
+        assert_eq!(fired, vec![0, 26, 27]);
+        assert_eq!((e.counters.gap_quacks, e.counters.rtp_gaps), (1, 1));
+        // The same stream as QUIC datagrams (no RTP header): the loss goes unseen until the
+        // count.
+        let mut e = RobinEngine::new(gap_config(), t0);
+        let mut at = 0u64;
+        for id in 0..40u32 {
+            at += if id > 20 { 4 } else { 20 };
+            if id == 25 {
+                continue;
+            }
+            let mut out = Vec::new();
+            feed(&mut e, t0 + Duration::from_millis(at), id, &mut out);
+        }
+        assert_eq!(e.counters.gap_quacks, 0);
     }
 }

@@ -178,8 +178,14 @@ fn core_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), st
     counter(
         enc,
         "quacks_on_gap",
-        "quACKs sent early: a packet followed a silence (quack_on_gap_percent).",
+        "quACKs sent early: a packet followed a silence or an RTP sequence gap (quack_on_gap_percent).",
         c.robin.gap_quacks,
+    )?;
+    counter(
+        enc,
+        "quacks_on_rtp_gap",
+        "Of the early quACKs, those only an RTP sequence gap revealed (no silence seen).",
+        c.robin.rtp_gaps,
     )?;
     counter(enc, "eacks_received", "eACKs received.", c.eacks_in)?;
     counter(
