@@ -38,7 +38,7 @@ fn seeds(target: &str, make: impl FnOnce() -> Vec<(&'static str, Vec<u8>)>, body
     assert!(n > 0, "no seeds in {}", dir.display());
 }
 
-const TRACE: &str = include_str!("data/pemi-quinn-download.trace");
+const TRACE: &str = include_str!("../../proxy-core/tests/data/pemi-quinn-download.trace");
 
 /// Whole QUIC datagrams of the recorded download: long-header handshake packets (client and
 /// server, coalesced ones included) and short-header packets rebuilt around their first byte.

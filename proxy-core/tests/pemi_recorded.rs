@@ -6,13 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sidekick_proxy::pemi::PemiConfig;
-use sidekick_proxy::pemi::trace::{Score, parse_drops, parse_trace, replay, score};
+use sidekick_proxy_core::pemi::PemiConfig;
+use sidekick_proxy_core::pemi::trace::{Score, parse_drops, parse_trace, replay, score};
 
 const TRACE: &str = include_str!("data/pemi-quinn-download.trace");
 const DROPS: &str = include_str!("data/pemi-quinn-download.drops");
 
-fn run_with(cfg: PemiConfig) -> (Score, sidekick_proxy::pemi::PemiStats) {
+fn run_with(cfg: PemiConfig) -> (Score, sidekick_proxy_core::pemi::PemiStats) {
     let records = parse_trace(TRACE).unwrap();
     let drops = parse_drops(DROPS);
     let r = replay(&records, cfg);
@@ -20,7 +20,7 @@ fn run_with(cfg: PemiConfig) -> (Score, sidekick_proxy::pemi::PemiStats) {
 }
 
 /// The timing-only inference (the paper's, §4.2–4.3) with a price on implied losses.
-fn run(penalty: f64) -> (Score, sidekick_proxy::pemi::PemiStats) {
+fn run(penalty: f64) -> (Score, sidekick_proxy_core::pemi::PemiStats) {
     run_with(PemiConfig {
         enforce_delay: false,
         gap_signal: false,

@@ -7,16 +7,16 @@
 mod common;
 use std::time::Duration;
 
-use sidekick_proxy::Time;
+use sidekick_proxy_core::Time;
 
 use common::{CLIENT, CLIENT_SK, PROXY, SERVER, addr, eth, long, robin_config};
 use sidekick_protocol::{ClientConfig, ClientEvent, ClientSession, Destination, ProxyPolicy};
-use sidekick_proxy::core::{Assistance, CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
-use sidekick_proxy::engine::Direction;
-use sidekick_proxy::flow::FlowKey;
-use sidekick_proxy::packet::{LinkType, build_udp_ip};
-use sidekick_proxy::pemi::PemiConfig;
-use sidekick_proxy::session::ProtocolSessions;
+use sidekick_proxy_core::core::{Assistance, CoreConfig, FrameMeta, ProxyCore, Transmit, Verdict};
+use sidekick_proxy_core::engine::Direction;
+use sidekick_proxy_core::flow::FlowKey;
+use sidekick_proxy_core::packet::{LinkType, build_udp_ip};
+use sidekick_proxy_core::pemi::PemiConfig;
+use sidekick_proxy_core::session::ProtocolSessions;
 
 fn frame(src: &str, dst: &str, payload: &[u8]) -> Vec<u8> {
     eth(&build_udp_ip(addr(src), addr(dst), payload, 64))
@@ -113,7 +113,8 @@ fn pemi_flow_switches_to_robin_without_disruption() {
                 }
                 Transmit::Inject { frame, .. } => {
                     // PEMI's ICMP calibration probes (not UDP) are not for the SDK.
-                    let Ok(p) = sidekick_proxy::packet::parse_frame(&frame, LinkType::Ethernet)
+                    let Ok(p) =
+                        sidekick_proxy_core::packet::parse_frame(&frame, LinkType::Ethernet)
                     else {
                         assert_eq!(frame[14 + 9], 1, "only ICMP probes are not UDP");
                         continue;
