@@ -1,5 +1,5 @@
 //! The committed fuzz seeds of the SDK's targets (`fuzz/corpus/TARGET/`): real QUIC datagrams
-//! (the handshake of a recorded quinn download, `proxy/tests/data/`), key-log lines in the NSS
+//! (the handshake of a recorded quinn download, `proxy-core/tests/data/`), key-log lines in the NSS
 //! format, quACKs of the body's own sends, and hostile-proxy scripts. Every seed runs through
 //! its fuzz body here; `SIDEKICK_WRITE_FUZZ_SEEDS=1 cargo test -p sidekick --test fuzz_corpus`
 //! rewrites them.
@@ -33,7 +33,7 @@ fn seeds(target: &str, make: impl FnOnce() -> Vec<(&'static str, Vec<u8>)>, body
     assert!(n > 0, "no seeds in {}", dir.display());
 }
 
-const TRACE: &str = include_str!("../../proxy/tests/data/pemi-quinn-download.trace");
+const TRACE: &str = include_str!("../../proxy-core/tests/data/pemi-quinn-download.trace");
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len() / 2)

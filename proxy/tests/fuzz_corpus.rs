@@ -1,5 +1,5 @@
 //! The committed fuzz seeds of the proxy's targets (`fuzz/corpus/TARGET/`): real QUIC datagrams
-//! (the long-header handshake packets of a recorded quinn download, `tests/data/`) in Ethernet,
+//! (the long-header handshake packets of a recorded quinn download, `proxy-core/tests/data/`) in Ethernet,
 //! VLAN, IPv4, IPv6 and raw-IP frames; real eACKs; and scripts for the stateful bodies. Every
 //! seed runs through its fuzz body here; `SIDEKICK_WRITE_FUZZ_SEEDS=1 cargo test -p
 //! sidekick-proxy --test fuzz_corpus` rewrites them.
