@@ -17,7 +17,7 @@ use hashbrown::HashTable;
 use siphasher::sip::SipHasher13;
 
 /// A base connection as seen by the proxy: the client (near side) and the server (far side).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FlowKey {
     /// The assisted client's base address.
     pub client: SocketAddr,

@@ -36,7 +36,8 @@
 //!      the rest of the flight needs to come.
 //! 6. Each kept datagram is replayed at most once. Entries end on completion, after `hold`
 //!    without completion (a handshake that never completes), or when the client's side goes past
-//!    the handshake; flows past the handshake are never tracked again.
+//!    the handshake; flows past the handshake are never tracked again. Entries wait in an index
+//!    ordered by their next deadline (silence or end), so a tick costs what is due.
 //! 7. **A client's own pace**: a client holding the whole flight still spends its own time on
 //!    it (the certificate check: Debian's ngtcp2 client on GnuTLS completes about 10 ms after the
 //!    last datagram on a 1 ms last hop, its ACK after 3 ms), which `2 r + slack` does not
@@ -55,7 +56,7 @@
 //! the proxy's own sends), so a spoofed Initial gains an attacker at most the server's own
 //! allowance once more.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -204,6 +205,9 @@ struct Entry {
     /// The client's last datagram.
     last_client: Option<Time>,
     deadline: Option<Time>,
+    /// The time it is filed under in the timer index: its silence deadline or its end
+    /// (`opened + hold`), whichever comes first.
+    indexed: Time,
     /// The client's learned pace when the entry opened: added to the silence wait.
     client_pace: Duration,
     /// When the first replay round went out, and whether a silence started it.
@@ -211,6 +215,22 @@ struct Entry {
 }
 
 impl Entry {
+    /// When it next needs a look: its silence deadline or its end, whichever comes first.
+    fn due(&self, hold: Duration) -> Time {
+        let end = self.opened + hold;
+        self.deadline.map_or(end, |d| d.min(end))
+    }
+
+    /// Files `key`'s entry in `timers` under its current due time.
+    fn reindex(&mut self, key: FlowKey, timers: &mut BTreeSet<(Time, FlowKey)>, hold: Duration) {
+        let due = self.due(hold);
+        if due != self.indexed {
+            timers.remove(&(self.indexed, key));
+            timers.insert((due, key));
+            self.indexed = due;
+        }
+    }
+
     fn arm(&mut self, cfg: &RescueConfig) {
         let Some(last) = self.last_kept else { return };
         if self.kept.iter().any(|(_, done)| !done) {
@@ -256,6 +276,9 @@ pub(super) struct Datagram<'a> {
 pub struct HandshakeRescue {
     cfg: RescueConfig,
     entries: HashMap<FlowKey, Entry>,
+    /// Every entry under its due time (`Entry::due`), so that a tick costs what is due, not
+    /// what is tracked.
+    timers: BTreeSet<(Time, FlowKey)>,
     /// Learned client paces by address (module docs, step 7), at most `cfg.max_clients`.
     paces: ClientPaces,
     /// Counters.
@@ -268,6 +291,7 @@ impl HandshakeRescue {
         Self {
             cfg,
             entries: HashMap::new(),
+            timers: BTreeSet::new(),
             paces: ClientPaces::new(cfg.max_clients),
             stats: RescueStats::default(),
         }
@@ -341,10 +365,12 @@ impl HandshakeRescue {
         self.paces.teach(now, lesson, budget);
     }
 
-    fn close(&mut self, key: &FlowKey, budget: &mut MemoryBudget) {
-        if let Some(e) = self.entries.remove(key) {
-            budget.release(e.bytes);
-        }
+    /// Ends `key`'s entry; the entry, if there was one.
+    fn close(&mut self, key: &FlowKey, budget: &mut MemoryBudget) -> Option<Entry> {
+        let e = self.entries.remove(key)?;
+        self.timers.remove(&(e.indexed, *key));
+        budget.release(e.bytes);
+        Some(e)
     }
 
     /// Observe one datagram (see [`Datagram`]). Replays go to `out`.
@@ -375,6 +401,8 @@ impl HandshakeRescue {
                         && h.dcid.len() <= MAX_CID
                         && self.entries.len() < self.cfg.max_flows
                     {
+                        let end = now + self.cfg.hold;
+                        self.timers.insert((end, key));
                         let mut dcid = [0u8; MAX_CID];
                         dcid[..h.dcid.len()].copy_from_slice(h.dcid);
                         self.entries.insert(
@@ -397,6 +425,7 @@ impl HandshakeRescue {
                                 server_rtt: None,
                                 last_client: None,
                                 deadline: None,
+                                indexed: end,
                                 client_pace: self
                                     .paces
                                     .get(key.client.ip())
@@ -413,8 +442,7 @@ impl HandshakeRescue {
                 let pkts = coalesced(payload, 8);
                 if !is_long || pkts.iter().any(|k| matches!(k, PacketKind::Short { .. })) {
                     self.stats.completed += 1;
-                    if let Some(e) = self.entries.remove(&key) {
-                        budget.release(e.bytes);
+                    if let Some(e) = self.close(&key, budget) {
                         self.learn_pace(now, key.client.ip(), &e, budget);
                     }
                     return;
@@ -436,6 +464,7 @@ impl HandshakeRescue {
                 if repeated_first_initial && replay(now, false, e, out, &mut self.stats) {
                     self.stats.probe_triggers += 1;
                 }
+                e.reindex(key, &mut self.timers, self.cfg.hold);
             }
             Direction::ToClient => {
                 let Some(e) = self.entries.get_mut(&key) else {
@@ -499,6 +528,7 @@ impl HandshakeRescue {
                         }
                         e.last_kept = Some(now);
                         e.arm(&self.cfg);
+                        e.reindex(key, &mut self.timers, self.cfg.hold);
                     }
                     // 0.5-RTT data or padding: not part of the flight we keep.
                     _ => {}
@@ -509,13 +539,7 @@ impl HandshakeRescue {
 
     /// The earliest deadline (a silence trigger or an entry's end).
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.entries
-            .values()
-            .map(|e| {
-                let end = e.opened + self.cfg.hold;
-                e.deadline.map_or(end, |d| d.min(end))
-            })
-            .min()
+        self.timers.first().map(|&(t, _)| t)
     }
 
     /// Fire what is due at `now`: silence triggers replay, expired entries end.
@@ -526,8 +550,14 @@ impl HandshakeRescue {
         out: &mut InjectQueue,
     ) {
         let hold = self.cfg.hold;
-        let mut ended = Vec::new();
-        for (k, e) in &mut self.entries {
+        while let Some(&(at, key)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            let Some(e) = self.entries.get_mut(&key) else {
+                continue;
+            };
             if e.deadline.is_some_and(|d| d <= now) {
                 e.deadline = None;
                 if replay(now, true, e, out, &mut self.stats) {
@@ -535,12 +565,16 @@ impl HandshakeRescue {
                 }
             }
             if e.opened + hold <= now {
-                ended.push(*k);
+                self.stats.expired += 1;
+                // Its timer is already out of the index.
+                if let Some(e) = self.entries.remove(&key) {
+                    budget.release(e.bytes);
+                }
+                continue;
             }
-        }
-        for k in ended {
-            self.stats.expired += 1;
-            self.close(&k, budget);
+            let due = e.due(hold);
+            e.indexed = due;
+            self.timers.insert((due, key));
         }
     }
 }
@@ -596,7 +630,8 @@ fn bare_udp(len: usize) -> UdpPacket {
 
 /// Fuzz body: arbitrary datagrams in both directions, with time advancing, through a rescue
 /// table with a small budget. Invariants: every replay goes to a flow some client Initial opened,
-/// no datagram is replayed twice, and the budget's reservation equals the bytes kept.
+/// no datagram is replayed twice, the budget's reservation equals the bytes kept, and the timer
+/// index agrees with a scan of the entries.
 pub fn fuzz_rescue(data: &[u8]) {
     let t0 = Time::ZERO;
     let cfg = RescueConfig {
@@ -640,6 +675,10 @@ pub fn fuzz_rescue(data: &[u8]) {
         r.handle_timeout(now, &mut budget, &mut out);
         assert_eq!(budget.reserved(), r.kept_bytes());
         assert!(r.len() <= cfg.max_flows);
+        // The timer index holds every entry once, under its due time.
+        assert_eq!(r.timers.len(), r.entries.len());
+        let scanned = r.entries.values().map(|e| e.due(cfg.hold)).min();
+        assert_eq!(r.poll_timeout(), scanned);
     }
     let mut replays = 0u64;
     while out.pop().is_some() {
