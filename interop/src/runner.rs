@@ -2,7 +2,9 @@
 //! (A B A B …, so slow drift hits all variants alike), restarting the link elements before
 //! every trial, and collects per-trial metrics and per-variant median/IQR.
 
-use crate::appproc::{AppBins, client_error, find_bin, join_reader, read_all, spawn_in};
+use crate::appproc::{
+    AppBins, KillOnDrop, client_error, find_bin, join_reader, read_all, spawn_in,
+};
 use crate::apps::{app_args, app_binaries};
 use crate::proxyproc::ProxyProcess;
 use crate::scenario::{Scenario, Variant};
@@ -14,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -358,16 +360,7 @@ fn trial_inner(
         .filter(|_| proxy_proc.is_some() && scn.app.bytes > 0)
         .map(|f| sender_before + (f * scn.app.bytes as f64) as u64);
     let mut last_poll = Instant::now();
-    let status = loop {
-        if let Ok(Some(s)) = client.0.try_wait() {
-            break s;
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Err(LabError::Config("interrupted".into()));
-        }
-        if Instant::now() > deadline {
-            return Err(LabError::Config("client timed out".into()));
-        }
+    let status = wait_client(&mut client, deadline, stop, || {
         if let Some(target) = kill_at
             && last_poll.elapsed() >= Duration::from_millis(100)
         {
@@ -380,8 +373,8 @@ fn trial_inner(
                 kill_at = None;
             }
         }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        Ok(())
+    })?;
     let out = out_reader.map(join_reader).unwrap_or_default();
     let err = err_reader.map(join_reader).unwrap_or_default();
     let after = topo.counters()?;
@@ -417,6 +410,29 @@ fn trial_inner(
     Ok(())
 }
 
+/// Waits for `client` to exit, running `meanwhile` every 20 ms; an interruption (`stop`) or the
+/// deadline is an error.
+fn wait_client(
+    client: &mut KillOnDrop,
+    deadline: Instant,
+    stop: &AtomicBool,
+    mut meanwhile: impl FnMut() -> Result<(), LabError>,
+) -> Result<ExitStatus, LabError> {
+    loop {
+        if let Ok(Some(s)) = client.0.try_wait() {
+            return Ok(s);
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(LabError::Config("interrupted".into()));
+        }
+        if Instant::now() > deadline {
+            return Err(LabError::Config("client timed out".into()));
+        }
+        meanwhile()?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Runs the client once to its end (`app.prior_connections`), its output discarded.
 fn run_prior_client(
     topo: &Topology,
@@ -428,18 +444,7 @@ fn run_prior_client(
     let mut client = spawn_in(&topo.ns_client(0), bin, args, Stdio::null())?;
     let err_reader = client.0.stderr.take().map(read_all);
     let deadline = Instant::now() + Duration::from_secs_f64(timeout_s + 10.0);
-    let status = loop {
-        if let Ok(Some(s)) = client.0.try_wait() {
-            break s;
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Err(LabError::Config("interrupted".into()));
-        }
-        if Instant::now() > deadline {
-            return Err(LabError::Config("client timed out".into()));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_client(&mut client, deadline, stop, || Ok(()))?;
     let err = err_reader.map(join_reader).unwrap_or_default();
     if !status.success() {
         return Err(LabError::Config(format!(
