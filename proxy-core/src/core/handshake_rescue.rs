@@ -314,7 +314,7 @@ impl HandshakeRescue {
     }
 
     /// Bytes charged to the memory budget: kept frames and remembered client paces.
-    pub fn kept_bytes(&self) -> usize {
+    pub fn charged_bytes(&self) -> usize {
         self.entries.values().map(|e| e.bytes).sum::<usize>() + self.paces.len() * CLIENT_PACE_BYTES
     }
 
@@ -566,10 +566,7 @@ impl HandshakeRescue {
             }
             if e.opened + hold <= now {
                 self.stats.expired += 1;
-                // Its timer is already out of the index.
-                if let Some(e) = self.entries.remove(&key) {
-                    budget.release(e.bytes);
-                }
+                self.close(&key, budget);
                 continue;
             }
             let due = e.due(hold);
@@ -673,7 +670,7 @@ pub fn fuzz_rescue(data: &[u8]) {
         };
         r.on_datagram(now, d, &mut budget, &mut out);
         r.handle_timeout(now, &mut budget, &mut out);
-        assert_eq!(budget.reserved(), r.kept_bytes());
+        assert_eq!(budget.reserved(), r.charged_bytes());
         assert!(r.len() <= cfg.max_flows);
         // The timer index holds every entry once, under its due time.
         assert_eq!(r.timers.len(), r.entries.len());

@@ -472,7 +472,7 @@ fn a_slow_client_s_spurious_round_teaches_its_pace() {
     assert_eq!(g.r.client_pace(other.client.ip()), None);
     assert_eq!(slow_client_handshake(&mut g, other), 2);
     assert!(g.r.is_empty());
-    assert_eq!(g.budget.reserved(), g.r.kept_bytes());
+    assert_eq!(g.budget.reserved(), g.r.charged_bytes());
 }
 
 #[test]
@@ -493,7 +493,7 @@ fn a_pace_learned_on_one_core_reaches_the_others() {
         "a lesson taught is not put out again"
     );
     assert_eq!(slow_client_handshake(&mut b, key(2)), 0);
-    assert_eq!(b.budget.reserved(), b.r.kept_bytes());
+    assert_eq!(b.budget.reserved(), b.r.charged_bytes());
 }
 
 #[test]
@@ -566,7 +566,7 @@ fn remembered_clients_are_capped_and_charged_to_the_budget() {
             .is_some()
     );
     assert_eq!(g.budget.reserved(), 2 * CLIENT_PACE_BYTES);
-    assert_eq!(g.budget.reserved(), g.r.kept_bytes());
+    assert_eq!(g.budget.reserved(), g.r.charged_bytes());
     // With no room in the budget nothing is learned (and nothing is charged).
     let mut g = Rig::new(0);
     slow_client_handshake(&mut g, key(1));
@@ -604,7 +604,7 @@ proptest! {
         prop_assert_eq!(n, g.r.stats.replays);
         prop_assert!(g.r.stats.replays <= g.r.stats.kept);
         // Kept datagrams return their memory; a learned client pace may stay.
-        prop_assert_eq!(g.budget.reserved(), g.r.kept_bytes());
+        prop_assert_eq!(g.budget.reserved(), g.r.charged_bytes());
         prop_assert!(g.budget.reserved() <= CLIENT_PACE_BYTES);
     }
 }

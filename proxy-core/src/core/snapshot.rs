@@ -51,7 +51,7 @@ impl<S: SessionLayer> ProxyCore<S> {
         }
         if let Some(r) = &self.rescue {
             c.handshake_rescue = r.stats;
-            memory += r.kept_bytes() as u64;
+            memory += r.charged_bytes() as u64;
         }
         c.multicast_groups = self.groups.len() as u64;
         c.memory_reserved_bytes = self.budget.reserved() as u64;
