@@ -476,20 +476,34 @@ fn collect_proxy_metrics(
     if p.is_running()
         && let Some(m) = p.scrape()
     {
-        for (k, v) in m {
-            let since = baseline
-                .filter(|_| k.ends_with("_total"))
-                .and_then(|b| b.get(&k))
-                .copied()
-                .unwrap_or(0.0);
+        for (k, v) in counters_since(m, baseline) {
             let k = k.strip_prefix("sidekick_").unwrap_or(&k);
-            metrics.insert(format!("proxy_{k}"), v - since);
+            metrics.insert(format!("proxy_{k}"), v);
         }
     }
     for (k, v) in p.stop() {
         metrics.insert(format!("proxy_log_{k}"), v);
     }
     metrics.insert("proxy_ran".into(), 1.0);
+}
+
+/// A scrape's values with its counters (`*_total`) counted from `baseline`, an earlier scrape,
+/// when there is one; gauges as they are.
+fn counters_since(
+    scrape: BTreeMap<String, f64>,
+    baseline: Option<&BTreeMap<String, f64>>,
+) -> BTreeMap<String, f64> {
+    scrape
+        .into_iter()
+        .map(|(k, v)| {
+            let since = baseline
+                .filter(|_| k.ends_with("_total"))
+                .and_then(|b| b.get(&k))
+                .copied()
+                .unwrap_or(0.0);
+            (k, v - since)
+        })
+        .collect()
 }
 
 /// A plain-text table of the median and IQR of `metric` per variant, with each variant's median
@@ -591,6 +605,32 @@ pub fn format_comparison(r: &RunResult, metric: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prior_connections_leave_counters_counted_from_the_baseline() {
+        let m = |kv: &[(&str, f64)]| -> BTreeMap<String, f64> {
+            kv.iter().map(|&(k, v)| (k.to_string(), v)).collect()
+        };
+        let now = m(&[
+            ("sidekick_handshake_replays_total", 6.0),
+            ("sidekick_flows", 3.0),
+            ("sidekick_quacks_sent_total", 40.0),
+        ]);
+        let before = m(&[
+            ("sidekick_handshake_replays_total", 2.0),
+            ("sidekick_flows", 1.0),
+        ]);
+        // Counters count from the baseline (absent there: from zero); gauges stay as they are.
+        assert_eq!(
+            counters_since(now.clone(), Some(&before)),
+            m(&[
+                ("sidekick_handshake_replays_total", 4.0),
+                ("sidekick_flows", 3.0),
+                ("sidekick_quacks_sent_total", 40.0),
+            ])
+        );
+        assert_eq!(counters_since(now.clone(), None), now);
+    }
 
     #[test]
     fn table_and_bins() {
