@@ -55,15 +55,13 @@ impl RtpGaps {
         if let Some(s) = self.streams.iter_mut().flatten().find(|s| s.ssrc == ssrc) {
             let ahead = seq.wrapping_sub(s.next);
             s.heard = heard;
-            // In order, or late (a reordering or a resend; `ahead` wraps past half the space).
-            if ahead == 0 || ahead > u16::MAX / 2 {
-                if ahead == 0 {
-                    s.next = seq.wrapping_add(1);
-                }
+            // Late (a reordering or a resend: `ahead` wraps past half the space) moves nothing.
+            if ahead > u16::MAX / 2 {
                 return false;
             }
             s.next = seq.wrapping_add(1);
-            return ahead <= MAX_GAP;
+            // In order (0), lost packets before it, or a restarted stream (beyond MAX_GAP).
+            return ahead != 0 && ahead <= MAX_GAP;
         }
         let new = Stream {
             ssrc,
