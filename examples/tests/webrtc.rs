@@ -3,7 +3,7 @@
 //! datagrams lost on the proxy's client side, Robin (upload) resends the identical SRTP datagram
 //! on quACK evidence and Packrat (download) gets the proxy to resend cached ones; without a
 //! proxy the call falls back to NACK/RTX and still completes; a relay that mangles datagrams
-//! (bad RTP/STUN) does not break the call.
+//! (bad RTP/STUN) does not break the call; nor does an SRTP key change mid-call.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apps;
@@ -233,6 +233,58 @@ fn malformed_rtp_and_stun_through_the_proxy_do_not_break_the_call() {
     let (v, _, _relay) = relayed("upload", true, links, &["--sidekick"]);
     eprintln!("garbage, upload: {v}");
     assert_every_frame(&v);
+}
+
+/// A counter's growth since the key change began (`sidekick` minus `sidekick_at_rekey`).
+fn since_rekey(v: &serde_json::Value, key: &str) -> u64 {
+    let now = v["sidekick"][key].as_u64().unwrap();
+    let then = v["sidekick_at_rekey"][key].as_u64().unwrap();
+    now.checked_sub(then).unwrap()
+}
+
+/// Both peers' halves of a key change: one each, no error, media under the new keys on both
+/// sides (the old instance did not simply carry the call to its end).
+fn assert_rekeyed(v: &serde_json::Value) {
+    assert_eq!(v["rekeys"], 1, "{v}");
+    assert_eq!(v["server_rekeys"], 1, "{v}");
+    assert!(v.get("rekey_error").is_none(), "{v}");
+    assert!(v["rekey_connect_ms"].as_f64().unwrap() >= 0.0, "{v}");
+    assert!(v["server_rekey_connect_ms"].as_f64().unwrap() >= 0.0, "{v}");
+    // 3 s at 30 fps, about 6 packets a frame; the change starts at 1.5 s.
+    assert!(v["media_after_rekey"].as_u64().unwrap() > 150, "{v}");
+    assert!(v["server_media_after_rekey"].as_u64().unwrap() > 150, "{v}");
+}
+
+/// An SRTP key change mid-call (a new DTLS handshake on the same 5-tuple, new SSRC, new keys;
+/// `--rekey-after-ms`) through the proxy with losses on its client side: the call keeps every
+/// frame and the assistance goes on under the new keys — Robin detects and resends losses after
+/// the change (upload), the proxy repairs gaps the player opens after it (download).
+#[test]
+fn an_srtp_key_change_mid_call_keeps_the_call_and_its_assistance() {
+    let rekey = ["--sidekick", "--rekey-after-ms", "1500"];
+    let (v, dropped, _relay) = relayed("upload", true, relay_links(28, 25), &rekey);
+    eprintln!("key change, upload with sidekick: {v}\ndropped {dropped}");
+    assert_rekeyed(&v);
+    let sk = &v["sidekick"];
+    assert_eq!(sk["state"], "active", "{v}");
+    assert_eq!(sk["inconsistent_quacks"], 0, "{v}");
+    assert!(sk["losses_detected"].as_u64().unwrap() <= dropped, "{v}");
+    assert!(since_rekey(&v, "quacks") > 3, "{v}");
+    assert!(since_rekey(&v, "retransmissions") > 0, "{v}");
+    assert_every_frame(&v);
+
+    let (v, dropped, relay) = relayed("download", true, relay_links(10, 30), &rekey);
+    let repaired = relay.stats.proxy_retransmissions.load(Ordering::Relaxed);
+    eprintln!(
+        "key change, download with sidekick: {v}\ndropped {dropped}, proxy resent {repaired}"
+    );
+    assert_rekeyed(&v);
+    let sk = &v["sidekick"];
+    assert_eq!(sk["state"], "active", "{v}");
+    assert!(since_rekey(&v, "eacks_sent") > 3, "{v}");
+    assert!(since_rekey(&v, "gaps_filled") > 3, "{v}");
+    assert!(repaired > dropped / 2, "{v}");
+    assert_every_frame_but_tail(&v, 1);
 }
 
 /// The far peer falls silent mid-call (nothing crosses the proxy–server segment either way from

@@ -278,8 +278,9 @@ pub fn app_binaries(app: &AppSpec) -> Option<(&'static str, &'static str)> {
 ///   `sidekick-curl https://SERVER:PORT/download/BYTES` (or `/upload/BYTES --upload-bytes
 ///   BYTES`) `--insecure --timeout T` (the lab's servers have self-signed certificates).
 /// - `webrtc` (a WebRTC call on str0m): `sidekick-webrtc server --once` / `client --direction
-///   upload|download --duration D --json --timeout T`; `upload`: the client sends the video
-///   (Robin #1's setting), `download`: the server sends and the client plays (Packrat's).
+///   upload|download --duration D --json --timeout T [--rekey-after-ms MS]`; `upload`: the
+///   client sends the video (Robin #1's setting), `download`: the server sends and the client
+///   plays (Packrat's).
 pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
     let listen = format!("0.0.0.0:{port}");
     let connect = format!("{}:{port}", Topology::server_addr());
@@ -295,9 +296,8 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--json".into(),
             ],
         ),
-        "webrtc" => (
-            vec!["server".into(), "--listen".into(), listen, "--once".into()],
-            vec![
+        "webrtc" => {
+            let mut cli: Vec<String> = vec![
                 "client".into(),
                 "--connect".into(),
                 connect,
@@ -308,8 +308,15 @@ pub fn app_args(app: &AppSpec, port: u16) -> (Vec<String>, Vec<String>) {
                 "--json".into(),
                 "--timeout".into(),
                 format!("{}", app.timeout_s),
-            ],
-        ),
+            ];
+            if app.rekey_after_ms > 0 {
+                cli.extend(["--rekey-after-ms".into(), app.rekey_after_ms.to_string()]);
+            }
+            (
+                vec!["server".into(), "--listen".into(), listen, "--once".into()],
+                cli,
+            )
+        }
         "rtc" => {
             // The quic-go server binary has no --stack (it is the stack); the client's stack is
             // `client_stack`, else the server's (quinn for quic-go).

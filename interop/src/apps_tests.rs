@@ -18,6 +18,7 @@ fn app_command_lines_per_kind() {
         cert_bytes: 0,
         hello_delay_ms: 0,
         prior_connections: 0,
+        rekey_after_ms: 0,
     };
     let (srv, cli) = app_args(&app, 4433);
     assert_eq!(
@@ -63,6 +64,10 @@ fn app_command_lines_per_kind() {
             "60"
         ]
     );
+    app.rekey_after_ms = 9000;
+    let (_, cli) = app_args(&app, 5000);
+    assert_eq!(cli[cli.len() - 2..], ["--rekey-after-ms", "9000"]);
+    app.rekey_after_ms = 0;
     for kind in ["media", "media-fec"] {
         app.kind = kind.into();
         app.duration_s = 12.5;
@@ -148,6 +153,7 @@ fn transfer_app(stack: &str, client: Option<&str>, http3: bool, direction: &str)
         cert_bytes: 0,
         hello_delay_ms: 0,
         prior_connections: 0,
+        rekey_after_ms: 0,
     }
 }
 
@@ -405,6 +411,7 @@ fn curl_client_command_lines() {
         cert_bytes: 0,
         hello_delay_ms: 0,
         prior_connections: 0,
+        rekey_after_ms: 0,
     };
     assert_eq!(
         app_binaries(&app),

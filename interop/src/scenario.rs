@@ -123,6 +123,10 @@ pub struct AppSpec {
     /// measured run alone; 0: none.
     #[serde(default)]
     pub prior_connections: u32,
+    /// `webrtc`: change SRTP keys this long after the call started (`sidekick-webrtc client
+    /// --rekey-after-ms`: a new DTLS handshake on the same sockets); 0: never.
+    #[serde(default)]
+    pub rekey_after_ms: u64,
 }
 
 fn default_stack() -> String {
@@ -298,6 +302,12 @@ impl Scenario {
         if app.prior_connections > 0 && app.kind != "transfer" {
             return Err(ScenarioError::Invalid(format!(
                 "app.prior_connections needs app.kind = \"transfer\", not {:?}",
+                app.kind
+            )));
+        }
+        if app.rekey_after_ms > 0 && app.kind != "webrtc" {
+            return Err(ScenarioError::Invalid(format!(
+                "app.rekey_after_ms needs app.kind = \"webrtc\", not {:?}",
                 app.kind
             )));
         }
@@ -747,6 +757,24 @@ set = ["lan.loss=0%"]
         assert!(e.contains("lan") && e.contains("drop"), "{e}");
         let s = Scenario::load(&path, &["app.prior_connections=2".to_string()]).unwrap();
         assert_eq!(s.app.prior_connections, 2);
+    }
+
+    #[test]
+    fn key_changes_are_for_webrtc_calls_only() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let s = Scenario::load(
+            &dir.join("webrtc-uplink.toml"),
+            &["app.rekey_after_ms=15000".to_string()],
+        )
+        .unwrap();
+        assert_eq!(s.app.rekey_after_ms, 15_000);
+        let e = Scenario::load(
+            &dir.join("robin-1-media.toml"),
+            &["app.rekey_after_ms=1".to_string()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("app.rekey_after_ms"), "{e}");
     }
 
     #[test]

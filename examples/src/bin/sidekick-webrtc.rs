@@ -127,6 +127,10 @@ struct ClientArgs {
     /// only; real VP8 frames are sent).
     #[arg(long, value_enum, default_value_t = Peer::Str0m)]
     far_peer: Peer,
+    /// Change SRTP keys this many ms after the call started: a new offer/answer and DTLS
+    /// handshake on the same sockets, make-before-break (0: never).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    rekey_after_ms: u64,
     /// Use an on-path sidekick proxy: Robin when sending (quACK-revealed losses resent at once
     /// as the identical SRTP datagram), Packrat when receiving (eACKs on gaps, the proxy resends
     /// from its cache, str0m's NACK held for the reorder window). Falls back to NACK/RTX alone.
@@ -228,6 +232,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         timeout: Duration::try_from_secs_f64(a.timeout).context("--timeout")?,
         sidekick,
         trace: a.trace,
+        rekey_after: (a.rekey_after_ms > 0).then(|| Duration::from_millis(a.rekey_after_ms)),
         far_peer: match a.far_peer {
             Peer::Str0m => FarPeer::Str0m,
             Peer::Chromium => FarPeer::Chromium,

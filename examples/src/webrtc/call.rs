@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use str0m::Candidate;
-use str0m::change::{SdpAnswer, SdpOffer};
+use str0m::change::SdpAnswer;
 use str0m::media::{Direction as MediaDirection, MediaKind};
 use tokio::net::{TcpListener, UdpSocket};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::peer::{Peer, PeerConfig, PeerReport, Role, new_rtc};
+use super::rekey::{self, Rekey, RekeyRequest};
 use super::sidekick::WebrtcSidekick;
 use super::signal::{accept_request, post, respond};
 use super::source::SourceConfig;
@@ -146,6 +147,21 @@ impl Server {
         self
     }
 
+    /// An offer as this server acts on it: behind an advertised address (a relay or NAT in front)
+    /// the client's own candidates are not used — the server answers the checks that reach it
+    /// (peer-reflexive candidates, RFC 8445 §7.3.1.3), so media never takes a path beside the
+    /// advertised one (seen on loopback: after a key change ICE found the client's host address
+    /// directly and the media left the relay).
+    fn offer_seen(&self, offer: &str) -> String {
+        if self.advertise.is_none() {
+            return offer.to_string();
+        }
+        offer
+            .split_inclusive('\n')
+            .filter(|l| !l.starts_with("a=candidate:"))
+            .collect()
+    }
+
     /// The bound address.
     pub fn local_addr(&self) -> anyhow::Result<SocketAddr> {
         Ok(self.tcp.local_addr()?)
@@ -155,7 +171,7 @@ impl Server {
     /// `POST /report`, or `max_call` after its offer.
     pub async fn run(&self, once: bool, max_call: Duration) -> anyhow::Result<()> {
         loop {
-            match self.one_call(max_call).await {
+            match Box::pin(self.one_call(max_call)).await {
                 Ok(()) if once => return Ok(()),
                 Ok(()) => {}
                 Err(e) if once => return Err(e),
@@ -203,14 +219,7 @@ impl Server {
             Some(a) => a,
             None => SocketAddr::new(stream.local_addr()?.ip(), self.udp.local_addr()?.port()),
         };
-        let mut rtc = new_rtc(Instant::now());
-        let answer = (|| -> anyhow::Result<String> {
-            rtc.add_local_candidate(Candidate::host(local, "udp")?)
-                .context("adding the host candidate")?;
-            let sdp = SdpOffer::from_sdp_string(&offer.offer)?;
-            Ok(rtc.sdp_api().accept_offer(sdp)?.to_sdp_string())
-        })();
-        let answer = match answer {
+        let (rtc, answer) = match rekey::answer(local, &self.offer_seen(&offer.offer)) {
             Ok(a) => a,
             Err(e) => {
                 let _ = respond(stream, 400, b"{\"error\":\"offer refused\"}").await;
@@ -239,7 +248,8 @@ impl Server {
             vp8: None,
         };
         let (stop_tx, stop_rx) = oneshot::channel();
-        let peer = Peer::new(rtc, self.udp.clone(), local, None, cfg, None);
+        let (rekey_tx, rekey_rx) = mpsc::channel(2);
+        let peer = Peer::new(rtc, self.udp.clone(), local, None, cfg, None).with_rekeys(rekey_rx);
         let mut task = tokio::spawn(peer.run(Some(stop_rx)));
         let deadline = tokio::time::Instant::now() + max_call;
         let mut stop_tx = Some(stop_tx);
@@ -262,6 +272,26 @@ impl Server {
                     };
                     respond(s, 200, &report).await?;
                     return Ok(());
+                }
+                Some(Ok((s, req))) if req.method == "POST" && req.path == "/rekey" => {
+                    let answered = serde_json::from_slice::<RekeyRequest>(&req.body)
+                        .context("bad key change request")
+                        .and_then(|r| rekey::answer(local, &self.offer_seen(&r.offer)));
+                    match answered {
+                        Ok((rtc, answer)) => {
+                            respond(s, 200, &serde_json::to_vec(&OfferResponse { answer })?)
+                                .await?;
+                            let k = Rekey {
+                                rtc: Box::new(rtc),
+                                mid: None,
+                            };
+                            let _ = rekey_tx.send(Ok(k)).await;
+                        }
+                        Err(e) => {
+                            tracing::warn!("key change refused: {e:#}");
+                            let _ = respond(s, 400, b"{\"error\":\"key change refused\"}").await;
+                        }
+                    }
                 }
                 Some(Ok((s, _))) => {
                     let _ = respond(s, 409, b"{\"error\":\"busy\"}").await;
@@ -305,6 +335,9 @@ pub struct ClientOptions {
     pub sidekick: Option<SidekickConfig>,
     /// Write the per-packet trace (CSV) here when receiving.
     pub trace: Option<std::path::PathBuf>,
+    /// Change keys (a new DTLS handshake on the same sockets, [`super::rekey`]) this long after
+    /// the call started.
+    pub rekey_after: Option<Duration>,
     /// Who answers. A browser receives real VP8 frames (libvpx, encoded before the call at the
     /// source's rate, frame rate and keyframe interval) instead of the synthetic payloads.
     pub far_peer: FarPeer,
@@ -442,7 +475,20 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         vp8,
     };
     let started = Instant::now();
-    let mine = Box::pin(Peer::new(rtc, udp, local, Some(mid), cfg, side).run(None)).await?;
+    let mut peer = Peer::new(rtc, udp, local, Some(mid), cfg, side);
+    if let Some(after) = o.rekey_after {
+        let (tx, rx) = mpsc::channel(1);
+        peer = peer.with_rekeys(rx);
+        let (connect, role) = (o.connect, o.role);
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let k = rekey::offer(connect, local, role)
+                .await
+                .map_err(|e| format!("{e:#}"));
+            let _ = tx.send(k).await;
+        });
+    }
+    let mine = Box::pin(peer.run(None)).await?;
     let theirs = post(
         o.connect,
         "/report",
@@ -485,7 +531,8 @@ fn merge(
         for (k, v) in m {
             let k = match k.as_str() {
                 // Both halves have these: keep the client's, prefix the server's.
-                "connect_ms" | "datagrams_refused" | "input_errors" | "end" | "error" => {
+                "connect_ms" | "datagrams_refused" | "input_errors" | "end" | "error"
+                | "rekeys" | "media_after_rekey" | "rekey_connect_ms" | "rekey_error" => {
                     format!("server_{k}")
                 }
                 _ => k,

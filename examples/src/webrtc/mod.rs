@@ -6,6 +6,7 @@
 //!   frozen time).
 //! - [`dtls`]: str0m's DTLS with handshake flights retransmitted as promptly as libwebrtc's.
 //! - [`peer`]: the str0m loop (socket, timers, NACK/RTX counters).
+//! - [`rekey`]: a key change mid-call (new DTLS, new SRTP keys, same sockets).
 //! - [`sidekick`]: Robin on the sender, Packrat on the receiver, through the SDK's sans-IO API.
 //! - [`rtp_lens`]: what the sidekick reads from SRTP without keys (RTP sequence numbers).
 //! - [`signal`], [`call`]: offer/answer and the report over a small local HTTP endpoint.
@@ -17,6 +18,7 @@ pub mod call;
 pub mod dtls;
 pub mod peer;
 pub mod playout;
+pub mod rekey;
 pub mod rtp_lens;
 pub mod sidekick;
 pub mod signal;

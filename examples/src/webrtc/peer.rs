@@ -22,13 +22,17 @@ use str0m::rtp::rtcp::{Nack, Rtcp};
 use str0m::rtp::{RawPacket, RtpWrite, SeqNo, Ssrc};
 use str0m::{Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
 use tokio::net::UdpSocket;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::playout::{Playout, PlayoutMetrics};
+use super::rekey::{EARLY_CAP, Rekey, Retiring};
+use super::rtp_lens::{Kind, classify};
 use super::sidekick::WebrtcSidekick;
 use super::source::{FrameSource, PayloadHeader, SourceConfig};
 use super::vp8::{EncodedFrame, rtp_payloads};
 use crate::transfer::sidekick::SidekickCounters;
+
+mod key_change;
 
 /// Which way media flows at this peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -104,9 +108,32 @@ pub struct PeerReport {
     pub input_errors: u64,
     /// How the call ended: `done`, `stopped`, `disconnected`, `timeout`.
     pub end: &'static str,
+    /// Key changes (a new DTLS handshake, new SRTP keys, [`super::rekey`]) begun during the call.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rekeys: u32,
+    /// From the last key change's start (offer/answer done) to the new keys' connection, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rekey_connect_ms: Option<f64>,
+    /// Media packets under the new keys after a key change: written (sender) or decrypted
+    /// (receiver) by the new instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_after_rekey: Option<u64>,
+    /// Why a key change did not happen (the call went on with the old keys).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rekey_error: Option<String>,
+    /// The sidekick's counters when the last key change began (what was assisted after it is
+    /// the difference to `sidekick`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sidekick_at_rekey: Option<SidekickCounters>,
     /// The sidekick session (with `--sidekick`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sidekick: Option<SidekickCounters>,
+}
+
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A str0m instance configured for these calls: RTP mode, VP8 only (with RTX), raw-packet events
@@ -201,6 +228,14 @@ pub struct Peer {
     rtx: u64,
     nacks: u64,
     nack_packets: u64,
+    /// New instances to switch to (a key change).
+    rekeys: Option<mpsc::Receiver<Result<Rekey, String>>>,
+    /// The instance a key change is replacing.
+    retiring: Option<Retiring>,
+    /// When the last key change began.
+    rekey_started: Option<Instant>,
+    /// SRTP/SRTCP that reached the new instance before it connected (replayed when it does).
+    early: std::collections::VecDeque<(Instant, SocketAddr, Vec<u8>)>,
 }
 
 impl Peer {
@@ -237,7 +272,19 @@ impl Peer {
             rtx: 0,
             nacks: 0,
             nack_packets: 0,
+            rekeys: None,
+            retiring: None,
+            rekey_started: None,
+            early: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Key changes: each instance that arrives on `rx` (offer/answer done) replaces the current
+    /// one, make-before-break ([`super::rekey`]); an error is reported and the call goes on.
+    #[must_use]
+    pub fn with_rekeys(mut self, rx: mpsc::Receiver<Result<Rekey, String>>) -> Self {
+        self.rekeys = Some(rx);
+        self
     }
 
     /// Runs the call until done (client), `stop` fires (server), the peer disconnects, or the
@@ -250,6 +297,7 @@ impl Peer {
         let mut sk_buf = vec![0u8; 2048];
         let end = loop {
             let rtc_timeout = self.drain()?;
+            self.replay_early()?;
             self.pump_sidekick().await;
             let now = Instant::now();
             if let Some(end) = self.finished(now) {
@@ -267,6 +315,7 @@ impl Peer {
                 Some(rtc_timeout),
                 self.next_send(),
                 self.side.as_ref().and_then(WebrtcSidekick::poll_timeout),
+                self.retiring.as_ref().and_then(|r| r.until),
                 Some(self.started + self.cfg.max_duration),
                 Some(now + Duration::from_millis(100)),
             ]
@@ -279,6 +328,7 @@ impl Peer {
                 Side(usize, SocketAddr),
                 Timer,
                 Stop,
+                Rekey(Option<Result<Rekey, String>>),
             }
             let side_socket = self.side.as_ref().map(WebrtcSidekick::socket);
             let ev = tokio::select! {
@@ -302,6 +352,12 @@ impl Peer {
                     }
                 },
                 () = tokio::time::sleep_until(wake.into()) => Ev::Timer,
+                r = async {
+                    match self.rekeys.as_mut() {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => Ev::Rekey(r),
                 () = async {
                     match stop.as_mut() {
                         Some(s) => { let _ = s.await; }
@@ -319,6 +375,12 @@ impl Peer {
                     self.feed_released()?;
                 }
                 Ev::Timer => self.on_timer(now)?,
+                Ev::Rekey(Some(Ok(k))) => self.begin_rekey(now, k),
+                Ev::Rekey(Some(Err(e))) => {
+                    tracing::warn!("key change: {e}");
+                    self.report.rekey_error = Some(e);
+                }
+                Ev::Rekey(None) => self.rekeys = None,
                 Ev::Stop => {
                     stop = None;
                     break "stopped";
@@ -398,24 +460,27 @@ impl Peer {
         }
     }
 
-    /// Drains str0m's output; returns its next timeout.
+    /// Drains str0m's output (both instances during a key change); returns the next timeout.
     fn drain(&mut self) -> anyhow::Result<Instant> {
-        loop {
+        let next = loop {
             match self.rtc.poll_output()? {
-                Output::Timeout(t) => return Ok(t),
-                Output::Transmit(t) => {
-                    let now = Instant::now();
-                    self.remote = Some(t.destination);
-                    if let Some(s) = self.side.as_mut() {
-                        s.on_sent(now, t.destination, &t.contents);
-                    }
-                    // Best effort, as UDP: a full socket buffer is a loss NACKs recover.
-                    if let Err(e) = self.socket.try_send_to(&t.contents, t.destination) {
-                        tracing::debug!("send: {e}");
-                    }
-                }
+                Output::Timeout(t) => break t,
+                Output::Transmit(t) => self.transmit(t.destination, &t.contents),
                 Output::Event(e) => self.on_event(e),
             }
+        };
+        Ok(self.drain_retiring().map_or(next, |t| t.min(next)))
+    }
+
+    fn transmit(&mut self, to: SocketAddr, d: &[u8]) {
+        let now = Instant::now();
+        self.remote = Some(to);
+        if let Some(s) = self.side.as_mut() {
+            s.on_sent(now, to, d);
+        }
+        // Best effort, as UDP: a full socket buffer is a loss NACKs recover.
+        if let Err(e) = self.socket.try_send_to(d, to) {
+            tracing::debug!("send: {e}");
         }
     }
 
@@ -423,7 +488,7 @@ impl Peer {
         match e {
             Event::Connected => {
                 let now = Instant::now();
-                self.connected_at = Some(now);
+                self.connected_at.get_or_insert(now);
                 let vp8 = self
                     .rtc
                     .codec_config()
@@ -434,6 +499,7 @@ impl Peer {
                     s.set_media_pt(*pt);
                 }
                 tracing::info!(?vp8, "connected");
+                self.on_reconnected(now);
             }
             Event::MediaAdded(m) => {
                 self.mid.get_or_insert(m.mid);
@@ -442,26 +508,37 @@ impl Peer {
                 self.disconnected = true;
             }
             Event::RtpPacket(p) => {
-                let Some((pt, _)) = self.media_pt else { return };
-                if p.header.payload_type != pt {
-                    return;
-                }
-                self.last_media_at = Some(Instant::now());
-                match PayloadHeader::parse(&p.payload) {
-                    Ok(h) => {
-                        let at = self.wall.unix_ns(p.timestamp);
-                        self.playout.on_packet(*p.seq_no, at, h);
-                    }
-                    Err(e) => tracing::debug!(%e, "RTP payload without our header"),
+                let media = self.on_media(self.media_pt, &p);
+                if media && self.report.rekeys > 0 {
+                    *self.report.media_after_rekey.get_or_insert(0) += 1;
                 }
             }
-            Event::RawPacket(raw) => self.on_raw(&raw),
+            Event::RawPacket(raw) => self.on_raw(self.media_pt, &raw),
             _ => {}
         }
     }
 
-    fn on_raw(&mut self, raw: &RawPacket) {
-        let rtx_pt = self.media_pt.and_then(|(_, r)| r);
+    /// A media packet for the jitter buffer; false if `p` is not one.
+    fn on_media(&mut self, media_pt: Option<(Pt, Option<Pt>)>, p: &str0m::rtp::RtpPacket) -> bool {
+        let Some((pt, _)) = media_pt else {
+            return false;
+        };
+        if p.header.payload_type != pt {
+            return false;
+        }
+        self.last_media_at = Some(Instant::now());
+        match PayloadHeader::parse(&p.payload) {
+            Ok(h) => {
+                let at = self.wall.unix_ns(p.timestamp);
+                self.playout.on_packet(*p.seq_no, at, h);
+            }
+            Err(e) => tracing::debug!(%e, "RTP payload without our header"),
+        }
+        true
+    }
+
+    fn on_raw(&mut self, media_pt: Option<(Pt, Option<Pt>)>, raw: &RawPacket) {
+        let rtx_pt = media_pt.and_then(|(_, r)| r);
         match raw {
             RawPacket::RtcpTx(Rtcp::Nack(n)) if self.cfg.role == Role::Receiver => {
                 self.nack_packets += 1;
@@ -485,10 +562,30 @@ impl Peer {
     }
 
     /// Feeds one datagram to str0m (with its socket arrival time) and drains.
+    ///
+    /// During a key change SRTP and SRTCP go to both instances (each authenticates its own keys'
+    /// and drops the rest), and are kept for the new one until it connects; STUN and DTLS are the
+    /// new one's.
     fn feed(&mut self, at: Instant, from: SocketAddr, d: &[u8]) -> anyhow::Result<()> {
+        let srtp = matches!(classify(d), Kind::Rtp { .. } | Kind::Rtcp { .. });
+        if srtp && let Some(old) = self.retiring.as_mut() {
+            if let Ok(r) = Receive::new(Protocol::Udp, from, self.local, d) {
+                let _ = old.rtc.handle_input(Input::Receive(at, r));
+            }
+            if !self.rtc.is_connected() {
+                if self.early.len() < EARLY_CAP {
+                    self.early.push_back((at, from, d.to_vec()));
+                }
+                self.drain()?;
+                return Ok(());
+            }
+        }
         match Receive::new(Protocol::Udp, from, self.local, d) {
             Ok(r) => {
-                if let Err(e) = self.rtc.handle_input(Input::Receive(at, r)) {
+                if let Err(e) = self.rtc.handle_input(Input::Receive(at, r))
+                    // The other keys' packets are expected to fail during a key change.
+                    && !(srtp && self.retiring.is_some())
+                {
                     self.report.input_errors += 1;
                     tracing::debug!(%e, "str0m refused a datagram");
                 }
@@ -564,6 +661,7 @@ impl Peer {
             self.send_due(now)?;
         }
         self.rtc.handle_input(Input::Timeout(now))?;
+        self.retiring_timeout(now);
         self.drain()?;
         Ok(())
     }
@@ -593,6 +691,8 @@ impl Peer {
         {
             return Ok(());
         }
+        // A key change whose new stream was not there when it connected.
+        self.switch_sender();
         let interval = self.cfg.source.frame_interval();
         let frames = self.cfg.frames;
         let wall = self.wall;
@@ -638,7 +738,8 @@ impl Peer {
             s.not_before = now + floor;
             let (ssrc, pt, seq) = (s.ssrc, s.pt, s.seq);
             s.seq += 1;
-            if let Some(tx) = self.rtc.direct_api().stream_tx(&ssrc) {
+            let rtc = self.sending_rtc();
+            if let Some(tx) = rtc.direct_api().stream_tx(&ssrc) {
                 tx.write_rtp(
                     RtpWrite::new(pt, SeqNo::from(seq), time, capture, payload)
                         .marker(marker)
@@ -646,10 +747,15 @@ impl Peer {
                 );
             }
             self.packets_sent += 1;
+            if self.retiring.as_ref().is_some_and(|r| r.sender_switched)
+                || self.report.media_after_rekey.is_some()
+            {
+                *self.report.media_after_rekey.get_or_insert(0) += 1;
+            }
             self.last_sent_at = Some(now);
             // str0m stamps written packets when time next moves forward.
             self.drain()?;
-            self.rtc.handle_input(Input::Timeout(now))?;
+            self.sending_rtc().handle_input(Input::Timeout(now))?;
             self.drain()?;
         }
     }

@@ -117,7 +117,19 @@ pub struct RtpLens {
     pt: u8,
     ssrc: Option<u32>,
     seq: SeqExtender,
+    /// Added to the stream's extended sequence numbers: non-zero after a restart whose new
+    /// stream did not continue the old one's numbering.
+    offset: i64,
+    /// The highest packet number given so far.
+    highest: Option<u64>,
+    /// [`RtpLens::restart`] was called: the next media packet of another SSRC is the stream.
+    restarting: bool,
 }
+
+/// After a restart, a new stream whose first sequence number is at most this far ahead of the
+/// old one's highest continues its numbering (a sender that kept counting); anything else is
+/// numbered from just above the old highest.
+const CONTINUE_WINDOW: u16 = 1024;
 
 impl RtpLens {
     /// A lens for the stream with payload type `pt`.
@@ -126,7 +138,41 @@ impl RtpLens {
             pt,
             ssrc: None,
             seq: SeqExtender::default(),
+            offset: 0,
+            highest: None,
+            restarting: false,
         }
+    }
+
+    /// The media session restarted (new SRTP keys, e.g. a DTLS restart): the next packet with
+    /// this payload type from a different SSRC becomes the stream, and its packet numbers go on
+    /// above the old stream's, so that the SDK sees one stream, neither a jump back nor a hole of
+    /// thousands. Packets of the old SSRC after that have no number (delivered at once).
+    ///
+    /// ```
+    /// use sidekick_examples::webrtc::rtp_lens::RtpLens;
+    /// let rtp = |seq: u16, ssrc: u8| {
+    ///     let mut d = vec![0x80, 96, 0, 0, 0, 0, 0, 0, 0, 0, 0, ssrc];
+    ///     d[2..4].copy_from_slice(&seq.to_be_bytes());
+    ///     d.extend_from_slice(&[0; 20]);
+    ///     d
+    /// };
+    /// let mut lens = RtpLens::new(96);
+    /// assert_eq!(lens.packet_number(&rtp(500, 1)), Some(500));
+    /// lens.restart();
+    /// assert_eq!(lens.packet_number(&rtp(40_000, 2)), Some(501)); // renumbered
+    /// assert_eq!(lens.packet_number(&rtp(501, 1)), None); // the old stream
+    /// assert_eq!(lens.packet_number(&rtp(40_001, 2)), Some(502));
+    /// ```
+    pub fn restart(&mut self) {
+        if self.ssrc.is_some() {
+            self.restarting = true;
+        }
+    }
+
+    /// The payload type followed.
+    pub fn pt(&self) -> u8 {
+        self.pt
     }
 
     /// The media stream's SSRC once seen.
@@ -139,10 +185,39 @@ impl RtpLens {
         let Kind::Rtp { pt, seq, ssrc, .. } = classify(d) else {
             return None;
         };
-        if pt != self.pt || *self.ssrc.get_or_insert(ssrc) != ssrc {
+        if pt != self.pt {
             return None;
         }
-        Some(self.seq.extend(seq))
+        match self.ssrc {
+            Some(s) if s == ssrc => {}
+            Some(_) if self.restarting => self.adopt(ssrc, seq),
+            Some(_) => return None,
+            None => self.ssrc = Some(ssrc),
+        }
+        let pn = i64::try_from(self.seq.extend(seq))
+            .ok()
+            .and_then(|e| e.checked_add(self.offset))
+            .and_then(|p| u64::try_from(p).ok())?;
+        self.highest = Some(self.highest.map_or(pn, |h| h.max(pn)));
+        Some(pn)
+    }
+
+    /// The first packet of the stream after a restart: `seq` continues the old numbering when
+    /// it is a little ahead of it, else the new stream is numbered from just above it.
+    fn adopt(&mut self, ssrc: u32, seq: u16) {
+        self.ssrc = Some(ssrc);
+        self.restarting = false;
+        let Some(h) = self.highest else { return };
+        let ahead = seq.wrapping_sub(h as u16);
+        if (1..=CONTINUE_WINDOW).contains(&ahead) {
+            return;
+        }
+        self.seq = SeqExtender::default();
+        // The new extender starts at `seq`: shift it to `h + 1`.
+        self.offset = i64::try_from(h)
+            .unwrap_or(i64::MAX)
+            .saturating_add(1)
+            .saturating_sub(i64::from(seq));
     }
 }
 
@@ -152,7 +227,10 @@ impl RtpLens {
 pub fn fuzz_parse(data: &[u8]) {
     let _ = classify(data);
     let mut lens = RtpLens::new(data.get(1).map_or(96, |b| b & 0x7f));
-    for chunk in data.chunks(16) {
+    for (i, chunk) in data.chunks(16).enumerate() {
+        if i % 5 == 4 {
+            lens.restart();
+        }
         let _ = lens.packet_number(chunk);
     }
     let _ = super::source::PayloadHeader::parse(data);
@@ -206,6 +284,37 @@ mod tests {
         assert_eq!(l.packet_number(&pkt(96, 11, 2)), None); // another SSRC
         assert_eq!(l.packet_number(&pkt(0x60 | 0x80, 12, 1)), Some(12)); // marker set
         assert_eq!(l.ssrc(), Some(1));
+    }
+
+    #[test]
+    fn restart_continues_or_renumbers_the_new_stream() {
+        let pkt = |seq: u16, ssrc: u32| {
+            let mut d = vec![0x80, 96, 0, 0, 0, 0, 0, 0];
+            d[2..4].copy_from_slice(&seq.to_be_bytes());
+            d.extend_from_slice(&ssrc.to_be_bytes());
+            d.extend_from_slice(&[0; 10]);
+            d
+        };
+        // A sender that kept counting across the restart, over a wrap.
+        let mut l = RtpLens::new(96);
+        assert_eq!(l.packet_number(&pkt(65_530, 1)), Some(65_530));
+        assert_eq!(l.packet_number(&pkt(2, 1)), Some(65_538));
+        l.restart();
+        assert_eq!(l.packet_number(&pkt(3, 1)), Some(65_539)); // the old stream, still in flight
+        assert_eq!(l.packet_number(&pkt(5, 2)), Some(65_541)); // continues: a hole of one
+        assert_eq!(l.packet_number(&pkt(4, 1)), None);
+        assert_eq!(l.ssrc(), Some(2));
+        // A sender that started afresh, behind the old numbers.
+        let mut l = RtpLens::new(96);
+        assert_eq!(l.packet_number(&pkt(30_000, 1)), Some(30_000));
+        l.restart();
+        assert_eq!(l.packet_number(&pkt(7, 2)), Some(30_001));
+        assert_eq!(l.packet_number(&pkt(6, 2)), Some(30_000)); // reordered, below
+        assert_eq!(l.packet_number(&pkt(8, 2)), Some(30_002));
+        // A restart before any stream changes nothing.
+        let mut l = RtpLens::new(96);
+        l.restart();
+        assert_eq!(l.packet_number(&pkt(9, 3)), Some(9));
     }
 
     proptest! {

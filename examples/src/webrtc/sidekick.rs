@@ -154,9 +154,13 @@ impl WebrtcSidekick {
     }
 
     /// The negotiated payload type of the media stream (receiver: its sequence numbers are
-    /// Packrat's packet numbers).
+    /// Packrat's packet numbers). Called again when the media session restarts with new keys
+    /// (a key change, [`super::peer`]): the stream's numbering goes on ([`RtpLens::restart`]).
     pub fn set_media_pt(&mut self, pt: u8) {
-        self.lens = Some(RtpLens::new(pt));
+        match self.lens.as_mut() {
+            Some(l) if l.pt() == pt => l.restart(),
+            _ => self.lens = Some(RtpLens::new(pt)),
+        }
     }
 
     /// The stack sends `d` to `to` on the base socket at `now` (call before sending it).
