@@ -64,6 +64,10 @@ enum Cmd {
         /// Trials per variant (default: the scenario's).
         #[arg(long)]
         trials: Option<usize>,
+        /// Number the trials from this index (each trial's link loss pattern is seeded by its
+        /// index: `--first-trial 3 --trials 1` reruns the fourth trial's pattern alone).
+        #[arg(long, default_value_t = 0)]
+        first_trial: usize,
         /// Run only these variants (comma-separated names; default: every variant).
         #[arg(long, value_delimiter = ',')]
         variants: Vec<String>,
@@ -329,6 +333,7 @@ fn main() -> Result<()> {
             scenario,
             sets,
             trials,
+            first_trial,
             variants,
             json,
             plot,
@@ -342,6 +347,7 @@ fn main() -> Result<()> {
             eprintln!("{}: wan {} | lan {}", scn.name, scn.wan, scn.lan);
             let opts = RunOptions {
                 trials,
+                first_trial,
                 bin_dir: bin_dir(bd)?,
                 stop,
                 progress: true,
@@ -366,6 +372,7 @@ fn main() -> Result<()> {
             let stop = stop_flag()?;
             let opts = RunOptions {
                 trials,
+                first_trial: 0,
                 bin_dir: bin_dir(bd)?,
                 stop,
                 progress: true,
@@ -438,6 +445,7 @@ fn main() -> Result<()> {
             );
             let opts = RunOptions {
                 trials,
+                first_trial: 0,
                 bin_dir: bin_dir(bd)?,
                 stop,
                 progress: true,

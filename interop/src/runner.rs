@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 pub struct RunOptions {
     /// Override of the scenario's trial count.
     pub trials: Option<usize>,
+    /// Index of the first trial (a trial's links are seeded by its index).
+    pub first_trial: usize,
     /// Directory holding application binaries (`sidekick-transfer`, `sidekick-proxy`, ...).
     pub bin_dir: PathBuf,
     /// Set when SIGINT/SIGTERM arrived: the run stops between steps and cleans up.
@@ -195,7 +197,8 @@ pub fn run(
                 )));
             }
         }
-        'outer: for t in 0..trials {
+        let first = opts.first_trial;
+        'outer: for t in first..first.saturating_add(trials) {
             for r in &runnable {
                 if opts.stop.load(Ordering::Relaxed) {
                     break 'outer;
@@ -229,7 +232,7 @@ pub fn run(
                     eprintln!(
                         "[{}/{}] {:<12} {}{}",
                         t + 1,
-                        trials,
+                        first.saturating_add(trials),
                         v.name,
                         g,
                         trial

@@ -230,6 +230,7 @@ fn quic_transfer_across_lossy_link() {
     ];
     let opts = RunOptions {
         trials: Some(1),
+        first_trial: 0,
         bin_dir,
         stop: Arc::new(AtomicBool::new(false)),
         progress: true,
@@ -350,6 +351,7 @@ fn clean_leaves_live_runs_alone() {
         let h = std::thread::spawn(move || {
             let opts = RunOptions {
                 trials: Some(2),
+                first_trial: 0,
                 bin_dir,
                 stop: Arc::new(AtomicBool::new(false)),
                 progress: false,

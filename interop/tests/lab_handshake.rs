@@ -37,6 +37,7 @@ fn run(test: &str, sets: &[String], trials: usize) -> RunResult {
     .unwrap_or_else(|e| panic!("{test}: {e}"));
     let opts = RunOptions {
         trials: Some(trials),
+        first_trial: 0,
         bin_dir: bin_dir(test),
         stop: Arc::new(AtomicBool::new(false)),
         progress: true,

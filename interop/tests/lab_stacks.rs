@@ -79,6 +79,7 @@ fn downloads(test: &str, server: &str, clients: &[&str]) {
         scn.variants.retain(|v| v.name == "e2e");
         let opts = RunOptions {
             trials: Some(1),
+            first_trial: 0,
             bin_dir: dir.clone(),
             stop: Arc::new(AtomicBool::new(false)),
             progress: true,

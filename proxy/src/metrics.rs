@@ -497,9 +497,10 @@ fn pemi_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), st
         "ICMP echo replies matched (RTT calibration samples).",
         p.icmp_samples,
     )?;
-    let giveups: [(&str, u64); 7] = [
+    let giveups: [(&str, u64); 8] = [
         ("flowlet_too_long", p.giveup_flowlet_too_long),
         ("implausible_loss", p.giveup_implausible_loss),
+        ("unreadable_flow", p.giveup_unreadable_flow),
         ("budget_exhausted", p.giveup_budget),
         ("rate_limited", p.giveup_rate_limited),
         ("not_buffered", p.not_buffered),

@@ -72,6 +72,7 @@ pub fn sidekick_bin_dir(test: &str) -> PathBuf {
 pub fn run_trials(test: &str, scn: &Scenario, bin_dir: PathBuf, trials: usize) -> RunResult {
     let opts = RunOptions {
         trials: Some(trials),
+        first_trial: 0,
         bin_dir,
         stop: Arc::new(AtomicBool::new(false)),
         progress: true,

@@ -14,6 +14,7 @@ use super::flowlet::{Flowlet, Flowlets, ReplyOutcome, SentOutcome};
 use super::gap::{GapConfig, GapTracker};
 use super::handshake::{HandshakeTracker, PacketKind, coalesced};
 use super::matching::{eliciting_threshold, evaluate};
+use super::readable::TimingLoss;
 use super::rtt::{RttEstimator, SpinTracker};
 use super::{PemiConfig, PemiStats};
 
@@ -57,6 +58,8 @@ pub struct PemiEngine {
     replies_while_enforcing: u64,
     sent_evaluated: u64,
     replied_evaluated: u64,
+    /// The timing inference's recent loss share on this flow ([`super::readable`]).
+    timing_loss: TimingLoss,
     forwarded: u64,
     retransmitted: u64,
     /// ICMP calibration: the identifier the core gave this flow's probes, the next sequence
@@ -108,6 +111,7 @@ impl PemiEngine {
             enforcer: Enforcer::new(cfg.enforce_delay, cfg.max_reply_delay),
             replies_while_enforcing: 0,
             sent_evaluated: 0,
+            timing_loss: TimingLoss::default(),
             replied_evaluated: 0,
             forwarded: 0,
             retransmitted: 0,
@@ -383,7 +387,14 @@ impl PemiEngine {
                 .filter(|&i| !f.sent[i].is_retx && !f.sent[i].repaired)
                 .collect();
             self.stats.inferred_lost += lost.len() as u64;
+            let originals = f.sent.iter().filter(|p| !p.is_retx && !p.repaired).count();
+            self.timing_loss.note(originals, lost.len());
             if !self.cfg.timing_retx && self.cfg.gap_signal && self.gap.measuring() {
+                continue;
+            }
+            // Replies this flow's inference cannot read: forward the flow as it is.
+            if !lost.is_empty() && self.timing_loss.unreadable(self.cfg.implausible_loss) {
+                self.stats.giveup_unreadable_flow += 1;
                 continue;
             }
             // §4.6: an implausible loss estimate (likely a wrong RTT or a very low ACK frequency).

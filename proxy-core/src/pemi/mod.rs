@@ -15,7 +15,8 @@
 //!    ([`rtt`], §4.4, App. A);
 //! 7. runs a Copa-derived window and enforces its rate by stopping retransmissions and delaying
 //!    replies ([`copa`], §4.5);
-//! 8. gives up where inference is unreliable and counts why (§4.6).
+//! 8. gives up where inference is unreliable and counts why (§4.6), per flowlet and, where the
+//!    receiver's replies cannot be read at all, per flow ([`readable`]).
 //!
 //! Everything is sans-IO with an explicit `now`. ICMP calibration needs I/O: the engine exposes
 //! [`PemiEngine::on_echo_sample`] for a backend that pings the protected endpoint.
@@ -27,6 +28,7 @@ pub mod gap;
 pub mod handshake;
 pub mod matching;
 pub mod probe;
+pub mod readable;
 pub mod rtt;
 pub mod trace;
 
@@ -194,6 +196,9 @@ pub struct PemiStats {
     pub giveup_flowlet_too_long: u64,
     /// Give-up: implausible loss estimate for a flowlet (§4.6).
     pub giveup_implausible_loss: u64,
+    /// Give-up: a flowlet's inferred losses on a flow the timing inference cannot read (its
+    /// recent estimates implausible as a whole, [`readable`]).
+    pub giveup_unreadable_flow: u64,
     /// Give-up: retransmission budget (10 % of forwarded) exhausted (§4.6).
     pub giveup_budget: u64,
     /// Retransmissions withheld because the flow exceeds its target rate (§4.5.2).
@@ -236,6 +241,7 @@ impl PemiStats {
             retransmissions,
             giveup_flowlet_too_long,
             giveup_implausible_loss,
+            giveup_unreadable_flow,
             giveup_budget,
             giveup_rate_limited,
             not_buffered,

@@ -250,3 +250,56 @@ fn calibration_resets_on_large_deviation() {
     assert_eq!(e.stats.rtt_resets, 1);
     assert_eq!(e.rtt_to(Direction::ToClient), Some(ms(30)));
 }
+
+/// A receiver whose replies the timing inference cannot read (one ACK per four packets, a
+/// `max_ack_delay` late, as the s2n-quic client's; nothing is lost): the flowlet matching names
+/// most packets lost, and once the flow's recent record is implausible as a whole its timing
+/// retransmissions stop. With the per-flow judgement off (an implausible share of 1), the
+/// per-flowlet guard alone lets many spurious copies through.
+#[test]
+fn a_flow_whose_replies_cannot_be_read_is_forwarded_as_it_is() {
+    let run = |implausible_loss: f64| {
+        let t0 = Time::ZERO;
+        // Timing inference alone: on this client the gap signal never measures (its replies
+        // do not grow by a range per gap).
+        let cfg = PemiConfig {
+            implausible_loss,
+            gap_signal: false,
+            ..PemiConfig::default()
+        };
+        let mut e = PemiEngine::new(cfg, t0);
+        let mut out = Vec::new();
+        handshake(&mut e, t0, &mut out);
+        let mut evs: Vec<(Time, Direction, usize)> = Vec::new();
+        for b in 0..120u64 {
+            for i in 0..10u64 {
+                let t = t0 + ms(60 + 30 * b) + Duration::from_micros(500 * i);
+                evs.push((t, Direction::ToClient, 1200));
+                if i % 4 == 3 {
+                    // 10 ms back to the receiver and 20 ms of ACK delay.
+                    evs.push((t + ms(30), Direction::FromClient, 45));
+                }
+            }
+        }
+        evs.sort_by_key(|e| e.0);
+        let mut injected = 0;
+        for (t, d, len) in evs {
+            feed(&mut e, t, d, &[0x41; 2000][..len], &mut out);
+            injected += out
+                .drain(..)
+                .filter(|a| matches!(a, Action::Inject { .. }))
+                .count();
+        }
+        (e.stats, injected)
+    };
+    let (with, injected) = run(0.5);
+    assert!(with.inferred_lost > with.protected / 2, "{with:?}");
+    assert!(with.giveup_unreadable_flow > 10, "{with:?}");
+    let (without, injected_without) = run(1.0);
+    assert_eq!(without.giveup_unreadable_flow, 0, "{without:?}");
+    eprintln!("copies: {injected} with the judgement, {injected_without} without");
+    assert!(
+        injected * 4 <= injected_without,
+        "{injected} vs {injected_without}"
+    );
+}
