@@ -9,13 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
-use str0m::Candidate;
-use str0m::change::SdpAnswer;
-use str0m::media::{Direction as MediaDirection, MediaKind};
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 
-use super::peer::{Peer, PeerConfig, PeerReport, Role, new_rtc};
+use super::peer::{Peer, PeerConfig, PeerReport, Role};
 use super::rekey::{self, Rekey, RekeyRequest};
 use super::sidekick::WebrtcSidekick;
 use super::signal::{accept_request, post, respond};
@@ -78,7 +75,8 @@ const SIGNAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`super::dtls`]'s prompt ones a handshake that needs this long means the path is broken.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn source_config(
+/// The source of a call, the binary's flags clamped to what it accepts.
+pub fn source_config(
     fps: u32,
     kbps: u32,
     keyframe_interval: u32,
@@ -219,13 +217,14 @@ impl Server {
             Some(a) => a,
             None => SocketAddr::new(stream.local_addr()?.ip(), self.udp.local_addr()?.port()),
         };
-        let (rtc, answer) = match rekey::answer(local, &self.offer_seen(&offer.offer)) {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = respond(stream, 400, b"{\"error\":\"offer refused\"}").await;
-                return Err(e.context("accepting the offer"));
-            }
-        };
+        let (rtc, answer) =
+            match rekey::answer(local, &self.offer_seen(&offer.offer), Instant::now()) {
+                Ok(a) => a,
+                Err(e) => {
+                    let _ = respond(stream, 400, b"{\"error\":\"offer refused\"}").await;
+                    return Err(e.context("accepting the offer"));
+                }
+            };
         respond(stream, 200, &serde_json::to_vec(&OfferResponse { answer })?).await?;
 
         let source = source_config(
@@ -276,7 +275,9 @@ impl Server {
                 Some(Ok((s, req))) if req.method == "POST" && req.path == "/rekey" => {
                     let answered = serde_json::from_slice::<RekeyRequest>(&req.body)
                         .context("bad key change request")
-                        .and_then(|r| rekey::answer(local, &self.offer_seen(&r.offer)));
+                        .and_then(|r| {
+                            rekey::answer(local, &self.offer_seen(&r.offer), Instant::now())
+                        });
                     match answered {
                         Ok((rtc, answer)) => {
                             respond(s, 200, &serde_json::to_vec(&OfferResponse { answer })?)
@@ -360,16 +361,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
     let ip = local_ip_towards(o.connect).context("finding the local address")?;
     let udp = Arc::new(UdpSocket::bind(SocketAddr::new(ip, 0)).await?);
     let local = udp.local_addr()?;
-    let mut rtc = new_rtc(Instant::now());
-    rtc.add_local_candidate(Candidate::host(local, "udp")?)
-        .context("adding the host candidate")?;
-    let mut change = rtc.sdp_api();
-    let dir = match o.role {
-        Role::Sender => MediaDirection::SendOnly,
-        Role::Receiver => MediaDirection::RecvOnly,
-    };
-    let mid = change.add_media(MediaKind::Video, dir, None, None, None);
-    let (offer, pending) = change.apply().ok_or_else(|| anyhow::anyhow!("no offer"))?;
+    let offer = rekey::Offer::new(local, o.role, Instant::now())?;
     let frames = (o.duration.as_secs_f64() * f64::from(o.fps)).round() as u32;
     let source = source_config(o.fps, o.kbps, o.keyframe_interval, o.keyframe_factor);
     let vp8 = match o.far_peer {
@@ -397,7 +389,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         }
     };
     let req = OfferRequest {
-        offer: offer.to_sdp_string(),
+        offer: offer.sdp.clone(),
         server_role: match o.role {
             Role::Sender => Role::Receiver,
             Role::Receiver => Role::Sender,
@@ -432,9 +424,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         String::from_utf8_lossy(&r.body)
     );
     let answer: OfferResponse = serde_json::from_slice(&r.body).context("parsing the answer")?;
-    rtc.sdp_api()
-        .accept_answer(pending, SdpAnswer::from_sdp_string(&answer.answer)?)
-        .context("accepting the answer")?;
+    let Rekey { rtc, mid } = offer.accept(&answer.answer)?;
 
     let side = match &o.sidekick {
         Some(c) => {
@@ -457,7 +447,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
             // The sidekick may not point back into this host (unless the far peer is on it too).
             client.set_base_peer(o.connect);
             client.add_local_addrs(sidekick::local_addrs::host_addresses());
-            Some(WebrtcSidekick::new(client, s, mode))
+            Some((WebrtcSidekick::new(client, mode), s))
         }
         None => None,
     };
@@ -475,7 +465,7 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
         vp8,
     };
     let started = Instant::now();
-    let mut peer = Peer::new(rtc, udp, local, Some(mid), cfg, side);
+    let mut peer = Peer::new(*rtc, udp, local, mid, cfg, side);
     if let Some(after) = o.rekey_after {
         let (tx, rx) = mpsc::channel(1);
         peer = peer.with_rekeys(rx);
@@ -499,16 +489,39 @@ pub async fn run_client(o: &ClientOptions) -> anyhow::Result<serde_json::Value> 
     .context("fetching the server's report")?;
     let theirs: serde_json::Value =
         serde_json::from_slice(&theirs.body).context("parsing the server's report")?;
-    Ok(merge(o, frames, started.elapsed(), &mine, theirs))
+    let call = CallShape {
+        role: o.role,
+        frames,
+        fps: o.fps,
+        kbps: o.kbps,
+    };
+    Ok(merge_reports(&call, started.elapsed(), &mine, theirs))
 }
 
-fn merge(
-    o: &ClientOptions,
-    frames: u32,
+/// What the merged report says of the call itself.
+#[derive(Debug, Clone, Copy)]
+pub struct CallShape {
+    /// The client's role.
+    pub role: Role,
+    /// Frames expected.
+    pub frames: u32,
+    /// Frames per second.
+    pub fps: u32,
+    /// Mean bit rate, kbit/s.
+    pub kbps: u32,
+}
+
+/// The client's report: its own half and the server's (`theirs`, as the server answered
+/// `POST /report`) in one JSON object — the receiver's jitter-buffer metrics, the sender's
+/// counters, the client's sidekick; the fields both halves have are the client's, the server's
+/// with a `server_` prefix.
+pub fn merge_reports(
+    o: &CallShape,
     elapsed: Duration,
     mine: &PeerReport,
     theirs: serde_json::Value,
 ) -> serde_json::Value {
+    let frames = o.frames;
     let mut out = serde_json::Map::new();
     out.insert(
         "direction".into(),

@@ -1,5 +1,7 @@
-//! One WebRTC peer: str0m (sans-IO) driven by a tokio loop that owns the UDP socket, the clock
-//! and, with `--sidekick`, the SDK ([`super::sidekick::WebrtcSidekick`]).
+//! One WebRTC peer: [`PeerCore`], str0m and the call's logic without I/O (explicit `now`, the
+//! datagrams it sends polled out), and [`Peer`], the tokio loop that owns the UDP sockets and
+//! the clock ([`io`]). With `--sidekick` the core also runs the SDK
+//! ([`super::sidekick::WebrtcSidekick`]).
 //!
 //! str0m runs in RTP mode: the sender writes the RTP packets of each frame itself (VP8 payload
 //! type, our payload header, [`super::source`]), paced evenly over the frame interval, nackable,
@@ -9,6 +11,7 @@
 //! events count NACKs and RTX packets on both sides. The loop keeps str0m's contract: every
 //! mutation (input, timeout, write) is followed by a full drain of `poll_output`.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,8 +24,6 @@ use str0m::net::{Protocol, Receive};
 use str0m::rtp::rtcp::{Nack, Rtcp};
 use str0m::rtp::{RawPacket, RtpWrite, SeqNo, Ssrc};
 use str0m::{Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
-use tokio::net::UdpSocket;
-use tokio::sync::{mpsc, oneshot};
 
 use super::playout::{Playout, PlayoutMetrics};
 use super::rekey::{EARLY_CAP, Rekey, Retiring};
@@ -32,7 +33,10 @@ use super::source::{FrameSource, PayloadHeader, SourceConfig};
 use super::vp8::{EncodedFrame, rtp_payloads};
 use crate::transfer::sidekick::SidekickCounters;
 
+mod io;
 mod key_change;
+
+pub use io::Peer;
 
 /// Which way media flows at this peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -176,20 +180,24 @@ struct Sending {
 /// Wall-clock conversion for `Instant`s (receiver `CLOCK_REALTIME`, as the sender's capture
 /// time).
 #[derive(Debug, Clone, Copy)]
-struct WallClock {
+pub struct WallClock {
     base: Instant,
     base_unix_ns: u64,
 }
 
 impl WallClock {
-    fn now() -> Self {
-        Self {
-            base: Instant::now(),
-            base_unix_ns: unix_ns(SystemTime::now()),
-        }
+    /// `CLOCK_REALTIME` now.
+    pub fn now() -> Self {
+        Self::at(Instant::now(), unix_ns(SystemTime::now()))
     }
 
-    fn unix_ns(&self, t: Instant) -> u64 {
+    /// A clock that reads `base_unix_ns` at `base` (a simulator's virtual wall clock).
+    pub fn at(base: Instant, base_unix_ns: u64) -> Self {
+        Self { base, base_unix_ns }
+    }
+
+    /// Nanoseconds since the Unix epoch at `t`.
+    pub fn unix_ns(&self, t: Instant) -> u64 {
         if t >= self.base {
             self.base_unix_ns + t.duration_since(self.base).as_nanos() as u64
         } else {
@@ -204,10 +212,38 @@ fn unix_ns(t: SystemTime) -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// The peer loop's state.
-pub struct Peer {
+/// Which of a peer's sockets a datagram leaves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Socket {
+    /// The media socket (str0m's datagrams, the sidekick's early resends and discovery).
+    Base,
+    /// The sidekick's own socket (quACKs, eACKs, session messages).
+    Sidekick,
+}
+
+/// A datagram the peer sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datagram {
+    /// The socket.
+    pub socket: Socket,
+    /// Destination.
+    pub to: SocketAddr,
+    /// Payload.
+    pub data: Vec<u8>,
+}
+
+/// One peer of a call without I/O: str0m, the sender's pacing or the receiver's jitter buffer,
+/// the NACK/RTX counters, the sidekick and key changes.
+///
+/// Call order, each with the current time (the last one given is the peer's clock):
+/// 1. [`PeerCore::handle_datagram`] / [`PeerCore::handle_sidekick_datagram`] for what arrives,
+///    [`PeerCore::handle_rekey`] for a new str0m instance, [`PeerCore::handle_timeout`] once
+///    [`PeerCore::poll_timeout`] has passed;
+/// 2. then [`PeerCore::poll_transmit`] until `None`, sending each datagram on its socket;
+/// 3. [`PeerCore::finished`] says when the call is over for this peer; then
+///    [`PeerCore::close`], a last round of `poll_transmit`, and [`PeerCore::into_report`].
+pub struct PeerCore {
     rtc: Rtc,
-    socket: Arc<UdpSocket>,
     local: SocketAddr,
     remote: Option<SocketAddr>,
     cfg: PeerConfig,
@@ -228,31 +264,35 @@ pub struct Peer {
     rtx: u64,
     nacks: u64,
     nack_packets: u64,
-    /// New instances to switch to (a key change).
-    rekeys: Option<mpsc::Receiver<Result<Rekey, String>>>,
     /// The instance a key change is replacing.
     retiring: Option<Retiring>,
     /// When the last key change began.
     rekey_started: Option<Instant>,
     /// SRTP/SRTCP that reached the new instance before it connected (replayed when it does).
-    early: std::collections::VecDeque<(Instant, SocketAddr, Vec<u8>)>,
+    early: VecDeque<(Instant, SocketAddr, Vec<u8>)>,
+    /// The peer's clock: the time of the call being handled.
+    now: Instant,
+    /// str0m's next timeout, from the last drain.
+    rtc_timeout: Instant,
+    /// Datagrams to send.
+    out: VecDeque<Datagram>,
 }
 
-impl Peer {
-    /// A peer on `rtc` (offer/answer done) with its UDP `socket`; `local` is the address of its
-    /// host candidate (the destination of what it receives), `mid` the media line when known
-    /// (the offerer's; the answerer learns it from `MediaAdded`).
+impl PeerCore {
+    /// A peer on `rtc` (offer/answer done) starting at `now`; `local` is the address of its host
+    /// candidate (the destination of what it receives), `mid` the media line when known (the
+    /// offerer's; the answerer learns it from `MediaAdded`), `wall` its `CLOCK_REALTIME`.
     pub fn new(
         rtc: Rtc,
-        socket: Arc<UdpSocket>,
         local: SocketAddr,
         mid: Option<Mid>,
         cfg: PeerConfig,
         side: Option<WebrtcSidekick>,
+        now: Instant,
+        wall: WallClock,
     ) -> Self {
         Self {
             rtc,
-            socket,
             local,
             remote: None,
             playout: Playout::new(cfg.playout_delay),
@@ -261,8 +301,8 @@ impl Peer {
             mid,
             media_pt: None,
             sending: None,
-            wall: WallClock::now(),
-            started: Instant::now(),
+            wall,
+            started: now,
             connected_at: None,
             last_sent_at: None,
             last_media_at: None,
@@ -272,128 +312,116 @@ impl Peer {
             rtx: 0,
             nacks: 0,
             nack_packets: 0,
-            rekeys: None,
             retiring: None,
             rekey_started: None,
-            early: std::collections::VecDeque::new(),
+            early: VecDeque::new(),
+            now,
+            rtc_timeout: now,
+            out: VecDeque::new(),
         }
     }
 
-    /// Key changes: each instance that arrives on `rx` (offer/answer done) replaces the current
-    /// one, make-before-break ([`super::rekey`]); an error is reported and the call goes on.
-    #[must_use]
-    pub fn with_rekeys(mut self, rx: mpsc::Receiver<Result<Rekey, String>>) -> Self {
-        self.rekeys = Some(rx);
-        self
+    /// A datagram from `from` on the media socket.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        d: Vec<u8>,
+    ) -> anyhow::Result<()> {
+        self.now = now;
+        self.on_base(now, from, d)?;
+        self.settle()
     }
 
-    /// Runs the call until done (client), `stop` fires (server), the peer disconnects, or the
-    /// time limits pass; returns this peer's report.
-    pub async fn run(
-        mut self,
-        mut stop: Option<oneshot::Receiver<()>>,
-    ) -> anyhow::Result<PeerReport> {
-        let mut buf = vec![0u8; 2048];
-        let mut sk_buf = vec![0u8; 2048];
-        let end = loop {
-            let rtc_timeout = self.drain()?;
-            self.replay_early()?;
-            self.pump_sidekick().await;
-            let now = Instant::now();
-            if let Some(end) = self.finished(now) {
-                break end;
-            }
-            if self.connected_at.is_none()
-                && now.duration_since(self.started) > self.cfg.connect_timeout
-            {
-                anyhow::bail!(
-                    "ICE/DTLS did not complete within {:?}",
-                    self.cfg.connect_timeout
-                );
-            }
-            let wake = [
-                Some(rtc_timeout),
-                self.next_send(),
-                self.side.as_ref().and_then(WebrtcSidekick::poll_timeout),
-                self.retiring.as_ref().and_then(|r| r.until),
-                Some(self.started + self.cfg.max_duration),
-                Some(now + Duration::from_millis(100)),
-            ]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(now);
-            enum Ev {
-                Base(usize, SocketAddr),
-                Side(usize, SocketAddr),
-                Timer,
-                Stop,
-                Rekey(Option<Result<Rekey, String>>),
-            }
-            let side_socket = self.side.as_ref().map(WebrtcSidekick::socket);
-            let ev = tokio::select! {
-                r = self.socket.recv_from(&mut buf) => match r {
-                    Ok((n, from)) => Ev::Base(n, from),
-                    Err(e) => {
-                        tracing::debug!("base socket: {e}");
-                        Ev::Timer
-                    }
-                },
-                r = async {
-                    match side_socket {
-                        Some(s) => s.recv_from(&mut sk_buf).await,
-                        None => std::future::pending().await,
-                    }
-                } => match r {
-                    Ok((n, from)) => Ev::Side(n, from),
-                    Err(e) => {
-                        tracing::debug!("sidekick socket: {e}");
-                        Ev::Timer
-                    }
-                },
-                () = tokio::time::sleep_until(wake.into()) => Ev::Timer,
-                r = async {
-                    match self.rekeys.as_mut() {
-                        Some(rx) => rx.recv().await,
-                        None => std::future::pending().await,
-                    }
-                } => Ev::Rekey(r),
-                () = async {
-                    match stop.as_mut() {
-                        Some(s) => { let _ = s.await; }
-                        None => std::future::pending().await,
-                    }
-                } => Ev::Stop,
-            };
-            let now = Instant::now();
-            match ev {
-                Ev::Base(n, from) => self.on_base(now, from, buf[..n].to_vec())?,
-                Ev::Side(n, from) => {
-                    if let Some(s) = self.side.as_mut() {
-                        s.on_sidekick_datagram(now, from, &sk_buf[..n]);
-                    }
-                    self.feed_released()?;
-                }
-                Ev::Timer => self.on_timer(now)?,
-                Ev::Rekey(Some(Ok(k))) => self.begin_rekey(now, k),
-                Ev::Rekey(Some(Err(e))) => {
-                    tracing::warn!("key change: {e}");
-                    self.report.rekey_error = Some(e);
-                }
-                Ev::Rekey(None) => self.rekeys = None,
-                Ev::Stop => {
-                    stop = None;
-                    break "stopped";
-                }
-            }
-        };
-        let _ = stop;
+    /// A datagram from `from` on the sidekick socket.
+    pub fn handle_sidekick_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        d: &[u8],
+    ) -> anyhow::Result<()> {
+        self.now = now;
+        if let Some(s) = self.side.as_mut() {
+            s.on_sidekick_datagram(now, from, d);
+        }
+        self.feed_released()?;
+        self.settle()
+    }
+
+    /// A key change: `k` (offer/answer done) replaces the current instance, make-before-break
+    /// ([`super::rekey`]).
+    pub fn handle_rekey(&mut self, now: Instant, k: Rekey) -> anyhow::Result<()> {
+        self.now = now;
+        self.begin_rekey(now, k);
+        self.settle()
+    }
+
+    /// A key change that did not happen: reported, and the call goes on with the old keys.
+    pub fn handle_rekey_error(&mut self, e: String) {
+        tracing::warn!("key change: {e}");
+        self.report.rekey_error = Some(e);
+    }
+
+    /// Timers (str0m's, the sender's pacing, the sidekick's, a retiring instance's).
+    pub fn handle_timeout(&mut self, now: Instant) -> anyhow::Result<()> {
+        self.now = now;
+        self.on_timer(now)?;
+        self.settle()
+    }
+
+    /// After any input: str0m drained, early datagrams replayed, the sidekick's output queued.
+    fn settle(&mut self) -> anyhow::Result<()> {
+        self.rtc_timeout = self.drain()?;
+        self.replay_early()?;
+        self.collect_sidekick();
+        Ok(())
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Datagram> {
+        self.out.pop_front()
+    }
+
+    /// When [`Self::handle_timeout`] must run next.
+    pub fn poll_timeout(&self) -> Instant {
+        [
+            Some(self.rtc_timeout),
+            self.next_send(),
+            self.side.as_ref().and_then(WebrtcSidekick::poll_timeout),
+            self.retiring.as_ref().and_then(|r| r.until),
+            Some(self.started + self.cfg.max_duration),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(self.rtc_timeout)
+    }
+
+    /// ICE and DTLS have not completed within the configured time.
+    pub fn connect_timed_out(&self, now: Instant) -> bool {
+        self.connected_at.is_none() && now.duration_since(self.started) > self.cfg.connect_timeout
+    }
+
+    /// Ends the call: str0m disconnects (its last datagrams are queued).
+    pub fn close(&mut self, now: Instant) {
+        self.now = now;
         self.rtc.disconnect();
         let _ = self.drain();
-        Ok(self.into_report(end))
+        self.collect_sidekick();
     }
 
-    fn into_report(mut self, end: &'static str) -> PeerReport {
+    /// The receiver's per-packet trace (CSV: seq, arrival ms, de-jitter ms).
+    pub fn trace_csv(&self) -> String {
+        self.playout.trace_csv()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PeerConfig {
+        &self.cfg
+    }
+
+    /// This peer's report, the call having ended with `end`.
+    pub fn into_report(mut self, end: &'static str) -> PeerReport {
         let mut r = std::mem::take(&mut self.report);
         r.end = end;
         r.connect_ms = self
@@ -407,11 +435,6 @@ impl Peer {
                 r.nacks_received = Some(self.nacks);
             }
             Role::Receiver => {
-                if let Some(path) = &self.cfg.trace
-                    && let Err(e) = std::fs::write(path, self.playout.trace_csv())
-                {
-                    tracing::warn!("writing {}: {e}", path.display());
-                }
                 r.playout = Some(self.playout.metrics());
                 r.nacks = Some(self.nacks);
                 r.nack_packets = Some(self.nack_packets);
@@ -423,7 +446,7 @@ impl Peer {
     }
 
     /// `Some(reason)` once the call is over for this peer.
-    fn finished(&self, now: Instant) -> Option<&'static str> {
+    pub fn finished(&self, now: Instant) -> Option<&'static str> {
         if self.disconnected {
             return Some("disconnected");
         }
@@ -473,21 +496,21 @@ impl Peer {
     }
 
     fn transmit(&mut self, to: SocketAddr, d: &[u8]) {
-        let now = Instant::now();
         self.remote = Some(to);
         if let Some(s) = self.side.as_mut() {
-            s.on_sent(now, to, d);
+            s.on_sent(self.now, to, d);
         }
-        // Best effort, as UDP: a full socket buffer is a loss NACKs recover.
-        if let Err(e) = self.socket.try_send_to(d, to) {
-            tracing::debug!("send: {e}");
-        }
+        self.out.push_back(Datagram {
+            socket: Socket::Base,
+            to,
+            data: d.to_vec(),
+        });
     }
 
     fn on_event(&mut self, e: Event) {
         match e {
             Event::Connected => {
-                let now = Instant::now();
+                let now = self.now;
                 self.connected_at.get_or_insert(now);
                 let vp8 = self
                     .rtc
@@ -526,7 +549,7 @@ impl Peer {
         if p.header.payload_type != pt {
             return false;
         }
-        self.last_media_at = Some(Instant::now());
+        self.last_media_at = Some(self.now);
         match PayloadHeader::parse(&p.payload) {
             Ok(h) => {
                 let at = self.wall.unix_ns(p.timestamp);
@@ -624,19 +647,26 @@ impl Peer {
         Ok(())
     }
 
-    async fn pump_sidekick(&mut self) {
+    /// Queues what the sidekick sends (early resends and discovery on the media socket).
+    fn collect_sidekick(&mut self) {
         let Some(s) = self.side.as_mut() else { return };
         while let Some(t) = s.poll_transmit() {
-            let r = match t {
-                SkTransmit::Base(d) => match s.peer().or(self.remote) {
-                    Some(to) => self.socket.send_to(&d, to).await,
+            let d = match t {
+                SkTransmit::Base(data) => match s.peer().or(self.remote) {
+                    Some(to) => Datagram {
+                        socket: Socket::Base,
+                        to,
+                        data,
+                    },
                     None => continue,
                 },
-                SkTransmit::Sidekick(to, d) => s.socket().send_to(&d, to).await,
+                SkTransmit::Sidekick(to, data) => Datagram {
+                    socket: Socket::Sidekick,
+                    to,
+                    data,
+                },
             };
-            if let Err(e) = r {
-                tracing::debug!("sidekick send: {e}");
-            }
+            self.out.push_back(d);
         }
     }
 
@@ -760,3 +790,6 @@ impl Peer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,7 +19,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use str0m::Candidate;
 use str0m::Rtc;
-use str0m::change::{SdpAnswer, SdpOffer};
+use str0m::change::{SdpAnswer, SdpOffer, SdpPendingOffer};
 use str0m::media::{Direction as MediaDirection, MediaKind, Mid, Pt};
 
 use super::call::OfferResponse;
@@ -62,36 +62,74 @@ pub struct Retiring {
     pub sender_switched: bool,
 }
 
-/// A new instance with the host candidate `local`.
-fn rtc_at(local: SocketAddr) -> anyhow::Result<Rtc> {
-    let mut rtc = new_rtc(Instant::now());
+/// A new instance created at `now` with the host candidate `local`.
+fn rtc_at(local: SocketAddr, now: Instant) -> anyhow::Result<Rtc> {
+    let mut rtc = new_rtc(now);
     rtc.add_local_candidate(Candidate::host(local, "udp")?)
         .context("adding the host candidate")?;
     Ok(rtc)
 }
 
-/// The answerer's side: a new instance at `local` that accepts `offer`; returns it with the SDP
-/// answer.
-pub fn answer(local: SocketAddr, offer: &str) -> anyhow::Result<(Rtc, String)> {
-    let mut rtc = rtc_at(local)?;
+/// The answerer's side: a new instance at `local` (created at `now`) that accepts `offer`;
+/// returns it with the SDP answer.
+pub fn answer(local: SocketAddr, offer: &str, now: Instant) -> anyhow::Result<(Rtc, String)> {
+    let mut rtc = rtc_at(local, now)?;
     let sdp = SdpOffer::from_sdp_string(offer)?;
     let answer = rtc.sdp_api().accept_offer(sdp)?.to_sdp_string();
     Ok((rtc, answer))
 }
 
+/// An offer in the making: the offerer's instance, its media line, the SDP and what accepting
+/// the answer needs.
+pub struct Offer {
+    /// The offerer's instance.
+    pub rtc: Rtc,
+    /// Its media line.
+    pub mid: Mid,
+    /// The SDP offer.
+    pub sdp: String,
+    pending: SdpPendingOffer,
+}
+
+impl Offer {
+    /// The offerer's side: a new instance at `local` (created at `now`) offering one video line,
+    /// send-only for a `Sender`, receive-only for a `Receiver`.
+    pub fn new(local: SocketAddr, role: Role, now: Instant) -> anyhow::Result<Self> {
+        let mut rtc = rtc_at(local, now)?;
+        let mut change = rtc.sdp_api();
+        let dir = match role {
+            Role::Sender => MediaDirection::SendOnly,
+            Role::Receiver => MediaDirection::RecvOnly,
+        };
+        let mid = change.add_media(MediaKind::Video, dir, None, None, None);
+        let (offer, pending) = change.apply().context("no offer")?;
+        Ok(Self {
+            rtc,
+            mid,
+            sdp: offer.to_sdp_string(),
+            pending,
+        })
+    }
+
+    /// The answer arrived: the instance is ready to connect.
+    pub fn accept(mut self, answer: &str) -> anyhow::Result<Rekey> {
+        self.rtc
+            .sdp_api()
+            .accept_answer(self.pending, SdpAnswer::from_sdp_string(answer)?)
+            .context("accepting the answer")?;
+        Ok(Rekey {
+            rtc: Box::new(self.rtc),
+            mid: Some(self.mid),
+        })
+    }
+}
+
 /// The client's side of a key change: a new instance at `local` offers the call's media line
 /// (`role` is the client's) to the server at `connect` and takes its answer.
 pub async fn offer(connect: SocketAddr, local: SocketAddr, role: Role) -> anyhow::Result<Rekey> {
-    let mut rtc = rtc_at(local)?;
-    let mut change = rtc.sdp_api();
-    let dir = match role {
-        Role::Sender => MediaDirection::SendOnly,
-        Role::Receiver => MediaDirection::RecvOnly,
-    };
-    let mid = change.add_media(MediaKind::Video, dir, None, None, None);
-    let (offer, pending) = change.apply().context("no offer")?;
+    let offer = Offer::new(local, role, Instant::now())?;
     let body = serde_json::to_vec(&RekeyRequest {
-        offer: offer.to_sdp_string(),
+        offer: offer.sdp.clone(),
     })?;
     let r = post(connect, "/rekey", &body, Duration::from_secs(10))
         .await
@@ -103,11 +141,5 @@ pub async fn offer(connect: SocketAddr, local: SocketAddr, role: Role) -> anyhow
         String::from_utf8_lossy(&r.body)
     );
     let answer: OfferResponse = serde_json::from_slice(&r.body).context("parsing the answer")?;
-    rtc.sdp_api()
-        .accept_answer(pending, SdpAnswer::from_sdp_string(&answer.answer)?)
-        .context("accepting the answer")?;
-    Ok(Rekey {
-        rtc: Box::new(rtc),
-        mid: Some(mid),
-    })
+    offer.accept(&answer.answer)
 }

@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 
 use sidekick::session::{SidekickClient, SidekickConfig, Transmit};
 use sidekick_protocol::is_discovery_reply;
-use tokio::net::UdpSocket;
 
 use super::rtp_lens::{Kind, RtpLens, classify};
 use crate::media_sidekick::media_config;
@@ -111,10 +110,9 @@ impl Arrivals {
     }
 }
 
-/// The sidekick of one WebRTC peer.
+/// The sidekick of one WebRTC peer (sans-IO: the peer owns the sockets and the clock).
 pub struct WebrtcSidekick {
     client: SidekickClient,
-    socket: UdpSocket,
     mode: Mode,
     lens: Option<RtpLens>,
     arrivals: Arrivals,
@@ -131,12 +129,10 @@ pub struct WebrtcSidekick {
 }
 
 impl WebrtcSidekick {
-    /// A sidekick for a sender (`Mode::Robin`) or receiver (`Mode::Packrat`); `socket` is the
-    /// second UDP socket for the sidekick connection.
-    pub fn new(client: SidekickClient, socket: UdpSocket, mode: Mode) -> Self {
+    /// A sidekick for a sender (`Mode::Robin`) or receiver (`Mode::Packrat`).
+    pub fn new(client: SidekickClient, mode: Mode) -> Self {
         Self {
             client,
-            socket,
             mode,
             lens: None,
             arrivals: Arrivals::default(),
@@ -229,7 +225,7 @@ impl WebrtcSidekick {
         self.deliver.pop_front()
     }
 
-    /// A datagram from the sidekick socket.
+    /// A datagram from the sidekick's own socket.
     pub fn on_sidekick_datagram(&mut self, now: Instant, from: SocketAddr, d: &[u8]) {
         self.client.on_sidekick_datagram(now, from, d);
         self.collect(now);
@@ -258,11 +254,6 @@ impl WebrtcSidekick {
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         while self.client.poll_event().is_some() {}
         self.client.poll_transmit()
-    }
-
-    /// The sidekick socket.
-    pub fn socket(&self) -> &UdpSocket {
-        &self.socket
     }
 
     /// The session's counters for the report.

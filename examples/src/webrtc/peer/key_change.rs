@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use str0m::{Event, Input, Output, Rtc};
 
-use super::Peer;
+use super::PeerCore;
 use crate::webrtc::rekey::{RETIRE_GRACE, Rekey, Retiring};
 use crate::webrtc::sidekick::WebrtcSidekick;
 
-impl Peer {
+impl PeerCore {
     /// Drains the retiring instance, if any; returns its next timeout.
     pub(super) fn drain_retiring(&mut self) -> Option<Instant> {
         let mut old = self.retiring.take()?;
