@@ -82,6 +82,7 @@ const APP_KEYS: &[&str] = &[
     "timeout_s",
     "http3",
     "client_args",
+    "rekey_after_ms",
 ];
 
 /// The media applications the simulator runs ([`crate::media`]).
@@ -116,16 +117,18 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
         }
     }
     let app = &scn.app;
-    if !MEDIA_KINDS.contains(&app.kind.as_str()) && app.kind != "transfer" && app.kind != "rtc" {
+    if !MEDIA_KINDS.contains(&app.kind.as_str())
+        && !matches!(app.kind.as_str(), "transfer" | "rtc" | "webrtc")
+    {
         return Err(not_modelled(
             "app.kind",
             &format!(
-                "`{}` (the simulator runs `transfer`, `media`, `media-fec` and `rtc`)",
+                "`{}` (the simulator runs `transfer`, `media`, `media-fec`, `rtc` and `webrtc`)",
                 app.kind
             ),
         ));
     }
-    if MEDIA_KINDS.contains(&app.kind.as_str()) {
+    if MEDIA_KINDS.contains(&app.kind.as_str()) || app.kind == "webrtc" {
         if app.bytes != 0 {
             return Err(not_modelled("app.bytes", "media streams last `duration_s`"));
         }
@@ -184,6 +187,18 @@ pub fn skip_reason(scn: &Scenario) -> Option<String> {
              the lab only"
                 .into(),
         );
+    }
+    if scn.app.kind == "webrtc" {
+        // A real browser is a separate binary; str0m runs here.
+        let browser = |args: &[String]| {
+            args.windows(2)
+                .any(|w| w[0] == "--far-peer" && w[1] != "str0m")
+        };
+        return (browser(&scn.app.client_args)
+            || scn.variants.iter().any(|v| browser(&v.client_args)))
+        .then(|| {
+            "the far peer is a real browser (headless Chromium), which runs in the lab only".into()
+        });
     }
     if MEDIA_KINDS.contains(&scn.app.kind.as_str()) {
         // UDP applications: no QUIC stack.
@@ -266,6 +281,21 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
     } else {
         None
     };
+    let webrtc = if vs.app.kind == "webrtc" {
+        let d = std::time::Duration::try_from_secs_f64(vs.app.duration_s)
+            .map_err(|e| not_modelled("app.duration_s", &e.to_string()))?;
+        let rekey = (vs.app.rekey_after_ms > 0)
+            .then(|| std::time::Duration::from_millis(vs.app.rekey_after_ms));
+        let w = crate::webrtc::parse_client_args(vs.app.direction == "upload", d, rekey, &args)
+            .map_err(|e| SimScenarioError::ClientArg {
+                variant: v.name.clone(),
+                arg: e.arg,
+                why: e.why,
+            })?;
+        Some(w)
+    } else {
+        None
+    };
     let rtc = if vs.app.kind == "rtc" {
         if let Some(a) = args.first() {
             return Err(SimScenarioError::ClientArg {
@@ -295,7 +325,7 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
         ack_frequency = Some(n);
         args.drain(i..i + 2);
     }
-    let sidekick = if media.is_some() || rtc.is_some() {
+    let sidekick = if media.is_some() || rtc.is_some() || webrtc.is_some() {
         None
     } else {
         client_params(&v.name, &args)?
@@ -337,6 +367,7 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
         bytes: vs.app.bytes,
         timeout: std::time::Duration::from_secs_f64(vs.app.timeout_s + 10.0),
         media,
+        webrtc,
         rtc,
         proxy,
         sidekick,

@@ -61,6 +61,8 @@ pub struct TrialSetup {
     pub stack_seed: u64,
     /// A media application (`media`, `media-fec`) instead of the bulk transfer.
     pub media: Option<crate::media::MediaSetup>,
+    /// A WebRTC call (`webrtc`) instead of the bulk transfer.
+    pub webrtc: Option<crate::webrtc::WebrtcSetup>,
     /// RTC frames (`rtc`) for this long instead of the bulk transfer.
     pub rtc: Option<Duration>,
     /// The client asks the server to ACK every N ack-eliciting packets without the sidekick
@@ -214,6 +216,9 @@ struct World {
 pub fn run_trial(setup: &TrialSetup) -> TrialOutcome {
     if let Some(m) = &setup.media {
         return crate::media::run_trial(setup, m);
+    }
+    if let Some(w) = &setup.webrtc {
+        return crate::webrtc::run_trial(setup, w);
     }
     match World::new(setup) {
         Ok(mut w) => {
