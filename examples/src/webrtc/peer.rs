@@ -21,20 +21,23 @@ use sidekick::session::Transmit as SkTransmit;
 use str0m::format::Codec;
 use str0m::media::{Mid, Pt};
 use str0m::net::{Protocol, Receive};
+use str0m::rtp::RawPacket;
 use str0m::rtp::rtcp::{Nack, Rtcp};
-use str0m::rtp::{RawPacket, RtpWrite, SeqNo, Ssrc};
 use str0m::{Event, IceConnectionState, Input, Output, Rtc, RtcConfig};
 
 use super::playout::{Playout, PlayoutMetrics};
 use super::rekey::{EARLY_CAP, Rekey, Retiring};
 use super::rtp_lens::{Kind, classify};
 use super::sidekick::WebrtcSidekick;
-use super::source::{FrameSource, PayloadHeader, SourceConfig};
-use super::vp8::{EncodedFrame, rtp_payloads};
+use super::source::{PayloadHeader, SourceConfig};
+use super::vp8::EncodedFrame;
 use crate::transfer::sidekick::SidekickCounters;
 
 mod io;
 mod key_change;
+mod sending;
+
+use sending::Sending;
 
 pub use io::Peer;
 
@@ -159,24 +162,6 @@ fn nack_seqs(n: &Nack) -> u64 {
         .sum()
 }
 
-struct Sending {
-    source: FrameSource,
-    cfg: SourceConfig,
-    start: Instant,
-    next_frame: u32,
-    /// Packets of the current frame: (due, payload, last of frame, rtp time, capture instant).
-    queue: std::collections::VecDeque<(Instant, Vec<u8>, bool, u32, Instant)>,
-    /// Pacing floor: a packet that left late does not let the next one follow it closely (a
-    /// catch-up burst would hide the silence of a later loss from the proxy); only a sender
-    /// more than a frame behind catches up faster.
-    not_before: Instant,
-    /// Spacing of the current frame's packets.
-    spacing: Duration,
-    seq: u64,
-    ssrc: Ssrc,
-    pt: Pt,
-}
-
 /// Wall-clock conversion for `Instant`s (receiver `CLOCK_REALTIME`, as the sender's capture
 /// time).
 #[derive(Debug, Clone, Copy)]
@@ -242,6 +227,40 @@ pub struct Datagram {
 /// 2. then [`PeerCore::poll_transmit`] until `None`, sending each datagram on its socket;
 /// 3. [`PeerCore::finished`] says when the call is over for this peer; then
 ///    [`PeerCore::close`], a last round of `poll_transmit`, and [`PeerCore::into_report`].
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use sidekick_examples::webrtc::call::source_config;
+/// use sidekick_examples::webrtc::peer::{PeerConfig, PeerCore, Role, Socket, WallClock};
+/// use sidekick_examples::webrtc::rekey::{self, Offer};
+///
+/// let t0 = Instant::now();
+/// let (c, s) = ("10.0.2.2:5000".parse().unwrap(), "10.0.1.1:4433".parse().unwrap());
+/// // Offer and answer (over the signalling endpoint in the binary).
+/// let offer = Offer::new(c, Role::Sender, t0).unwrap();
+/// let (_server_rtc, answer) = rekey::answer(s, &offer.sdp, t0).unwrap();
+/// let k = offer.accept(&answer).unwrap();
+/// let cfg = PeerConfig {
+///     role: Role::Sender,
+///     source: source_config(30, 1500, 60, 4.0),
+///     frames: 30,
+///     playout_delay: Duration::from_millis(100),
+///     linger: Duration::from_millis(500),
+///     seed: 1,
+///     stop_when_done: true,
+///     connect_timeout: Duration::from_secs(10),
+///     max_duration: Duration::from_secs(60),
+///     trace: None,
+///     vp8: None,
+/// };
+/// let mut peer = PeerCore::new(*k.rtc, c, k.mid, cfg, None, t0, WallClock::at(t0, 0));
+/// peer.handle_timeout(t0).unwrap();
+/// // ICE starts: a connectivity check towards the server's candidate.
+/// let d = peer.poll_transmit().unwrap();
+/// assert_eq!((d.socket, d.to), (Socket::Base, s));
+/// assert!(peer.finished(t0).is_none());
+/// assert!(peer.poll_timeout() >= t0);
+/// ```
 pub struct PeerCore {
     rtc: Rtc,
     local: SocketAddr,
@@ -670,16 +689,6 @@ impl PeerCore {
         }
     }
 
-    fn next_send(&self) -> Option<Instant> {
-        let s = self.sending.as_ref()?;
-        let frame = (s.next_frame < self.cfg.frames)
-            .then(|| s.start + self.cfg.source.frame_interval() * s.next_frame);
-        [frame, s.queue.front().map(|q| q.0.max(s.not_before))]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
     fn on_timer(&mut self, now: Instant) -> anyhow::Result<()> {
         if let Some(s) = self.side.as_mut()
             && s.poll_timeout().is_some_and(|t| t <= now)
@@ -694,100 +703,6 @@ impl PeerCore {
         self.retiring_timeout(now);
         self.drain()?;
         Ok(())
-    }
-
-    fn start_sending(&mut self, now: Instant) -> Option<()> {
-        let mid = self.mid?;
-        let (pt, _) = self.media_pt?;
-        let ssrc = self.rtc.direct_api().stream_tx_by_mid(mid, None)?.ssrc();
-        self.sending = Some(Sending {
-            source: FrameSource::new(&self.cfg.source, self.cfg.seed),
-            cfg: self.cfg.source,
-            start: now,
-            next_frame: 0,
-            queue: std::collections::VecDeque::new(),
-            not_before: now,
-            spacing: Duration::ZERO,
-            seq: 1000 + (self.cfg.seed % 20_000),
-            ssrc,
-            pt,
-        });
-        Some(())
-    }
-
-    fn send_due(&mut self, now: Instant) -> anyhow::Result<()> {
-        if self.sending.is_none()
-            && (self.connected_at.is_none() || self.start_sending(now).is_none())
-        {
-            return Ok(());
-        }
-        // A key change whose new stream was not there when it connected.
-        self.switch_sender();
-        let interval = self.cfg.source.frame_interval();
-        let frames = self.cfg.frames;
-        let wall = self.wall;
-        loop {
-            let Some(s) = self.sending.as_mut() else {
-                return Ok(());
-            };
-            // Queue every frame whose capture time has come.
-            while s.next_frame < frames && s.start + interval * s.next_frame <= now {
-                let capture = s.start + interval * s.next_frame;
-                let frame = s.source.next_frame();
-                let payloads = match &self.cfg.vp8 {
-                    Some(v) => v
-                        .get(s.next_frame as usize)
-                        .map(|f| rtp_payloads(&f.data, s.cfg.max_payload))
-                        .unwrap_or_default(),
-                    None => frame.payloads(&s.cfg, wall.unix_ns(capture)),
-                };
-                let n = payloads.len() as u32;
-                s.spacing = interval / n.max(1);
-                let rtp_time =
-                    (u64::from(s.next_frame) * 90_000 / u64::from(s.cfg.fps.max(1))) as u32;
-                for (k, p) in payloads.into_iter().enumerate() {
-                    let due = capture + interval * k as u32 / n.max(1);
-                    s.queue
-                        .push_back((due, p, k as u32 + 1 == n, rtp_time, capture));
-                }
-                s.next_frame += 1;
-            }
-            if s.queue.front().is_none_or(|q| q.0.max(s.not_before) > now) {
-                return Ok(());
-            }
-            let Some((due, payload, marker, time, capture)) = s.queue.pop_front() else {
-                return Ok(());
-            };
-            // Behind by more than a frame (a loaded machine): catch up at four times the pace
-            // rather than fall further behind.
-            let floor = if now.saturating_duration_since(due) > interval {
-                s.spacing / 4
-            } else {
-                s.spacing * 3 / 4
-            };
-            s.not_before = now + floor;
-            let (ssrc, pt, seq) = (s.ssrc, s.pt, s.seq);
-            s.seq += 1;
-            let rtc = self.sending_rtc();
-            if let Some(tx) = rtc.direct_api().stream_tx(&ssrc) {
-                tx.write_rtp(
-                    RtpWrite::new(pt, SeqNo::from(seq), time, capture, payload)
-                        .marker(marker)
-                        .nackable(true),
-                );
-            }
-            self.packets_sent += 1;
-            if self.retiring.as_ref().is_some_and(|r| r.sender_switched)
-                || self.report.media_after_rekey.is_some()
-            {
-                *self.report.media_after_rekey.get_or_insert(0) += 1;
-            }
-            self.last_sent_at = Some(now);
-            // str0m stamps written packets when time next moves forward.
-            self.drain()?;
-            self.sending_rtc().handle_input(Input::Timeout(now))?;
-            self.drain()?;
-        }
     }
 }
 
