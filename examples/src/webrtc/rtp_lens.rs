@@ -88,6 +88,11 @@ pub struct SeqExtender {
 }
 
 impl SeqExtender {
+    /// The highest extended value so far.
+    pub fn highest(&self) -> Option<u64> {
+        self.highest
+    }
+
     /// The extended value of `seq`.
     pub fn extend(&mut self, seq: u16) -> u64 {
         let Some(h) = self.highest else {
@@ -110,16 +115,34 @@ impl SeqExtender {
     }
 }
 
+/// One stream's numbering: its SSRC, its sequence numbers extended, and what is added to make
+/// them packet numbers.
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    ssrc: u32,
+    seq: SeqExtender,
+    offset: i64,
+}
+
+impl Stream {
+    fn number(&mut self, seq: u16) -> Option<u64> {
+        i64::try_from(self.seq.extend(seq))
+            .ok()
+            .and_then(|e| e.checked_add(self.offset))
+            .and_then(|p| u64::try_from(p).ok())
+    }
+}
+
 /// Packet numbers of one media stream: the first SSRC seen with payload type `pt` (RTX and other
-/// streams have none; the SDK delivers those at once).
+/// streams have none; the SDK delivers those at once) — and, across a restart, the stream that
+/// replaces it.
 #[derive(Debug, Clone)]
 pub struct RtpLens {
     pt: u8,
-    ssrc: Option<u32>,
-    seq: SeqExtender,
-    /// Added to the stream's extended sequence numbers: non-zero after a restart whose new
-    /// stream did not continue the old one's numbering.
-    offset: i64,
+    /// The stream followed.
+    cur: Option<Stream>,
+    /// The stream a restart replaced: its late packets (and their repairs) keep their numbers.
+    prev: Option<Stream>,
     /// The highest packet number given so far.
     highest: Option<u64>,
     /// [`RtpLens::restart`] was called: the next media packet of another SSRC is the stream.
@@ -136,18 +159,17 @@ impl RtpLens {
     pub fn new(pt: u8) -> Self {
         Self {
             pt,
-            ssrc: None,
-            seq: SeqExtender::default(),
-            offset: 0,
+            cur: None,
+            prev: None,
             highest: None,
             restarting: false,
         }
     }
 
-    /// The media session restarted (new SRTP keys, e.g. a DTLS restart): the next packet with
-    /// this payload type from a different SSRC becomes the stream, and its packet numbers go on
-    /// above the old stream's, so that the SDK sees one stream, neither a jump back nor a hole of
-    /// thousands. Packets of the old SSRC after that have no number (delivered at once).
+    /// The media session is restarting (new SRTP keys, e.g. a DTLS restart): the next packet with
+    /// this payload type from another SSRC becomes the stream, and its packet numbers go on above
+    /// the old stream's, so that the SDK sees one stream, neither a jump back nor a hole of
+    /// thousands. The old stream's packets still in flight keep their numbers.
     ///
     /// ```
     /// use sidekick_examples::webrtc::rtp_lens::RtpLens;
@@ -160,12 +182,14 @@ impl RtpLens {
     /// let mut lens = RtpLens::new(96);
     /// assert_eq!(lens.packet_number(&rtp(500, 1)), Some(500));
     /// lens.restart();
-    /// assert_eq!(lens.packet_number(&rtp(40_000, 2)), Some(501)); // renumbered
-    /// assert_eq!(lens.packet_number(&rtp(501, 1)), None); // the old stream
-    /// assert_eq!(lens.packet_number(&rtp(40_001, 2)), Some(502));
+    /// assert_eq!(lens.packet_number(&rtp(501, 1)), Some(501)); // the old stream goes on
+    /// assert_eq!(lens.packet_number(&rtp(40_000, 2)), Some(502)); // the new one, renumbered
+    /// assert_eq!(lens.packet_number(&rtp(499, 1)), Some(499)); // a late packet of the old one
+    /// assert_eq!(lens.packet_number(&rtp(40_001, 2)), Some(503));
+    /// assert_eq!(lens.packet_number(&rtp(7, 3)), None); // neither
     /// ```
     pub fn restart(&mut self) {
-        if self.ssrc.is_some() {
+        if self.cur.is_some() {
             self.restarting = true;
         }
     }
@@ -177,10 +201,11 @@ impl RtpLens {
 
     /// The media stream's SSRC once seen.
     pub fn ssrc(&self) -> Option<u32> {
-        self.ssrc
+        self.cur.map(|c| c.ssrc)
     }
 
-    /// The extended sequence number if `d` is a packet of the media stream.
+    /// The packet number if `d` is a packet of the media stream (or of the one a restart
+    /// replaced).
     pub fn packet_number(&mut self, d: &[u8]) -> Option<u64> {
         let Kind::Rtp { pt, seq, ssrc, .. } = classify(d) else {
             return None;
@@ -188,36 +213,57 @@ impl RtpLens {
         if pt != self.pt {
             return None;
         }
-        match self.ssrc {
-            Some(s) if s == ssrc => {}
-            Some(_) if self.restarting => self.adopt(ssrc, seq),
-            Some(_) => return None,
-            None => self.ssrc = Some(ssrc),
-        }
-        let pn = i64::try_from(self.seq.extend(seq))
-            .ok()
-            .and_then(|e| e.checked_add(self.offset))
-            .and_then(|p| u64::try_from(p).ok())?;
+        let pn = match (&mut self.cur, &mut self.prev) {
+            (Some(c), _) if c.ssrc == ssrc => c.number(seq),
+            (_, Some(p)) if p.ssrc == ssrc => p.number(seq),
+            (Some(_), _) if self.restarting => self.adopt(ssrc, seq),
+            (Some(_), _) => return None,
+            (None, _) => {
+                let mut s = Stream {
+                    ssrc,
+                    seq: SeqExtender::default(),
+                    offset: 0,
+                };
+                let pn = s.number(seq);
+                self.cur = Some(s);
+                pn
+            }
+        }?;
         self.highest = Some(self.highest.map_or(pn, |h| h.max(pn)));
         Some(pn)
     }
 
     /// The first packet of the stream after a restart: `seq` continues the old numbering when
-    /// it is a little ahead of it, else the new stream is numbered from just above it.
-    fn adopt(&mut self, ssrc: u32, seq: u16) {
-        self.ssrc = Some(ssrc);
+    /// it is a little ahead of the old stream's highest, else the new stream is numbered from
+    /// just above the highest packet number.
+    fn adopt(&mut self, ssrc: u32, seq: u16) -> Option<u64> {
         self.restarting = false;
-        let Some(h) = self.highest else { return };
-        let ahead = seq.wrapping_sub(h as u16);
-        if (1..=CONTINUE_WINDOW).contains(&ahead) {
-            return;
-        }
-        self.seq = SeqExtender::default();
-        // The new extender starts at `seq`: shift it to `h + 1`.
-        self.offset = i64::try_from(h)
+        let old = self.cur.take();
+        let h = self.highest.unwrap_or(0);
+        let first = match old.and_then(|o| o.seq.highest()) {
+            Some(raw) => {
+                let ahead = seq.wrapping_sub(raw as u16);
+                if (1..=CONTINUE_WINDOW).contains(&ahead) {
+                    h.saturating_add(u64::from(ahead))
+                } else {
+                    h.saturating_add(1)
+                }
+            }
+            None => h.saturating_add(1),
+        };
+        // The new extender starts at `seq`: shift it to `first`.
+        let offset = i64::try_from(first)
             .unwrap_or(i64::MAX)
-            .saturating_add(1)
             .saturating_sub(i64::from(seq));
+        self.prev = old;
+        let mut s = Stream {
+            ssrc,
+            seq: SeqExtender::default(),
+            offset,
+        };
+        let pn = s.number(seq);
+        self.cur = Some(s);
+        pn
     }
 }
 
@@ -302,8 +348,13 @@ mod tests {
         l.restart();
         assert_eq!(l.packet_number(&pkt(3, 1)), Some(65_539)); // the old stream, still in flight
         assert_eq!(l.packet_number(&pkt(5, 2)), Some(65_541)); // continues: a hole of one
-        assert_eq!(l.packet_number(&pkt(4, 1)), None);
+        assert_eq!(l.packet_number(&pkt(4, 1)), Some(65_540)); // the hole, late on the old one
         assert_eq!(l.ssrc(), Some(2));
+        // A second restart: the first stream is forgotten, the second kept for stragglers.
+        l.restart();
+        assert_eq!(l.packet_number(&pkt(6, 3)), Some(65_542));
+        assert_eq!(l.packet_number(&pkt(6, 2)), Some(65_542));
+        assert_eq!(l.packet_number(&pkt(5, 1)), None);
         // A sender that started afresh, behind the old numbers.
         let mut l = RtpLens::new(96);
         assert_eq!(l.packet_number(&pkt(30_000, 1)), Some(30_000));

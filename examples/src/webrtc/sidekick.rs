@@ -150,12 +150,18 @@ impl WebrtcSidekick {
     }
 
     /// The negotiated payload type of the media stream (receiver: its sequence numbers are
-    /// Packrat's packet numbers). Called again when the media session restarts with new keys
-    /// (a key change, [`super::peer`]): the stream's numbering goes on ([`RtpLens::restart`]).
+    /// Packrat's packet numbers). A payload type already followed changes nothing.
     pub fn set_media_pt(&mut self, pt: u8) {
-        match self.lens.as_mut() {
-            Some(l) if l.pt() == pt => l.restart(),
-            _ => self.lens = Some(RtpLens::new(pt)),
+        if self.lens.as_ref().is_none_or(|l| l.pt() != pt) {
+            self.lens = Some(RtpLens::new(pt));
+        }
+    }
+
+    /// The media session is restarting with new keys (a key change, [`super::peer`]): a new
+    /// SSRC will carry the stream, and its numbering goes on ([`RtpLens::restart`]).
+    pub fn media_restarting(&mut self) {
+        if let Some(l) = self.lens.as_mut() {
+            l.restart();
         }
     }
 

@@ -59,6 +59,10 @@ impl PeerCore {
         self.rekey_started = Some(now);
         self.report.rekeys += 1;
         self.report.sidekick_at_rekey = self.side.as_ref().map(WebrtcSidekick::counters);
+        // The far peer's new instance sends from a new SSRC, possibly before this one connects.
+        if let Some(s) = self.side.as_mut() {
+            s.media_restarting();
+        }
         tracing::info!("key change begun");
     }
 
