@@ -287,7 +287,7 @@ pub struct PeerCore {
     retiring: Option<Retiring>,
     /// When the last key change began.
     rekey_started: Option<Instant>,
-    /// SRTP/SRTCP that reached the new instance before it connected (replayed when it does).
+    /// SRTP/SRTCP that reached the instance before it connected (replayed when it does).
     early: VecDeque<(Instant, SocketAddr, Vec<u8>)>,
     /// The peer's clock: the time of the call being handled.
     now: Instant,
@@ -603,15 +603,30 @@ impl PeerCore {
         }
     }
 
+    /// Replays what the instance got before it connected.
+    fn replay_early(&mut self) -> anyhow::Result<()> {
+        if self.early.is_empty() || !self.rtc.is_connected() {
+            return Ok(());
+        }
+        for (at, from, d) in std::mem::take(&mut self.early) {
+            self.feed(at, from, &d)?;
+        }
+        Ok(())
+    }
+
     /// Feeds one datagram to str0m (with its socket arrival time) and drains.
     ///
-    /// During a key change SRTP and SRTCP go to both instances (each authenticates its own keys'
-    /// and drops the rest), and are kept for the new one until it connects; STUN and DTLS are the
-    /// new one's.
+    /// SRTP and SRTCP that arrive before DTLS has completed here (the far peer may finish its
+    /// side a round trip or a lost flight earlier, and start sending) are kept and replayed once
+    /// it has, instead of being dropped. During a key change they also go to the retiring
+    /// instance (each authenticates its own keys' packets and drops the rest); STUN and DTLS are
+    /// the new one's.
     fn feed(&mut self, at: Instant, from: SocketAddr, d: &[u8]) -> anyhow::Result<()> {
         let srtp = matches!(classify(d), Kind::Rtp { .. } | Kind::Rtcp { .. });
-        if srtp && let Some(old) = self.retiring.as_mut() {
-            if let Ok(r) = Receive::new(Protocol::Udp, from, self.local, d) {
+        if srtp {
+            if let Some(old) = self.retiring.as_mut()
+                && let Ok(r) = Receive::new(Protocol::Udp, from, self.local, d)
+            {
                 let _ = old.rtc.handle_input(Input::Receive(at, r));
             }
             if !self.rtc.is_connected() {

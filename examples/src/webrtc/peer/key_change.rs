@@ -111,17 +111,6 @@ impl PeerCore {
         }
     }
 
-    /// Replays what the new instance got before it connected.
-    pub(super) fn replay_early(&mut self) -> anyhow::Result<()> {
-        if self.early.is_empty() || !self.rtc.is_connected() {
-            return Ok(());
-        }
-        for (at, from, d) in std::mem::take(&mut self.early) {
-            self.feed(at, from, &d)?;
-        }
-        Ok(())
-    }
-
     /// The instance the sender's media goes out on: the retiring one until the new one has its
     /// stream.
     pub(super) fn sending_rtc(&mut self) -> &mut Rtc {

@@ -44,6 +44,16 @@ fn pair(t0: Instant, upload: bool, secs: u32) -> (PeerCore, PeerCore) {
 /// Runs the call; every `lose_every`-th SRTP datagram from the sender is lost; a key change at
 /// `rekey_at`. Returns both reports.
 fn run(upload: bool, lose_every: u64, rekey_at: Option<Duration>) -> (PeerReport, PeerReport) {
+    run_with(upload, lose_every, rekey_at, Duration::ZERO)
+}
+
+/// [`run`], with the DTLS datagrams to the client `dtls_late` later than the rest.
+fn run_with(
+    upload: bool,
+    lose_every: u64,
+    rekey_at: Option<Duration>,
+    dtls_late: Duration,
+) -> (PeerReport, PeerReport) {
     let t0 = Instant::now();
     let (mut client, mut server) = pair(t0, upload, 2);
     // In flight: arrival time → (to the client?, from, datagram).
@@ -66,7 +76,12 @@ fn run(upload: bool, lose_every: u64, rekey_at: Option<Duration>) -> (PeerReport
                 }
                 n += 1;
                 let from = if to_client { saddr } else { caddr };
-                wire.insert((now + ONE_WAY, n), (to_client, from, d.data));
+                let late = if to_client && matches!(classify(&d.data), Kind::Dtls) {
+                    dtls_late
+                } else {
+                    Duration::ZERO
+                };
+                wire.insert((now + ONE_WAY + late, n), (to_client, from, d.data));
             }
         }
         if let Some(end) = client.finished(now) {
@@ -146,4 +161,18 @@ fn a_key_change_moves_the_media_to_new_keys() {
         );
         assert_eq!(complete(receiver), 60, "{receiver:?}");
     }
+}
+
+/// The server finishes DTLS and streams while its last flight to the client is still on its
+/// way (here: every DTLS datagram to the client 400 ms late): what arrives before the client has
+/// its keys is kept and replayed, so the call's first frames are not lost.
+#[test]
+fn media_before_the_keys_is_kept_until_they_come() {
+    let (client, server) = run_with(false, 0, None, Duration::from_millis(400));
+    assert!(
+        client.connect_ms.unwrap() > server.connect_ms.unwrap() + 300.0,
+        "{client:?}"
+    );
+    assert_eq!(complete(&client), 60, "{client:?}");
+    assert_eq!(server.packets_sent.map(|p| p > 0), Some(true));
 }
