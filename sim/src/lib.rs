@@ -33,4 +33,5 @@ pub mod seeded_tls;
 pub mod studies;
 pub mod transfer;
 pub mod trial;
+pub mod udp_ap;
 pub mod webrtc;

@@ -15,10 +15,10 @@
 //! quACKs carry — differ from run to run; the same seed gives the same link losses and timing,
 //! not the same bytes.
 //!
-//! The ap is the transfer trials' ([`crate::trial`]): it routes, and the proxy sniffs `lan0`.
+//! The network — links, the routing ap and its proxy sniffing `lan0` — is [`UdpAp`].
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use sidekick::session::{SidekickClient, SidekickConfig};
@@ -29,13 +29,10 @@ use sidekick_examples::webrtc::rekey::{self, Offer};
 use sidekick_examples::webrtc::sidekick::WebrtcSidekick;
 use sidekick_examples::webrtc::source::SourceConfig;
 
-use crate::net::{
-    self, Hop, IfCounters, Links, MAX_FRAME, client_addr, client_sidekick_addr, mac, server_addr,
-    udp_frame, udp_of,
-};
-use crate::proxy_node::{ProxyNode, ProxyOut};
+use crate::net::{self, Hop, client_addr, client_sidekick_addr, server_addr, udp_of};
 use crate::sched::{Clock, Scheduler};
 use crate::trial::{TrialOutcome, TrialSetup};
+use crate::udp_ap::UdpAp;
 
 pub mod args;
 pub use args::parse_client_args;
@@ -77,24 +74,15 @@ const REKEY: usize = 7;
 const COMPONENTS: usize = 8;
 const MAX_EVENTS: u64 = 50_000_000;
 
-const CLI0: usize = 0;
-const AP_LAN0: usize = 1;
-const AP_WAN0: usize = 2;
-const SRV: usize = 3;
-
 struct World {
     clock: Clock,
     t: Duration,
     sched: Scheduler,
-    links: Links,
-    ifs: [IfCounters; 4],
+    net: UdpAp,
     client: PeerCore,
     server: PeerCore,
-    proxy: Option<ProxyNode>,
-    proxy_out: Vec<ProxyOut>,
     call: CallShape,
     rekey_at: Option<Duration>,
-    oversize_drops: u64,
     error: Option<String>,
 }
 
@@ -184,20 +172,13 @@ impl World {
             now,
             wall,
         );
-        let proxy = s
-            .proxy
-            .as_ref()
-            .map(|c| ProxyNode::new(c, (s.stack_seed, s.stack_seed ^ 0x5eed), clock));
         Ok(Self {
             clock,
             t: Duration::ZERO,
             sched: Scheduler::new(COMPONENTS),
-            links: Links::new(s.wan, s.lan, s.link_seed),
-            ifs: [IfCounters::default(); 4],
+            net: UdpAp::new(s, clock, (s.stack_seed, s.stack_seed ^ 0x5eed)),
             client,
             server,
-            proxy,
-            proxy_out: Vec::new(),
             call: CallShape {
                 role: w.role,
                 frames: w.frames,
@@ -205,7 +186,6 @@ impl World {
                 kbps: w.source.kbps,
             },
             rekey_at: w.rekey_after,
-            oversize_drops: 0,
             error: None,
         })
     }
@@ -259,6 +239,7 @@ impl World {
                 return ("error", events);
             }
             self.t = self.t.max(t);
+            self.net.set_time(self.t);
             self.step(k);
             self.settle();
         }
@@ -269,12 +250,10 @@ impl World {
         match k {
             0..HOPS => {
                 let hop = Hop::ALL[k];
-                while let Some(frame) = self.links.hop(hop).pop_due(self.t) {
+                for frame in self.net.due_frames(hop) {
                     match hop {
-                        Hop::LanUp => self.ap_from_lan(frame),
                         Hop::LanDown => self.client_from_lan(&frame),
-                        Hop::WanUp => self.server_from_wan(&frame),
-                        Hop::WanDown => self.ap_from_wan(frame),
+                        _ => self.server_from_wan(&frame),
                     }
                 }
             }
@@ -291,12 +270,7 @@ impl World {
                 let r = self.rekey(now);
                 self.fail(r);
             }
-            _ => {
-                if let Some(p) = self.proxy.as_mut() {
-                    p.handle_timeout(now, &mut self.proxy_out);
-                }
-                self.handle_proxy_out();
-            }
+            _ => self.net.proxy_timeout(),
         }
     }
 
@@ -323,17 +297,14 @@ impl World {
                 Socket::Base => client_addr(),
                 Socket::Sidekick => client_sidekick_addr(),
             };
-            self.client_send(src, d.to, &d.data);
+            self.net.client_send(src, d.to, &d.data);
         }
         while let Some(d) = self.server.poll_transmit() {
             if d.socket == Socket::Base {
-                self.server_send(d.to, &d.data);
+                self.net.server_send(d.to, &d.data);
             }
         }
-        for (i, hop) in Hop::ALL.iter().enumerate() {
-            let due = self.links.next_due(*hop);
-            self.sched.set(i, due);
-        }
+        self.net.schedule(&mut self.sched, PROXY_TIMER);
         // A deadline that is still due right after it ran comes round again 1 µs later, as a
         // real-time loop would.
         let t = self.t;
@@ -351,19 +322,12 @@ impl World {
         self.sched
             .set(SERVER_TIMER, Some(due(self.server.poll_timeout())));
         self.sched.set(REKEY, self.rekey_at.map(|r| r.max(t)));
-        let pt = self
-            .proxy
-            .as_ref()
-            .and_then(ProxyNode::poll_timeout)
-            .map(|i| c.offset(i).max(t));
-        self.sched.set(PROXY_TIMER, pt);
     }
 
-    // --- The hosts ------------------------------------------------------------------------
+    // --- The hosts --------------------------------------------------------------------------
 
     fn client_from_lan(&mut self, frame: &[u8]) {
         let now = self.now();
-        self.ifs[CLI0].rx(frame.len());
         let Some((src, dst, payload)) = udp_of(frame) else {
             return;
         };
@@ -377,19 +341,8 @@ impl World {
         self.fail(r);
     }
 
-    fn client_send(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
-        let f = udp_frame(mac::CLIENT, mac::AP_LAN, src, dst, payload);
-        if f.len() > MAX_FRAME {
-            self.oversize_drops += 1;
-            return;
-        }
-        self.ifs[CLI0].tx(f.len());
-        self.links.hop(Hop::LanUp).offer(self.t, f);
-    }
-
     fn server_from_wan(&mut self, frame: &[u8]) {
         let now = self.now();
-        self.ifs[SRV].rx(frame.len());
         let Some((src, dst, payload)) = udp_of(frame) else {
             return;
         };
@@ -400,92 +353,13 @@ impl World {
         self.fail(r);
     }
 
-    fn server_send(&mut self, dst: SocketAddr, payload: &[u8]) {
-        let f = udp_frame(mac::SERVER, mac::AP_WAN, server_addr(), dst, payload);
-        if f.len() > MAX_FRAME {
-            self.oversize_drops += 1;
-            return;
-        }
-        self.ifs[SRV].tx(f.len());
-        self.links.hop(Hop::WanDown).offer(self.t, f);
-    }
-
-    // --- The ap (routing; the proxy sniffs lan0), as in the transfer trials ---------------
-
-    fn ap_from_lan(&mut self, mut frame: Vec<u8>) {
-        let now = self.now();
-        self.ifs[AP_LAN0].rx(frame.len());
-        if let Some(p) = self.proxy.as_mut() {
-            p.on_frame(now, true, &frame, &mut self.proxy_out);
-        }
-        self.handle_proxy_out();
-        let Some((src, dst, payload)) = udp_of(&frame) else {
-            return;
-        };
-        if let Some(p) = self.proxy.as_mut()
-            && dst == p.listen()
-        {
-            p.on_sidekick(now, src, payload, &mut self.proxy_out);
-            self.handle_proxy_out();
-        } else if dst.ip() == net::SERVER_IP {
-            net::rewrite_macs(&mut frame, mac::AP_WAN, mac::SERVER);
-            self.ifs[AP_WAN0].tx(frame.len());
-            self.links.hop(Hop::WanUp).offer(self.t, frame);
-        }
-    }
-
-    fn ap_from_wan(&mut self, mut frame: Vec<u8>) {
-        self.ifs[AP_WAN0].rx(frame.len());
-        if udp_of(&frame).is_some_and(|(_, d, _)| d.ip() == net::CLIENT_IP) {
-            net::rewrite_macs(&mut frame, mac::AP_LAN, mac::CLIENT);
-            self.ap_lan_egress(frame, true);
-        }
-    }
-
-    fn ap_lan_egress(&mut self, frame: Vec<u8>, capture: bool) {
-        if capture && let Some(p) = self.proxy.as_mut() {
-            let now = self.clock.at(self.t);
-            let _ = p.on_frame(now, false, &frame, &mut self.proxy_out);
-        }
-        self.ifs[AP_LAN0].tx(frame.len());
-        self.links.hop(Hop::LanDown).offer(self.t, frame);
-        self.handle_proxy_out();
-    }
-
-    fn handle_proxy_out(&mut self) {
-        while !self.proxy_out.is_empty() {
-            for o in std::mem::take(&mut self.proxy_out) {
-                match o {
-                    ProxyOut::Sidekick { to, bytes } => {
-                        let from = self.proxy.as_ref().map_or(to, ProxyNode::listen);
-                        let f = udp_frame(mac::AP_LAN, mac::CLIENT, from, to, &bytes);
-                        self.ap_lan_egress(f, true);
-                    }
-                    ProxyOut::Inject { frame, .. } => self.ap_lan_egress(frame, false),
-                }
-            }
-        }
-    }
-
     // --- The report -----------------------------------------------------------------------
 
     /// Ends the call (the client's report, then the server's, as `POST /report` stops it) and
     /// gives the lab's metrics with the trial's error, if any.
     fn finish(self, s: &TrialSetup, end: &'static str) -> (BTreeMap<String, f64>, Option<String>) {
         let mut m = BTreeMap::new();
-        for (name, c) in ["cli0", "ap_lan0", "ap_wan0", "srv"].iter().zip(self.ifs) {
-            m.insert(format!("{name}_tx_packets"), c.tx_packets as f64);
-            m.insert(format!("{name}_tx_bytes"), c.tx_bytes as f64);
-            m.insert(format!("{name}_rx_packets"), c.rx_packets as f64);
-            m.insert(format!("{name}_rx_bytes"), c.rx_bytes as f64);
-        }
-        self.links.metrics(&mut m);
-        if let Some(p) = &self.proxy {
-            p.metrics(&mut m);
-        }
-        if self.oversize_drops > 0 {
-            m.insert("sim_oversize_drops".into(), self.oversize_drops as f64);
-        }
+        self.net.metrics(&mut m);
         if self.error.is_some() {
             return (m, self.error);
         }

@@ -13,7 +13,7 @@
 //! the lab), and the servers' `--once` loops (wait for the first datagram, serve one session,
 //! answer repeated FINs with the SUMMARY).
 //!
-//! The ap is the transfer trials' ([`crate::trial`]): it routes, and the proxy sniffs `lan0`.
+//! The network — links, the routing ap and its proxy sniffing `lan0` — is [`UdpAp`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,13 +33,10 @@ use sidekick_examples::media_sidekick::MediaSidekickCore;
 use sidekick_examples::transfer::sidekick::Mode;
 use sidekick_examples::wire::{Codec, Message};
 
-use crate::net::{
-    self, Hop, IfCounters, Links, MAX_FRAME, client_addr, client_sidekick_addr, mac, server_addr,
-    udp_frame, udp_of,
-};
-use crate::proxy_node::{ProxyNode, ProxyOut};
+use crate::net::{self, Hop, client_addr, client_sidekick_addr, server_addr, udp_of};
 use crate::sched::{Clock, Scheduler};
 use crate::trial::{TrialOutcome, TrialSetup};
+use crate::udp_ap::UdpAp;
 
 mod args;
 pub use args::{MediaArgError, parse_client_args};
@@ -125,22 +122,13 @@ struct World {
     clock: Clock,
     t: Duration,
     sched: Scheduler,
-    links: Links,
-    ifs: [IfCounters; 4],
+    net: UdpAp,
     client: Client,
     server: Server,
     sk: Option<MediaSidekickCore>,
-    proxy: Option<ProxyNode>,
-    proxy_out: Vec<ProxyOut>,
     duration: Duration,
-    oversize_drops: u64,
     error: Option<String>,
 }
-
-const CLI0: usize = 0;
-const AP_LAN0: usize = 1;
-const AP_WAN0: usize = 2;
-const SRV: usize = 3;
 
 /// Runs one media trial.
 pub fn run_trial(s: &TrialSetup, m: &MediaSetup) -> TrialOutcome {
@@ -197,23 +185,16 @@ impl World {
                 mode,
             )
         });
-        let proxy = s
-            .proxy
-            .as_ref()
-            .map(|c| ProxyNode::new(c, (rng.next_u64(), rng.next_u64()), clock));
+        let proxy_seeds = (rng.next_u64(), rng.next_u64());
         Self {
             clock,
             t: Duration::ZERO,
             sched: Scheduler::new(COMPONENTS),
-            links: Links::new(s.wan, s.lan, s.link_seed),
-            ifs: [IfCounters::default(); 4],
+            net: UdpAp::new(s, clock, proxy_seeds),
             client,
             server,
             sk,
-            proxy,
-            proxy_out: Vec::new(),
             duration: m.duration,
-            oversize_drops: 0,
             error: None,
         }
     }
@@ -249,6 +230,7 @@ impl World {
                 return (Some("event limit reached".into()), events);
             }
             self.t = self.t.max(t);
+            self.net.set_time(self.t);
             self.step(k);
             self.settle();
         }
@@ -266,12 +248,10 @@ impl World {
         match k {
             0..HOPS => {
                 let hop = Hop::ALL[k];
-                while let Some(frame) = self.links.hop(hop).pop_due(self.t) {
+                for frame in self.net.due_frames(hop) {
                     match hop {
-                        Hop::LanUp => self.ap_from_lan(frame),
                         Hop::LanDown => self.client_from_lan(&frame),
-                        Hop::WanUp => self.server_from_wan(&frame),
-                        Hop::WanDown => self.ap_from_wan(frame),
+                        _ => self.server_from_wan(&frame),
                     }
                 }
             }
@@ -282,12 +262,7 @@ impl World {
                     s.handle_timeout(now);
                 }
             }
-            _ => {
-                if let Some(p) = self.proxy.as_mut() {
-                    p.handle_timeout(now, &mut self.proxy_out);
-                }
-                self.handle_proxy_out();
-            }
+            _ => self.net.proxy_timeout(),
         }
     }
 
@@ -302,10 +277,7 @@ impl World {
                 }
             }
         }
-        for (i, hop) in Hop::ALL.iter().enumerate() {
-            let due = self.links.next_due(*hop);
-            self.sched.set(i, due);
-        }
+        self.net.schedule(&mut self.sched, PROXY_TIMER);
         let t = self.t;
         let c = self.clock;
         let ct = match &self.client {
@@ -328,12 +300,6 @@ impl World {
             .and_then(MediaSidekickCore::poll_timeout)
             .map(|i| c.offset(i).max(t));
         self.sched.set(SDK_TIMER, kt);
-        let pt = self
-            .proxy
-            .as_ref()
-            .and_then(ProxyNode::poll_timeout)
-            .map(|i| c.offset(i).max(t));
-        self.sched.set(PROXY_TIMER, pt);
     }
 
     // --- The client -----------------------------------------------------------------------
@@ -402,7 +368,6 @@ impl World {
         let now = self.now();
         let t = self.t;
         let wall = self.wall_us();
-        self.ifs[CLI0].rx(frame.len());
         let Some((src, dst, payload)) = udp_of(frame) else {
             return;
         };
@@ -453,13 +418,7 @@ impl World {
     }
 
     fn client_send(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
-        let f = udp_frame(mac::CLIENT, mac::AP_LAN, src, dst, payload);
-        if f.len() > MAX_FRAME {
-            self.oversize_drops += 1;
-            return;
-        }
-        self.ifs[CLI0].tx(f.len());
-        self.links.hop(Hop::LanUp).offer(self.t, f);
+        self.net.client_send(src, dst, payload);
     }
 
     // --- The server -----------------------------------------------------------------------
@@ -499,7 +458,6 @@ impl World {
     fn server_from_wan(&mut self, frame: &[u8]) {
         let t = self.t;
         let wall = self.wall_us();
-        self.ifs[SRV].rx(frame.len());
         let Some((src, dst, payload)) = udp_of(frame) else {
             return;
         };
@@ -555,89 +513,14 @@ impl World {
     }
 
     fn server_send(&mut self, dst: SocketAddr, payload: &[u8]) {
-        let f = udp_frame(mac::SERVER, mac::AP_WAN, server_addr(), dst, payload);
-        if f.len() > MAX_FRAME {
-            self.oversize_drops += 1;
-            return;
-        }
-        self.ifs[SRV].tx(f.len());
-        self.links.hop(Hop::WanDown).offer(self.t, f);
-    }
-
-    // --- The ap (routing; the proxy sniffs lan0), as in the transfer trials ---------------
-
-    fn ap_from_lan(&mut self, mut frame: Vec<u8>) {
-        let now = self.now();
-        self.ifs[AP_LAN0].rx(frame.len());
-        if let Some(p) = self.proxy.as_mut() {
-            p.on_frame(now, true, &frame, &mut self.proxy_out);
-        }
-        self.handle_proxy_out();
-        let Some((src, dst, payload)) = udp_of(&frame) else {
-            return;
-        };
-        if let Some(p) = self.proxy.as_mut()
-            && dst == p.listen()
-        {
-            p.on_sidekick(now, src, payload, &mut self.proxy_out);
-            self.handle_proxy_out();
-        } else if dst.ip() == net::SERVER_IP {
-            net::rewrite_macs(&mut frame, mac::AP_WAN, mac::SERVER);
-            self.ifs[AP_WAN0].tx(frame.len());
-            self.links.hop(Hop::WanUp).offer(self.t, frame);
-        }
-    }
-
-    fn ap_from_wan(&mut self, mut frame: Vec<u8>) {
-        self.ifs[AP_WAN0].rx(frame.len());
-        if udp_of(&frame).is_some_and(|(_, d, _)| d.ip() == net::CLIENT_IP) {
-            net::rewrite_macs(&mut frame, mac::AP_LAN, mac::CLIENT);
-            self.ap_lan_egress(frame, true);
-        }
-    }
-
-    fn ap_lan_egress(&mut self, frame: Vec<u8>, capture: bool) {
-        if capture && let Some(p) = self.proxy.as_mut() {
-            let now = self.clock.at(self.t);
-            let _ = p.on_frame(now, false, &frame, &mut self.proxy_out);
-        }
-        self.ifs[AP_LAN0].tx(frame.len());
-        self.links.hop(Hop::LanDown).offer(self.t, frame);
-        self.handle_proxy_out();
-    }
-
-    fn handle_proxy_out(&mut self) {
-        while !self.proxy_out.is_empty() {
-            for o in std::mem::take(&mut self.proxy_out) {
-                match o {
-                    ProxyOut::Sidekick { to, bytes } => {
-                        let from = self.proxy.as_ref().map_or(to, ProxyNode::listen);
-                        let f = udp_frame(mac::AP_LAN, mac::CLIENT, from, to, &bytes);
-                        self.ap_lan_egress(f, true);
-                    }
-                    ProxyOut::Inject { frame, .. } => self.ap_lan_egress(frame, false),
-                }
-            }
-        }
+        self.net.server_send(dst, payload);
     }
 
     // --- The report -----------------------------------------------------------------------
 
     fn metrics(&self, s: &TrialSetup) -> BTreeMap<String, f64> {
         let mut m = BTreeMap::new();
-        for (name, c) in ["cli0", "ap_lan0", "ap_wan0", "srv"].iter().zip(self.ifs) {
-            m.insert(format!("{name}_tx_packets"), c.tx_packets as f64);
-            m.insert(format!("{name}_tx_bytes"), c.tx_bytes as f64);
-            m.insert(format!("{name}_rx_packets"), c.rx_packets as f64);
-            m.insert(format!("{name}_rx_bytes"), c.rx_bytes as f64);
-        }
-        self.links.metrics(&mut m);
-        if let Some(p) = &self.proxy {
-            p.metrics(&mut m);
-        }
-        if self.oversize_drops > 0 {
-            m.insert("sim_oversize_drops".into(), self.oversize_drops as f64);
-        }
+        self.net.metrics(&mut m);
         let sidekick = self.sk.as_ref().map(MediaSidekickCore::counters);
         let duration_s = self.duration.as_secs_f64();
         let report = match &self.client {
