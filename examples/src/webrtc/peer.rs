@@ -507,22 +507,23 @@ impl PeerCore {
         let next = loop {
             match self.rtc.poll_output()? {
                 Output::Timeout(t) => break t,
-                Output::Transmit(t) => self.transmit(t.destination, &t.contents),
+                Output::Transmit(t) => self.transmit(t.destination, t.contents.into()),
                 Output::Event(e) => self.on_event(e),
             }
         };
         Ok(self.drain_retiring().map_or(next, |t| t.min(next)))
     }
 
-    fn transmit(&mut self, to: SocketAddr, d: &[u8]) {
+    /// Queues str0m's datagram `d` (its own buffer, moved: no copy per packet).
+    fn transmit(&mut self, to: SocketAddr, d: Vec<u8>) {
         self.remote = Some(to);
         if let Some(s) = self.side.as_mut() {
-            s.on_sent(self.now, to, d);
+            s.on_sent(self.now, to, &d);
         }
         self.out.push_back(Datagram {
             socket: Socket::Base,
             to,
-            data: d.to_vec(),
+            data: d,
         });
     }
 

@@ -19,7 +19,8 @@ pub struct MediaArgError {
     pub why: String,
 }
 
-fn arg_value<T: std::str::FromStr>(
+/// The value after flag `arg`, parsed; `what` names it in the error.
+pub(crate) fn arg_value<T: std::str::FromStr>(
     it: &mut std::slice::Iter<'_, String>,
     arg: &str,
     what: &str,

@@ -38,7 +38,7 @@ use crate::sched::{Clock, Scheduler};
 use crate::trial::{TrialOutcome, TrialSetup};
 use crate::udp_ap::UdpAp;
 
-mod args;
+pub(crate) mod args;
 pub use args::{MediaArgError, parse_client_args};
 
 /// `CLOCK_REALTIME` at virtual zero, µs (any fixed value: only differences are reported).

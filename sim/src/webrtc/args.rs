@@ -9,19 +9,7 @@ use sidekick_examples::webrtc::sidekick::{packrat_config, robin_config};
 
 use super::WebrtcSetup;
 use crate::media::MediaArgError;
-
-fn arg_value<T: std::str::FromStr>(
-    it: &mut std::slice::Iter<'_, String>,
-    arg: &str,
-    what: &str,
-) -> Result<T, MediaArgError> {
-    it.next()
-        .and_then(|v| v.parse::<T>().ok())
-        .ok_or_else(|| MediaArgError {
-            arg: arg.into(),
-            why: format!("expected {what}"),
-        })
-}
+use crate::media::args::arg_value;
 
 /// The client command line of `sidekick-webrtc` after the lab's own arguments (`upload`: the
 /// client sends), for a call of `duration` with a key change after `rekey_after`. A flag the

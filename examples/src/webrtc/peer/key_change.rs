@@ -17,7 +17,7 @@ impl PeerCore {
         let next = loop {
             match old.rtc.poll_output() {
                 Ok(Output::Timeout(t)) => break t,
-                Ok(Output::Transmit(t)) => self.transmit(t.destination, &t.contents),
+                Ok(Output::Transmit(t)) => self.transmit(t.destination, t.contents.into()),
                 Ok(Output::Event(e)) => self.on_retiring_event(&old, e),
                 Err(e) => {
                     // The old keys' end comes early; the new instance carries the call.
