@@ -146,9 +146,10 @@ fn rescue_without_loss_changes_nothing() {
 /// Whether quic-go sends the instant ACK is its own timing: it processes every datagram it has
 /// before answering, so when the client's two Initials (1 ms apart at 10 Mbit/s) reach it
 /// together — a loaded machine — it answers both with one flight and the IACK rule drops other
-/// datagrams. A round of trials counts only when the premise held on both sides (the proxy's
-/// tracker saw the IACK in the rescue trials; end to end paid the PTO the rule causes); up to
-/// three rounds run.
+/// datagrams, which quic-go recovers in about 75 ms without a timeout (seen in every e2e trial
+/// of a CI run, and locally with two busy loops beside the test). The premise is therefore
+/// judged per trial: a rescue trial counts when the proxy's tracker saw the instant ACK, an e2e
+/// trial shows the probe timeout the rule causes when it took over 200 ms.
 #[test]
 fn rescue_spares_the_pto_behind_an_instant_ack() {
     let test = "rescue_spares_the_pto_behind_an_instant_ack";
@@ -174,18 +175,77 @@ fn rescue_spares_the_pto_behind_an_instant_ack() {
         "app.cert_bytes=1212".into(),
         "lan.drop=down:2,down:3".into(),
     ];
-    for round in 1..=3 {
+    let metric = |t: &runner::Trial, m: &str| {
+        t.metrics
+            .get(m)
+            .copied()
+            .unwrap_or_else(|| panic!("{test}: a trial without {m}"))
+    };
+    // (ttfb ms, replays, flows) of the rescue trials behind an instant ACK; e2e ttfb ms.
+    let (mut rescued, mut e2e) = (Vec::new(), Vec::new());
+    for round in 1..=4 {
         let r = run(test, &sets, 3);
-        let iack = median(&r, "rescue", "proxy_handshake_instant_acks_total");
-        let e2e = median(&r, "e2e", "ttfb_ms");
-        if iack == 1.0 && e2e > 200.0 {
-            assert_pto_spared(test, &r);
-            return;
+        for v in &r.variants {
+            for t in &v.trials {
+                match v.name.as_str() {
+                    "e2e" => e2e.push(metric(t, "ttfb_ms")),
+                    _ if metric(t, "proxy_handshake_instant_acks_total") >= 1.0 => {
+                        rescued.push((
+                            metric(t, "ttfb_ms"),
+                            metric(t, "proxy_handshake_replays_total"),
+                            metric(t, "proxy_handshake_flows_total"),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
         }
+        let paid_pto = e2e.iter().filter(|&&ms| ms > 200.0).count();
         eprintln!(
-            "{test}: round {round}: the server sent no instant ACK (tracker median {iack}, e2e \
-             ttfb {e2e} ms): the premise did not hold, trying again"
+            "{test}: after round {round}: {} rescue trials behind an instant ACK, {paid_pto} of {} \
+             e2e trials paid a probe timeout",
+            rescued.len(),
+            e2e.len()
         );
+        if rescued.len() >= 3 && paid_pto >= 1 {
+            break;
+        }
     }
-    panic!("{test}: in three rounds the quic-go server never answered with an instant ACK");
+    assert!(
+        rescued.len() >= 2,
+        "{test}: in four rounds the quic-go server answered with an instant ACK in {} rescue \
+         trials",
+        rescued.len()
+    );
+    // Behind an instant ACK the rescue replayed, to the one flow, and no trial paid a probe
+    // timeout (the lossless handshake takes about 31 ms here, a PTO is >= 200 ms).
+    for &(ttfb, replays, flows) in &rescued {
+        assert!(ttfb < 150.0, "{test}: a rescue trial took {ttfb} ms");
+        assert!(replays >= 1.0, "{test}: a rescue trial replayed nothing");
+        assert_eq!(flows, 1.0, "{test}: replays to more than the one flow");
+    }
+    let worst = rescued.iter().map(|r| r.0).fold(0.0, f64::max);
+    let pto: Vec<f64> = e2e.iter().copied().filter(|&ms| ms > 200.0).collect();
+    match pto.iter().copied().reduce(f64::min) {
+        Some(least) => assert!(
+            worst < least / 2.0,
+            "{test}: rescue up to {worst} ms vs e2e probe timeouts from {least} ms"
+        ),
+        None => eprintln!(
+            "{test}: no e2e trial paid the probe timeout (quic-go sent no instant ACK end to end \
+             on this machine's timing); the rescue's trials are judged by their own times"
+        ),
+    }
+    let median_of = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (rescue_median, e2e_median) = (
+        median_of(rescued.iter().map(|r| r.0).collect()),
+        median_of(e2e),
+    );
+    assert!(
+        rescue_median < e2e_median,
+        "{test}: rescue median {rescue_median} ms vs e2e median {e2e_median} ms"
+    );
 }
