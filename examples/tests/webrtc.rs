@@ -181,6 +181,11 @@ fn packrat_proxy_resends_cached_srtp() {
     assert!(sk["eacks_sent"].as_u64().unwrap() > 5, "{v}");
     assert!(sk["gaps_opened"].as_u64().unwrap() > 0, "{v}");
     assert!(repaired > dropped / 2, "{v}");
+    // The relay drops only once the session is up: NACKs then are all "while active", and the
+    // session's setup time is reported.
+    let nacks = v["nacks"].as_u64().unwrap();
+    assert_eq!(v["nacks_while_active"].as_u64(), Some(nacks), "{v}");
+    assert!(v["sidekick_setup_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{v}");
     // The relay drops every 10th datagram once the session is up, so one call in ten loses the
     // stream's last one (seen on 26 Nov 2026: 566 of 567 datagrams, 89 of 90 frames).
     assert_every_frame_but_tail(&v, 1);

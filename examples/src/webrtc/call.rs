@@ -545,7 +545,8 @@ pub fn merge_reports(
             let k = match k.as_str() {
                 // Both halves have these: keep the client's, prefix the server's.
                 "connect_ms" | "datagrams_refused" | "input_errors" | "end" | "error"
-                | "rekeys" | "media_after_rekey" | "rekey_connect_ms" | "rekey_error" => {
+                | "rekeys" | "media_after_rekey" | "rekey_connect_ms" | "rekey_error"
+                | "sidekick_setup_ms" => {
                     format!("server_{k}")
                 }
                 _ => k,

@@ -104,6 +104,15 @@ pub struct PeerReport {
     /// RTCP NACK packets the receiver sent (receiver).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nack_packets: Option<u64>,
+    /// Of [`Self::nacks`], those sent while the receiver's sidekick session was active: what
+    /// Packrat's repairs leave to NACK/RTX, apart from the call's start before the session
+    /// (receiver with a sidekick).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nacks_while_active: Option<u64>,
+    /// Time from DTLS connected to the sidekick session's first activation, ms (discovery and
+    /// Init; longer when their datagrams are lost).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sidekick_setup_ms: Option<f64>,
     /// RTX packets that reached the receiver (receiver).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmissions: Option<u64>,
@@ -283,6 +292,10 @@ pub struct PeerCore {
     rtx: u64,
     nacks: u64,
     nack_packets: u64,
+    /// NACKed sequence numbers sent while the sidekick session was active.
+    nacks_while_active: u64,
+    /// When the sidekick session first became active.
+    sidekick_active_at: Option<Instant>,
     /// The instance a key change is replacing.
     retiring: Option<Retiring>,
     /// When the last key change began.
@@ -331,6 +344,8 @@ impl PeerCore {
             rtx: 0,
             nacks: 0,
             nack_packets: 0,
+            nacks_while_active: 0,
+            sidekick_active_at: None,
             retiring: None,
             rekey_started: None,
             early: VecDeque::new(),
@@ -393,6 +408,11 @@ impl PeerCore {
         self.rtc_timeout = self.drain()?;
         self.replay_early()?;
         self.collect_sidekick();
+        if self.sidekick_active_at.is_none()
+            && self.side.as_ref().is_some_and(WebrtcSidekick::is_active)
+        {
+            self.sidekick_active_at = Some(self.now);
+        }
         Ok(())
     }
 
@@ -457,10 +477,17 @@ impl PeerCore {
                 r.playout = Some(self.playout.metrics());
                 r.nacks = Some(self.nacks);
                 r.nack_packets = Some(self.nack_packets);
+                if self.side.is_some() {
+                    r.nacks_while_active = Some(self.nacks_while_active);
+                }
                 r.retransmissions = Some(self.rtx);
             }
         }
         r.sidekick = self.side.as_ref().map(WebrtcSidekick::counters);
+        r.sidekick_setup_ms = self
+            .connected_at
+            .zip(self.sidekick_active_at)
+            .map(|(c, a)| a.saturating_duration_since(c).as_secs_f64() * 1000.0);
         r
     }
 
@@ -586,6 +613,9 @@ impl PeerCore {
             RawPacket::RtcpTx(Rtcp::Nack(n)) if self.cfg.role == Role::Receiver => {
                 self.nack_packets += 1;
                 self.nacks += nack_seqs(n);
+                if self.side.as_ref().is_some_and(WebrtcSidekick::is_active) {
+                    self.nacks_while_active += nack_seqs(n);
+                }
             }
             RawPacket::RtcpRx(Rtcp::Nack(n)) if self.cfg.role == Role::Sender => {
                 self.nacks += nack_seqs(n);

@@ -262,6 +262,11 @@ impl WebrtcSidekick {
         self.client.poll_transmit()
     }
 
+    /// Whether the sidekick session is in use.
+    pub fn is_active(&self) -> bool {
+        self.client.is_active()
+    }
+
     /// The session's counters for the report.
     pub fn counters(&self) -> SidekickCounters {
         SidekickCounters::collect(self.mode, &self.client, &self.sample, 0)
