@@ -185,7 +185,10 @@ fn packrat_proxy_resends_cached_srtp() {
     // session's setup time is reported.
     let nacks = v["nacks"].as_u64().unwrap();
     assert_eq!(v["nacks_while_active"].as_u64(), Some(nacks), "{v}");
-    assert!(v["sidekick_setup_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{v}");
+    assert!(
+        v["sidekick_setup_ms"].as_f64().is_some_and(|ms| ms > 0.0),
+        "{v}"
+    );
     // The relay drops every 10th datagram once the session is up, so one call in ten loses the
     // stream's last one (seen on 26 Nov 2026: 566 of 567 datagrams, 89 of 90 frames).
     assert_every_frame_but_tail(&v, 1);

@@ -32,18 +32,17 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sidekick::session::SidekickClient;
-use sidekick_protocol::is_discovery_reply;
 use tokio::net::UdpSocket;
 
 use crate::fec::playout;
-use crate::media::{MediaConfig, MediaSender, ReceiverMetrics};
-use crate::media_io::{FecHooks, NoHooks, data_seq, unix_us};
-use crate::media_session::{
-    HELLO_EVERY, MediaReceiverSession, ReceiverTiming, SenderSession, Sent,
-};
+use crate::media::{MediaConfig, ReceiverMetrics};
+use crate::media_io::{FecHooks, NoHooks, unix_us};
+use crate::media_session::ReceiverTiming;
 use crate::media_sidekick::MediaSidekick;
 use crate::transfer::sidekick::SidekickCounters;
-use crate::wire::{Codec, Message, encode_hello, encode_summary};
+
+mod core;
+pub use core::{MulticastReceiver, MulticastServer};
 
 /// The server's counters, sent back in answer to each receiver's SUMMARY.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,9 +100,7 @@ async fn send(socket: &UdpSocket, buf: &[u8], to: SocketAddr) {
 }
 
 /// Serves one multicast stream on `socket` (which must be the socket the receivers send to):
-/// waits for a HELLO, `join_wait` more for other receivers, streams `cfg`'s packets to `group`
-/// for the requested duration (capped by `max_duration`), answers NACKs by unicast, then FINs
-/// until every known receiver's SUMMARY arrived or `summary_wait` passed.
+/// the [`MulticastServer`] on the socket and the runtime's clock.
 ///
 /// # Errors
 /// Socket errors while waiting for the first HELLO.
@@ -115,100 +112,35 @@ pub async fn serve_multicast(
     max_duration: Duration,
     summary_wait: Duration,
 ) -> std::io::Result<ServerCounters> {
-    let codec = Codec::new(0);
+    let mut core = MulticastServer::new(
+        group,
+        cfg,
+        join_wait,
+        max_duration,
+        summary_wait,
+        crate::media_io::random_nonce_start(),
+    );
     let mut buf = vec![0u8; 65_536];
-    let duration_ms = loop {
-        let (n, _) = socket.recv_from(&mut buf).await?;
-        if let Ok(Message::Hello { duration_ms }) = codec.decode(&buf[..n]) {
-            break duration_ms;
-        }
-    };
-    let duration = Duration::from_millis(u64::from(duration_ms)).min(max_duration);
-    // Receivers and whether their SUMMARY arrived.
-    let mut receivers: BTreeMap<SocketAddr, bool> = BTreeMap::new();
-    let mut counters = ServerCounters::default();
-    let join_end = tokio::time::Instant::now() + join_wait;
-    while let Ok(r) = tokio::time::timeout_at(join_end, socket.recv_from(&mut buf)).await {
-        let (n, from) = r?;
-        if matches!(codec.decode(&buf[..n]), Ok(Message::Hello { .. })) {
-            note_receiver(&mut receivers, from, false);
-        }
-    }
-    tracing::info!(receivers = receivers.len(), ?duration, %group, "streaming");
-    let mut sender = MediaSender::new(cfg, crate::media_io::random_nonce_start());
     let start = Instant::now();
-    let mut session = SenderSession::new(unix_us(), cfg.interval, duration, summary_wait);
-    let mut out = Vec::new();
-    loop {
-        let now = start.elapsed();
-        session.on_timeout(now, &mut sender, &mut out);
-        for d in out.drain(..) {
-            match d {
-                Sent::Media { datagram, .. } | Sent::Control(datagram) => {
-                    send(socket, &datagram, group).await;
-                }
+    while !core.is_done() {
+        let r = match core.poll_timeout(start.elapsed()) {
+            Some(at) => {
+                let deadline = tokio::time::Instant::from_std(start + at);
+                tokio::time::timeout_at(deadline, socket.recv_from(&mut buf)).await
             }
+            None => Ok(socket.recv_from(&mut buf).await),
+        };
+        match r {
+            Ok(Ok((n, from))) => core.handle_datagram(start.elapsed(), unix_us(), from, &buf[..n]),
+            Ok(Err(e)) if core.is_waiting() => return Err(e),
+            Ok(Err(e)) => tracing::debug!("recv failed: {e}"),
+            Err(_) => core.handle_timeout(start.elapsed(), unix_us()),
         }
-        let all_done = !receivers.is_empty() && receivers.values().all(|d| *d);
-        let Some(next) = session.next_deadline(now).filter(|_| !all_done) else {
-            break;
-        };
-        let deadline = tokio::time::Instant::from_std(start + next);
-        let Ok(r) = tokio::time::timeout_at(deadline, socket.recv_from(&mut buf)).await else {
-            continue;
-        };
-        let (n, from) = match r {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::debug!("recv failed: {e}");
-                continue;
-            }
-        };
-        match codec.decode(&buf[..n]) {
-            Ok(Message::Nack { seqs, .. }) => {
-                note_receiver(&mut receivers, from, false);
-                counters.server_nacks += 1;
-                counters.server_nacked_seqs += seqs.len() as u64;
-                for (_, d) in sender.on_datagram(&buf[..n]) {
-                    send(socket, &d, from).await;
-                }
-            }
-            Ok(Message::Summary(_)) => {
-                note_receiver(&mut receivers, from, true);
-                counters.server_receivers = receivers.len() as u64;
-                let c = sender.counters();
-                counters.server_retransmissions = c.retransmissions;
-                counters.server_packets_sent = c.packets_sent;
-                let json = serde_json::to_string(&counters).unwrap_or_default();
-                send(socket, &encode_summary(&json), from).await;
-            }
-            Ok(Message::Hello { .. }) => note_receiver(&mut receivers, from, false),
-            _ => {}
+        while let Some((to, d)) = core.poll_transmit() {
+            send(socket, &d, to).await;
         }
     }
-    let c = sender.counters();
-    counters.server_receivers = receivers.len() as u64;
-    counters.server_retransmissions = c.retransmissions;
-    counters.server_packets_sent = c.packets_sent;
-    Ok(counters)
-}
-
-/// Sequence numbers seen, as a bitmap up to a cap.
-#[derive(Debug, Default)]
-struct SeqSet(Vec<bool>);
-
-impl SeqSet {
-    /// Records `seq`; true if it is new (numbers at or beyond `cap` always count as new).
-    fn insert(&mut self, seq: u32, cap: u32) -> bool {
-        if seq >= cap {
-            return true;
-        }
-        let i = seq as usize;
-        if self.0.len() <= i {
-            self.0.resize(i + 1, false);
-        }
-        !std::mem::replace(&mut self.0[i], true)
-    }
+    Ok(core.counters())
 }
 
 /// What one receiver reports.
@@ -230,8 +162,30 @@ pub struct ReceiverReport {
     pub server: Option<ServerCounters>,
 }
 
-/// One receiver: HELLO until media flows, NACKs by unicast, the SUMMARY exchange at the end.
-/// `sidekick`: a Packrat client whose configuration names the group.
+impl ReceiverReport {
+    /// The report of a receiver that has finished (`None`: no media came).
+    pub fn of(
+        r: MulticastReceiver,
+        cfg: &MediaConfig,
+        sidekick: Option<SidekickCounters>,
+    ) -> Option<Self> {
+        let (session, server) = r.into_parts();
+        let session = session?;
+        let rx = session.receiver();
+        let p = playout(&rx.arrivals(), cfg.interval, 2);
+        Some(ReceiverReport {
+            metrics: rx.metrics(),
+            stall_ms_total: p.stall_total.as_secs_f64() * 1000.0,
+            stall_count: u64::from(p.stalls),
+            sidekick,
+            server,
+        })
+    }
+}
+
+/// One receiver: the [`MulticastReceiver`] on a unicast socket and a socket joined to the
+/// group, on the runtime's clock. `sidekick`: a Packrat client whose configuration names the
+/// group.
 ///
 /// # Errors
 /// Socket errors, or no media within `timing.idle`.
@@ -260,115 +214,45 @@ pub async fn run_receiver(
         }
         None => Box::new(NoHooks),
     };
-    let codec = Codec::new(0);
-    let hello = encode_hello(u32::try_from(duration.as_millis()).unwrap_or(u32::MAX));
+    let mut core = MulticastReceiver::new(server, cfg, duration, timing);
     let start = Instant::now();
-    let mut session: Option<MediaReceiverSession> = None;
-    let mut last_hello: Option<Duration> = None;
-    let mut server_counters = None;
-    let mut summary_sent: Option<Duration> = None;
     let (mut gbuf, mut ubuf) = (vec![0u8; 65_536], vec![0u8; 65_536]);
-    let mut fed = SeqSet::default();
-    loop {
-        let now = start.elapsed();
-        let finished = session.as_ref().is_some_and(|s| s.is_finished(now));
-        if finished {
-            if server_counters.is_some()
-                || summary_sent.is_some_and(|t| now >= t + Duration::from_secs(2))
-            {
-                break;
-            }
-            if summary_sent.is_none_or(|t| now >= t + HELLO_EVERY)
-                && let Some(s) = &session
-            {
-                send(&uni, &s.summary(), server).await;
-                summary_sent.get_or_insert(now);
-            }
-        } else if session.is_none() {
-            if now >= timing.idle {
-                break;
-            }
-            if last_hello.is_none_or(|h| now >= h + HELLO_EVERY) {
-                send(&uni, &hello, server).await;
-                hooks.on_sent(&hello);
-                last_hello = Some(now);
-            }
+    core.handle_timeout(Duration::ZERO, &mut *hooks);
+    while let Some(wake) = core.poll_timeout() {
+        while let Some(d) = core.poll_transmit() {
+            send(&uni, &d, server).await;
         }
-        let mut deadline = now + HELLO_EVERY;
-        if let Some(s) = session.as_ref().filter(|_| !finished) {
-            deadline = deadline.min(s.next_deadline());
-        }
-        let mut nacks = Vec::new();
         tokio::select! {
             r = grp.recv_from(&mut gbuf) => {
-                let Ok((n, from)) = r else { continue };
-                if from != server {
-                    continue;
+                if let Ok((n, from)) = r {
+                    core.handle_group_datagram(start.elapsed(), unix_us(), from, &gbuf[..n],
+                        &mut *hooks);
                 }
-                let d = &gbuf[..n];
-                // Only the first copy of a packet goes into the eACK: the proxy's view holds
-                // each packet of the group's stream once, and its repairs for other receivers
-                // on this host arrive here too.
-                let seq = data_seq(&codec, d);
-                if seq.is_none_or(|q| fed.insert(q, cfg.max_packets)) {
-                    hooks.on_received(d, seq);
-                }
-                let now = start.elapsed();
-                let s = session.get_or_insert_with(|| MediaReceiverSession::new(cfg, timing, now));
-                s.set_nack_hold(hooks.nack_hold());
-                nacks = s.on_datagram(d, now, unix_us());
             }
             r = uni.recv_from(&mut ubuf) => {
-                let Ok((n, from)) = r else { continue };
-                if from != server {
-                    continue;
-                }
-                let d = &ubuf[..n];
-                if is_discovery_reply(d) {
-                    hooks.on_received(d, None);
-                    continue;
-                }
-                if let Ok(Message::Summary(json)) = codec.decode(d) {
-                    server_counters = serde_json::from_str(&json).ok();
-                    continue;
-                }
-                // A resend of the server: the proxy never saw it on the group's stream, so it
-                // stays out of the eACK.
-                let now = start.elapsed();
-                if let Some(s) = session.as_mut() {
-                    nacks = s.on_datagram(d, now, unix_us());
+                if let Ok((n, from)) = r {
+                    core.handle_unicast_datagram(start.elapsed(), unix_us(), from, &ubuf[..n],
+                        &mut *hooks);
                 }
             }
-            () = tokio::time::sleep_until(tokio::time::Instant::from_std(start + deadline)) => {
-                if let Some(s) = session.as_mut() {
-                    nacks = s.on_timeout(start.elapsed());
-                }
+            () = tokio::time::sleep_until(tokio::time::Instant::from_std(start + wake)) => {
+                core.handle_timeout(start.elapsed(), &mut *hooks);
             }
         }
-        for d in nacks {
-            send(&uni, &d, server).await;
-            hooks.on_sent(&d);
-        }
+    }
+    while let Some(d) = core.poll_transmit() {
+        send(&uni, &d, server).await;
     }
     let sidekick = sk.map(|h| {
         let c = h.counters();
         h.stop();
         c
     });
-    let Some(session) = session else {
-        return Err(std::io::Error::new(
+    ReceiverReport::of(core, cfg, sidekick).ok_or_else(|| {
+        std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("no media from {server} on {group}"),
-        ));
-    };
-    let rx = session.receiver();
-    let p = playout(&rx.arrivals(), cfg.interval, 2);
-    Ok(ReceiverReport {
-        metrics: rx.metrics(),
-        stall_ms_total: p.stall_total.as_secs_f64() * 1000.0,
-        stall_count: u64::from(p.stalls),
-        sidekick,
-        server: server_counters,
+        )
     })
 }
 
@@ -485,18 +369,6 @@ mod tests {
         note_receiver(&mut r, a(3), true);
         note_receiver(&mut r, a(3), false);
         assert_eq!(r.get(&a(3)), Some(&true), "a SUMMARY is not forgotten");
-    }
-
-    #[test]
-    fn seq_set_reports_first_copies_only() {
-        let mut s = SeqSet::default();
-        assert!(s.insert(5, 100));
-        assert!(!s.insert(5, 100));
-        assert!(s.insert(2, 100));
-        assert!(
-            s.insert(100, 100) && s.insert(100, 100),
-            "beyond the cap: not tracked"
-        );
     }
 
     #[test]
