@@ -24,7 +24,8 @@ use sidekick_protocol::is_discovery_reply;
 /// How long a receiver that sent its SUMMARY waits for the server's answer.
 const SUMMARY_ANSWER_WAIT: Duration = Duration::from_secs(2);
 
-/// Where the server is.
+/// Where the server is (one per server: no point boxing the streaming state).
+#[allow(clippy::large_enum_variant)]
 enum ServerState {
     /// No HELLO yet.
     Waiting,
