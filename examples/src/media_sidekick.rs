@@ -387,6 +387,33 @@ pub const MEDIA_EACK_EXPECTED: usize = 8;
 /// Decoding probability a media eACK is sized for (with [`MEDIA_EACK_EXPECTED`]: 32 symbols).
 pub const MEDIA_EACK_PROBABILITY: f64 = 0.99;
 
+/// The [`FecHooks`] of a player whose event loop owns its [`MediaSidekickCore`] (or has none),
+/// at the instant `now` of the call they are passed to (the simulator's multicast receivers).
+pub struct CoreHooks<'a> {
+    /// The receiver's sidekick, if it runs one.
+    pub core: Option<&'a mut MediaSidekickCore>,
+    /// The instant of the call.
+    pub now: Instant,
+}
+
+impl FecHooks for CoreHooks<'_> {
+    fn on_sent(&mut self, _datagram: &[u8]) {
+        if let Some(c) = self.core.as_deref_mut() {
+            c.on_player_sent(self.now);
+        }
+    }
+
+    fn on_received(&mut self, datagram: &[u8], seq: Option<u32>) -> bool {
+        self.core
+            .as_deref_mut()
+            .is_some_and(|c| c.on_player_received_seq(self.now, datagram, seq))
+    }
+
+    fn nack_hold(&self) -> Option<Duration> {
+        self.core.as_deref().and_then(MediaSidekickCore::nack_hold)
+    }
+}
+
 /// The [`FecHooks`] half for a Packrat media receiver.
 pub struct PackratHooks {
     shared: Arc<Shared>,

@@ -41,7 +41,9 @@ use crate::media_session::ReceiverTiming;
 use crate::media_sidekick::MediaSidekick;
 use crate::transfer::sidekick::SidekickCounters;
 
+mod args;
 mod core;
+pub use args::{EackMode, MulticastClientArgs};
 pub use core::{MulticastReceiver, MulticastServer};
 
 /// The server's counters, sent back in answer to each receiver's SUMMARY.
