@@ -194,6 +194,13 @@ pub struct Scenario {
 
 /// Parses the value of a `--set`: integer, float, boolean, else string.
 fn parse_value(s: &str) -> toml::Value {
+    // An array in TOML's own syntax (`app.client_args=["--receivers", "8"]`).
+    if s.starts_with('[')
+        && let Ok(mut t) = toml::from_str::<toml::Table>(&format!("v = {s}"))
+        && let Some(v @ toml::Value::Array(_)) = t.remove("v")
+    {
+        return v;
+    }
     if let Ok(i) = s.parse::<i64>() {
         toml::Value::Integer(i)
     } else if let Ok(f) = s.parse::<f64>() {
@@ -205,12 +212,15 @@ fn parse_value(s: &str) -> toml::Value {
     }
 }
 
-/// Applies one `key.path=value` override to a table, creating intermediate tables.
+/// Applies one `key.path=value` override to a table, creating intermediate tables. The value
+/// is an integer, a float, a boolean, an array in TOML syntax, or else a string.
 ///
 /// ```
 /// let mut t = toml::Table::new();
 /// sidekick_lab::scenario::apply_set(&mut t, "lan.loss=2.5%").unwrap();
 /// assert_eq!(t["lan"]["loss"].as_str(), Some("2.5%"));
+/// sidekick_lab::scenario::apply_set(&mut t, r#"app.client_args=["--receivers", "8"]"#).unwrap();
+/// assert_eq!(t["app"]["client_args"][1].as_str(), Some("8"));
 /// ```
 pub fn apply_set(table: &mut toml::Table, kv: &str) -> Result<(), ScenarioError> {
     let (key, value) = kv
