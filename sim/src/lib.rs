@@ -4,7 +4,8 @@
 //! engines and PACUBIC ([`sdk`], [`quic`]), the proxy core the `sidekick-proxy` binary runs
 //! ([`proxy_node`]), the lab's link model ([`net`], `sidekick_lab::link`), driven by one event
 //! queue in virtual time ([`sched`], [`trial`]); the media applications of the examples run on
-//! the same links and proxy ([`media`]), and so does the WebRTC call on str0m ([`webrtc`]; its
+//! the same links and proxy ([`media`]), as do the multicast stream ([`multicast`]) and the WebRTC
+//! call on str0m ([`webrtc`]; its
 //! random draws are str0m's own and not seeded). The lab's scenario files run unchanged
 //! ([`scenario`], [`run`]) and produce the lab's JSON keys. One seed makes a run reproducible:
 //! the same seed gives the same JSON, byte for byte (what cannot be seeded is listed in [`quic`]).
@@ -20,6 +21,7 @@
 
 pub mod media;
 pub mod multi;
+pub mod multicast;
 pub mod net;
 pub mod proxy_node;
 pub mod quic;

@@ -88,6 +88,11 @@ const APP_KEYS: &[&str] = &[
 /// The media applications the simulator runs ([`crate::media`]).
 const MEDIA_KINDS: &[&str] = &["media", "media-fec"];
 
+/// The UDP applications: no QUIC stack, a routing ap, `duration_s` not `bytes`.
+fn udp_app(kind: &str) -> bool {
+    MEDIA_KINDS.contains(&kind) || matches!(kind, "webrtc" | "multicast")
+}
+
 const VARIANT_KEYS: &[&str] = &["name", "proxy", "set", "client_args", "kill_proxy_at"];
 
 /// Checks every key of the (overridden) scenario table against what the simulator models.
@@ -117,18 +122,17 @@ pub fn check_keys(scn: &Scenario) -> Result<(), SimScenarioError> {
         }
     }
     let app = &scn.app;
-    if !MEDIA_KINDS.contains(&app.kind.as_str())
-        && !matches!(app.kind.as_str(), "transfer" | "rtc" | "webrtc")
-    {
+    if !udp_app(&app.kind) && !matches!(app.kind.as_str(), "transfer" | "rtc") {
         return Err(not_modelled(
             "app.kind",
             &format!(
-                "`{}` (the simulator runs `transfer`, `media`, `media-fec`, `rtc` and `webrtc`)",
+                "`{}` (the simulator runs `transfer`, `media`, `media-fec`, `multicast`, `rtc` \
+                 and `webrtc`)",
                 app.kind
             ),
         ));
     }
-    if MEDIA_KINDS.contains(&app.kind.as_str()) || app.kind == "webrtc" {
+    if udp_app(&app.kind) {
         if app.bytes != 0 {
             return Err(not_modelled("app.bytes", "media streams last `duration_s`"));
         }
@@ -200,7 +204,7 @@ pub fn skip_reason(scn: &Scenario) -> Option<String> {
             "the far peer is a real browser (headless Chromium), which runs in the lab only".into()
         });
     }
-    if MEDIA_KINDS.contains(&scn.app.kind.as_str()) {
+    if udp_app(&scn.app.kind) {
         // UDP applications: no QUIC stack.
         return None;
     }
@@ -296,6 +300,20 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
     } else {
         None
     };
+    let multicast = if vs.app.kind == "multicast" {
+        let d = std::time::Duration::try_from_secs_f64(vs.app.duration_s)
+            .map_err(|e| not_modelled("app.duration_s", &e.to_string()))?;
+        let m = crate::multicast::parse_client_args(d, &args).map_err(|e| {
+            SimScenarioError::ClientArg {
+                variant: v.name.clone(),
+                arg: args.join(" "),
+                why: e.0,
+            }
+        })?;
+        Some(m)
+    } else {
+        None
+    };
     let rtc = if vs.app.kind == "rtc" {
         if let Some(a) = args.first() {
             return Err(SimScenarioError::ClientArg {
@@ -325,7 +343,7 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
         ack_frequency = Some(n);
         args.drain(i..i + 2);
     }
-    let sidekick = if media.is_some() || rtc.is_some() || webrtc.is_some() {
+    let sidekick = if media.is_some() || rtc.is_some() || webrtc.is_some() || multicast.is_some() {
         None
     } else {
         client_params(&v.name, &args)?
@@ -369,6 +387,7 @@ pub fn setup_for(vs: &Scenario, v: &Variant) -> Result<TrialSetup, SimScenarioEr
         media,
         webrtc,
         rtc,
+        multicast,
         proxy,
         sidekick,
         ack_frequency,

@@ -65,6 +65,8 @@ pub struct TrialSetup {
     pub webrtc: Option<crate::webrtc::WebrtcSetup>,
     /// RTC frames (`rtc`) for this long instead of the bulk transfer.
     pub rtc: Option<Duration>,
+    /// A multicast stream (`multicast`) instead of the bulk transfer.
+    pub multicast: Option<crate::multicast::MulticastSetup>,
     /// The client asks the server to ACK every N ack-eliciting packets without the sidekick
     /// (`--ack-frequency N`, Robin #3's end-to-end baseline).
     pub ack_frequency: Option<u32>,
@@ -216,6 +218,9 @@ struct World {
 pub fn run_trial(setup: &TrialSetup) -> TrialOutcome {
     if let Some(m) = &setup.media {
         return crate::media::run_trial(setup, m);
+    }
+    if let Some(m) = &setup.multicast {
+        return crate::multicast::run_trial(setup, m);
     }
     if let Some(w) = &setup.webrtc {
         return crate::webrtc::run_trial(setup, w);

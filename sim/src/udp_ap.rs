@@ -1,4 +1,4 @@
-//! The network of the UDP applications' trials (media, media-FEC, WebRTC): one client and one
+//! The network of the UDP applications' trials (media, media-FEC, WebRTC, multicast): one client and one
 //! server on the lab's links, and the ap between them, which routes and whose proxy (if the
 //! variant runs one) sniffs `lan0` — as in the transfer trials ([`crate::trial`]).
 //!
@@ -9,7 +9,7 @@
 //! ([`UdpAp::schedule`]) after every step.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::net::{self, Hop, IfCounters, Links, MAX_FRAME, mac, server_addr, udp_frame, udp_of};
@@ -70,9 +70,17 @@ impl UdpAp {
         self.links.hop(Hop::LanUp).offer(self.t, f);
     }
 
-    /// The server sends `payload` to `dst` (onto `wan`, towards the ap).
+    /// The server sends `payload` to `dst` (onto `wan`, towards the ap); to a multicast group,
+    /// with the group's Ethernet address (RFC 1112 §6.4), as the kernel sends it.
     pub fn server_send(&mut self, dst: SocketAddr, payload: &[u8]) {
-        let f = udp_frame(mac::SERVER, mac::AP_WAN, server_addr(), dst, payload);
+        let dst_mac = match dst.ip() {
+            IpAddr::V4(g) if g.is_multicast() => {
+                let o = g.octets();
+                [0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]]
+            }
+            _ => mac::AP_WAN,
+        };
+        let f = udp_frame(mac::SERVER, dst_mac, server_addr(), dst, payload);
         if f.len() > MAX_FRAME {
             self.oversize_drops += 1;
             return;
@@ -151,7 +159,11 @@ impl UdpAp {
 
     fn ap_from_wan(&mut self, mut frame: Vec<u8>) {
         self.ifs[AP_WAN0].rx(frame.len());
-        if udp_of(&frame).is_some_and(|(_, d, _)| d.ip() == net::CLIENT_IP) {
+        // A group's stream is carried onto the client link as the server sent it (the lab's tc
+        // mirror, `Topology::forward_multicast`: no multicast routing on the ap).
+        if udp_of(&frame).is_some_and(|(_, d, _)| d.ip().is_multicast()) {
+            self.ap_lan_egress(frame, true);
+        } else if udp_of(&frame).is_some_and(|(_, d, _)| d.ip() == net::CLIENT_IP) {
             net::rewrite_macs(&mut frame, mac::AP_LAN, mac::CLIENT);
             self.ap_lan_egress(frame, true);
         }
