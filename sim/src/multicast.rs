@@ -7,7 +7,7 @@
 //! ([`MulticastServer`], [`MulticastReceiver`]), each receiver's sidekick the media applications'
 //! [`MediaSidekickCore`], configured from the binary's own flags ([`MulticastClientArgs`]). As in
 //! the lab, the receivers share the client host and its last hop: the ap carries the group's
-//! frames onto the client link as the server sent them ([`UdpAp`]), every receiver gets each
+//! frames onto the client link as the server sent them ([`Network`]), every receiver gets each
 //! group frame that arrives — a frame the link drops is lost to all of them, and a repair the
 //! proxy sends for one receiver reaches all (the others count it as a duplicate). Each receiver
 //! has its own unicast and sidekick ports on the client's address.
@@ -28,9 +28,9 @@ use sidekick_examples::multicast::{
 use sidekick_examples::transfer::sidekick::Mode;
 
 use crate::net::{self, Hop, server_addr, udp_of};
+use crate::network::{NetTimers, Network};
 use crate::sched::{Clock, Scheduler};
 use crate::trial::{TrialOutcome, TrialSetup};
-use crate::udp_ap::UdpAp;
 
 /// `CLOCK_REALTIME` at virtual zero, µs (as the media trials').
 const EPOCH_UNIX_US: u64 = 1_764_000_000_000_000;
@@ -110,7 +110,7 @@ struct World {
     clock: Clock,
     t: Duration,
     sched: Scheduler,
-    net: UdpAp,
+    net: Network,
     server: MulticastServer,
     receivers: Vec<Receiver>,
     group: SocketAddr,
@@ -171,7 +171,7 @@ impl World {
             clock,
             t: Duration::ZERO,
             sched: Scheduler::new(FIRST_RECEIVER + 2 * receivers.len()),
-            net: UdpAp::new(s, clock, proxy_seeds),
+            net: Network::new(s, clock, proxy_seeds),
             server,
             receivers,
             group: a.group,
@@ -270,7 +270,11 @@ impl World {
             self.sched.set(FIRST_RECEIVER + 2 * i, rt);
             self.sched.set(FIRST_RECEIVER + 2 * i + 1, kt);
         }
-        self.net.schedule(&mut self.sched, PROXY_TIMER);
+        let timers = NetTimers {
+            proxy: PROXY_TIMER,
+            delayed: None,
+        };
+        self.net.schedule(&mut self.sched, timers, None);
         let st = self.server.poll_timeout(t).map(|d| d.max(t));
         self.sched.set(SERVER_TIMER, st);
     }

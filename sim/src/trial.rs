@@ -25,11 +25,8 @@ use sidekick_examples::transfer::{SenderStats, Stack, TransferDirection, Transfe
 use sidekick_lab::spec::LinkSpec;
 use sidekick_proxy::config::Config as ProxyConfig;
 
-use crate::net::{
-    self, Hop, IfCounters, Links, MAX_FRAME, client_addr, client_sidekick_addr, mac, server_addr,
-    udp_frame, udp_of,
-};
-use crate::proxy_node::{ProxyNode, ProxyOut, Verdict};
+use crate::net::{self, Hop, client_addr, client_sidekick_addr, server_addr, udp_of};
+use crate::network::{NetTimers, Network};
 use crate::quic::{self, Peer, QuicError};
 use crate::rtc::{RtcClient, RtcServer};
 use crate::sched::{Clock, Scheduler};
@@ -91,9 +88,6 @@ const PROXY_TIMER: usize = 7;
 const DELAYED: usize = 8;
 const APP_TIMER: usize = 9;
 const COMPONENTS: usize = 10;
-/// Frames the bridging proxy holds for PEMI's reply delay at most (daemon.rs `DELAY_CAP`); beyond
-/// it frames are forwarded at once.
-const DELAY_CAP: usize = 4096;
 /// A runaway guard: far more events than any scenario needs.
 const MAX_EVENTS: u64 = 200_000_000;
 
@@ -181,35 +175,18 @@ impl App {
     }
 }
 
-/// Interface counters, in the lab's naming.
-#[derive(Debug, Default)]
-struct Interfaces {
-    cli0: IfCounters,
-    ap_lan0: IfCounters,
-    ap_wan0: IfCounters,
-    srv: IfCounters,
-}
-
 struct World {
     clock: Clock,
     t: Duration,
     sched: Scheduler,
-    links: Links,
-    ifs: Interfaces,
+    net: Network,
     client: Peer,
     server: Peer,
     app: App,
     sdk: Option<SdkGlue>,
-    proxy: Option<ProxyNode>,
     client_out: Vec<(SocketAddr, Vec<u8>)>,
     server_out: Vec<(SocketAddr, Vec<u8>)>,
     sdk_out: Vec<Out>,
-    proxy_out: Vec<ProxyOut>,
-    oversize_drops: u64,
-    /// Bridged ap: frames go client ↔ server at layer 2, through the proxy when it bridges.
-    bridge: bool,
-    /// Frames the bridging proxy delays: (release time, towards the client, frame), FIFO.
-    delayed: std::collections::VecDeque<(Duration, bool, Vec<u8>)>,
     /// The timer component that ran last, at the current instant.
     just_ran: Option<usize>,
 }
@@ -294,16 +271,19 @@ impl World {
                 mode,
             )
         });
-        let proxy = s.proxy.as_ref().map(|c| {
-            use rand::RngCore as _;
-            ProxyNode::new(c, (rng.next_u64(), rng.next_u64()), clock)
-        });
+        // The proxy's hash key: the stack seed's next two draws (only a proxy draws them).
+        let proxy_seeds = match s.proxy {
+            Some(_) => {
+                use rand::RngCore as _;
+                (rng.next_u64(), rng.next_u64())
+            }
+            None => (0, 0),
+        };
         Ok(Self {
             clock,
             t: Duration::ZERO,
             sched: Scheduler::new(COMPONENTS),
-            links: Links::new(s.wan, s.lan, s.link_seed),
-            ifs: Interfaces::default(),
+            net: Network::new(s, clock, proxy_seeds),
             client,
             server,
             app: match (s.rtc, s.direction) {
@@ -319,14 +299,9 @@ impl World {
                 }
             },
             sdk,
-            proxy,
             client_out: Vec::new(),
             server_out: Vec::new(),
             sdk_out: Vec::new(),
-            proxy_out: Vec::new(),
-            oversize_drops: 0,
-            bridge: s.ap_bridge,
-            delayed: std::collections::VecDeque::new(),
             just_ran: None,
         })
     }
@@ -369,6 +344,7 @@ impl World {
                 same_instant = 0;
             }
             self.t = self.t.max(t);
+            self.net.set_time(self.t);
             self.step(k);
             self.just_ran = Some(k);
             self.settle();
@@ -386,12 +362,10 @@ impl World {
         match k {
             0..HOPS => {
                 let hop = Hop::ALL[k];
-                while let Some(frame) = self.links.hop(hop).pop_due(self.t) {
+                for frame in self.net.due_frames(hop) {
                     match hop {
-                        Hop::LanUp => self.ap_from_lan(frame),
                         Hop::LanDown => self.client_from_lan(&frame),
-                        Hop::WanUp => self.server_from_wan(&frame),
-                        Hop::WanDown => self.ap_from_wan(frame),
+                        _ => self.server_from_wan(&frame),
                     }
                 }
             }
@@ -403,21 +377,10 @@ impl World {
                 }
                 self.send_sdk_out();
             }
-            PROXY_TIMER => {
-                if let Some(p) = self.proxy.as_mut() {
-                    p.handle_timeout(now, &mut self.proxy_out);
-                }
-                self.handle_proxy_out();
-            }
+            PROXY_TIMER => self.net.proxy_timeout(),
             // The application runs in `settle`.
             APP_TIMER => {}
-            _ => {
-                while self.delayed.front().is_some_and(|d| d.0 <= self.t) {
-                    if let Some((_, to_client, f)) = self.delayed.pop_front() {
-                        self.bridge_out(to_client, f);
-                    }
-                }
-            }
+            _ => self.net.release_delayed(),
         }
     }
 
@@ -461,14 +424,14 @@ impl World {
     }
 
     fn reschedule(&mut self) {
-        for (i, hop) in Hop::ALL.iter().enumerate() {
-            let due = self.links.next_due(*hop);
-            self.sched.set(i, due);
-        }
+        let timers = NetTimers {
+            proxy: PROXY_TIMER,
+            delayed: Some(DELAYED),
+        };
+        self.net.schedule(&mut self.sched, timers, self.just_ran);
         let t = self.t;
-        // A timer still due right after it ran (a component that acts only once the clock has
-        // passed its deadline, as PEMI's flowlet timers do) runs again a microsecond later, as a
-        // real-time loop would soon after; otherwise virtual time would stand still.
+        // A timer still due right after it ran runs again a microsecond later, as a real-time
+        // loop would soon after ([`Network::schedule`]); otherwise virtual time would stand still.
         let just_ran = self.just_ran;
         let c = self.clock;
         let off = |k: usize, i: Option<Instant>| {
@@ -487,13 +450,6 @@ impl World {
         self.sched.set(SERVER_TIMER, st);
         let kt = off(SDK_TIMER, self.sdk.as_ref().and_then(SdkGlue::poll_timeout));
         self.sched.set(SDK_TIMER, kt);
-        let pt = off(
-            PROXY_TIMER,
-            self.proxy.as_ref().and_then(ProxyNode::poll_timeout),
-        );
-        self.sched.set(PROXY_TIMER, pt);
-        let dt = self.delayed.front().map(|d| d.0.max(t));
-        self.sched.set(DELAYED, dt);
         let at = self.app.next_timer().map(|d| d.max(t));
         self.sched.set(APP_TIMER, at);
     }
@@ -508,144 +464,19 @@ impl World {
     }
 
     fn client_send(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
-        let next = if self.bridge {
-            mac::SERVER
-        } else {
-            mac::AP_LAN
-        };
-        let f = udp_frame(mac::CLIENT, next, src, dst, payload);
-        if f.len() > MAX_FRAME {
-            self.oversize_drops += 1;
-            return;
-        }
-        self.ifs.cli0.tx(f.len());
-        self.links.hop(Hop::LanUp).offer(self.t, f);
+        self.net.client_send(src, dst, payload);
     }
 
     fn server_send(&mut self, dst: SocketAddr, payload: &[u8]) {
-        let next = if self.bridge {
-            mac::CLIENT
-        } else {
-            mac::AP_WAN
-        };
-        let f = udp_frame(mac::SERVER, next, server_addr(), dst, payload);
-        if f.len() > MAX_FRAME {
-            self.oversize_drops += 1;
-            return;
-        }
-        self.ifs.srv.tx(f.len());
-        self.links.hop(Hop::WanDown).offer(self.t, f);
-    }
-
-    /// Bridged ap: the frame passes the bridging proxy (which may delay it) or the kernel bridge.
-    fn bridge_in(&mut self, from_client: bool, frame: Vec<u8>) {
-        let now = self.now();
-        let mut verdict = Verdict::Forward;
-        if let Some(p) = self.proxy.as_mut()
-            && p.bridges()
-        {
-            verdict = p.on_frame(now, from_client, &frame, &mut self.proxy_out);
-        }
-        self.handle_proxy_out();
-        match verdict {
-            Verdict::Delay(until) if self.delayed.len() < DELAY_CAP => {
-                let at = self.clock.offset(until).max(self.t);
-                self.delayed.push_back((at, !from_client, frame));
-            }
-            _ => self.bridge_out(!from_client, frame),
-        }
-    }
-
-    fn bridge_out(&mut self, to_client: bool, frame: Vec<u8>) {
-        if to_client {
-            self.ifs.ap_lan0.tx(frame.len());
-            self.links.hop(Hop::LanDown).offer(self.t, frame);
-        } else {
-            self.ifs.ap_wan0.tx(frame.len());
-            self.links.hop(Hop::WanUp).offer(self.t, frame);
-        }
-    }
-
-    fn ap_from_lan(&mut self, mut frame: Vec<u8>) {
-        let now = self.now();
-        self.ifs.ap_lan0.rx(frame.len());
-        if self.bridge {
-            self.bridge_in(true, frame);
-            return;
-        }
-        if let Some(p) = self.proxy.as_mut() {
-            p.on_frame(now, true, &frame, &mut self.proxy_out);
-        }
-        self.handle_proxy_out();
-        let Some((src, dst, payload)) = udp_of(&frame) else {
-            return;
-        };
-        if let Some(p) = self.proxy.as_mut()
-            && dst == p.listen()
-        {
-            p.on_sidekick(now, src, payload, &mut self.proxy_out);
-            self.handle_proxy_out();
-        } else if dst.ip() == net::SERVER_IP {
-            net::rewrite_macs(&mut frame, mac::AP_WAN, mac::SERVER);
-            self.ifs.ap_wan0.tx(frame.len());
-            self.links.hop(Hop::WanUp).offer(self.t, frame);
-        }
-        // Anything else (the ap's own address without a proxy) is dropped, as the kernel would
-        // (with an ICMP error nobody here reads).
-    }
-
-    fn ap_from_wan(&mut self, mut frame: Vec<u8>) {
-        self.ifs.ap_wan0.rx(frame.len());
-        if self.bridge {
-            self.bridge_in(false, frame);
-            return;
-        }
-        if udp_of(&frame).is_some_and(|(_, d, _)| d.ip() == net::CLIENT_IP) {
-            net::rewrite_macs(&mut frame, mac::AP_LAN, mac::CLIENT);
-            self.ap_lan_egress(frame, true);
-        }
-    }
-
-    /// A frame leaves the ap on lan0; the proxy captures it unless it injected it itself.
-    fn ap_lan_egress(&mut self, frame: Vec<u8>, capture: bool) {
-        if capture && let Some(p) = self.proxy.as_mut() {
-            let now = self.clock.at(self.t);
-            let _ = p.on_frame(now, false, &frame, &mut self.proxy_out);
-        }
-        self.ifs.ap_lan0.tx(frame.len());
-        self.links.hop(Hop::LanDown).offer(self.t, frame);
-        self.handle_proxy_out();
-    }
-
-    fn handle_proxy_out(&mut self) {
-        while !self.proxy_out.is_empty() {
-            for o in std::mem::take(&mut self.proxy_out) {
-                match o {
-                    ProxyOut::Sidekick { to, bytes } => {
-                        let from = self.proxy.as_ref().map_or(to, ProxyNode::listen);
-                        let f = udp_frame(mac::AP_LAN, mac::CLIENT, from, to, &bytes);
-                        self.ap_lan_egress(f, true);
-                    }
-                    ProxyOut::Inject { to_client, frame } => {
-                        if self.bridge {
-                            self.bridge_out(to_client, frame);
-                        } else {
-                            self.ap_lan_egress(frame, false);
-                        }
-                    }
-                }
-            }
-        }
+        self.net.server_send(dst, payload);
     }
 
     fn client_from_lan(&mut self, frame: &[u8]) {
         let now = self.now();
-        self.ifs.cli0.rx(frame.len());
         let Some((src, dst, payload)) = udp_of(frame) else {
             // The client's kernel answers echo requests (PEMI's calibration probes).
             if let Some(r) = net::icmp_echo_reply(frame, net::CLIENT_IP) {
-                self.ifs.cli0.tx(r.len());
-                self.links.hop(Hop::LanUp).offer(self.t, r);
+                self.net.client_send_frame(r);
             }
             return;
         };
@@ -666,7 +497,6 @@ impl World {
 
     fn server_from_wan(&mut self, frame: &[u8]) {
         let now = self.now();
-        self.ifs.srv.rx(frame.len());
         if let Some((src, dst, payload)) = udp_of(frame)
             && dst == server_addr()
         {
@@ -676,24 +506,7 @@ impl World {
 
     fn metrics(&mut self, s: &TrialSetup) -> BTreeMap<String, f64> {
         let mut m = BTreeMap::new();
-        for (name, c) in [
-            ("cli0", self.ifs.cli0),
-            ("ap_lan0", self.ifs.ap_lan0),
-            ("ap_wan0", self.ifs.ap_wan0),
-            ("srv", self.ifs.srv),
-        ] {
-            m.insert(format!("{name}_tx_packets"), c.tx_packets as f64);
-            m.insert(format!("{name}_tx_bytes"), c.tx_bytes as f64);
-            m.insert(format!("{name}_rx_packets"), c.rx_packets as f64);
-            m.insert(format!("{name}_rx_bytes"), c.rx_bytes as f64);
-        }
-        self.links.metrics(&mut m);
-        if let Some(p) = &self.proxy {
-            p.metrics(&mut m);
-        }
-        if self.oversize_drops > 0 {
-            m.insert("sim_oversize_drops".into(), self.oversize_drops as f64);
-        }
+        self.net.metrics(&mut m);
         if let Some((duration, stats)) = self.app.report() {
             let mut report =
                 TransferReport::new(Stack::Quinn, s.direction, s.bytes, duration, stats);

@@ -15,7 +15,7 @@
 //! quACKs carry — differ from run to run; the same seed gives the same link losses and timing,
 //! not the same bytes.
 //!
-//! The network — links, the routing ap and its proxy sniffing `lan0` — is [`UdpAp`].
+//! The network — links, the routing ap and its proxy sniffing `lan0` — is [`Network`].
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -30,9 +30,9 @@ use sidekick_examples::webrtc::sidekick::WebrtcSidekick;
 use sidekick_examples::webrtc::source::SourceConfig;
 
 use crate::net::{self, Hop, client_addr, client_sidekick_addr, server_addr, udp_of};
+use crate::network::{NetTimers, Network};
 use crate::sched::{Clock, Scheduler};
 use crate::trial::{TrialOutcome, TrialSetup};
-use crate::udp_ap::UdpAp;
 
 pub mod args;
 pub use args::parse_client_args;
@@ -78,7 +78,7 @@ struct World {
     clock: Clock,
     t: Duration,
     sched: Scheduler,
-    net: UdpAp,
+    net: Network,
     client: PeerCore,
     server: PeerCore,
     call: CallShape,
@@ -176,7 +176,7 @@ impl World {
             clock,
             t: Duration::ZERO,
             sched: Scheduler::new(COMPONENTS),
-            net: UdpAp::new(s, clock, (s.stack_seed, s.stack_seed ^ 0x5eed)),
+            net: Network::new(s, clock, (s.stack_seed, s.stack_seed ^ 0x5eed)),
             client,
             server,
             call: CallShape {
@@ -304,7 +304,11 @@ impl World {
                 self.net.server_send(d.to, &d.data);
             }
         }
-        self.net.schedule(&mut self.sched, PROXY_TIMER);
+        let timers = NetTimers {
+            proxy: PROXY_TIMER,
+            delayed: None,
+        };
+        self.net.schedule(&mut self.sched, timers, None);
         // A deadline that is still due right after it ran comes round again 1 µs later, as a
         // real-time loop would.
         let t = self.t;

@@ -13,7 +13,7 @@
 //! the lab), and the servers' `--once` loops (wait for the first datagram, serve one session,
 //! answer repeated FINs with the SUMMARY).
 //!
-//! The network — links, the routing ap and its proxy sniffing `lan0` — is [`UdpAp`].
+//! The network — links, the routing ap and its proxy sniffing `lan0` — is [`Network`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,9 +34,9 @@ use sidekick_examples::transfer::sidekick::Mode;
 use sidekick_examples::wire::{Codec, Message};
 
 use crate::net::{self, Hop, client_addr, client_sidekick_addr, server_addr, udp_of};
+use crate::network::{NetTimers, Network};
 use crate::sched::{Clock, Scheduler};
 use crate::trial::{TrialOutcome, TrialSetup};
-use crate::udp_ap::UdpAp;
 
 pub(crate) mod args;
 pub use args::{MediaArgError, parse_client_args};
@@ -122,7 +122,7 @@ struct World {
     clock: Clock,
     t: Duration,
     sched: Scheduler,
-    net: UdpAp,
+    net: Network,
     client: Client,
     server: Server,
     sk: Option<MediaSidekickCore>,
@@ -190,7 +190,7 @@ impl World {
             clock,
             t: Duration::ZERO,
             sched: Scheduler::new(COMPONENTS),
-            net: UdpAp::new(s, clock, proxy_seeds),
+            net: Network::new(s, clock, proxy_seeds),
             client,
             server,
             sk,
@@ -277,7 +277,11 @@ impl World {
                 }
             }
         }
-        self.net.schedule(&mut self.sched, PROXY_TIMER);
+        let timers = NetTimers {
+            proxy: PROXY_TIMER,
+            delayed: None,
+        };
+        self.net.schedule(&mut self.sched, timers, None);
         let t = self.t;
         let c = self.clock;
         let ct = match &self.client {

@@ -1,19 +1,20 @@
-//! The network of the UDP applications' trials (media, media-FEC, WebRTC, multicast): one client and one
-//! server on the lab's links, and the ap between them, which routes and whose proxy (if the
-//! variant runs one) sniffs `lan0` — as in the transfer trials ([`crate::trial`]).
+//! The network of every trial: one client host and one server on the lab's links, and the ap
+//! between them — routing, with the proxy (if the variant runs one) sniffing `lan0`, or
+//! (`topology.ap = "bridge"`) bridging its ports, through the proxy when it bridges.
 //!
-//! A trial's world owns one [`UdpAp`]; it hands the hosts' datagrams in
-//! ([`UdpAp::client_send`], [`UdpAp::server_send`]), moves each hop's due frames with
-//! [`UdpAp::due_frames`] (the ap's own hops are handled inside; frames that reach a host come
-//! back), runs the proxy's timers ([`UdpAp::proxy_timeout`]) and re-announces the deadlines
-//! ([`UdpAp::schedule`]) after every step.
+//! A trial's world owns one [`Network`]; it hands the hosts' datagrams in
+//! ([`Network::client_send`], [`Network::server_send`]), moves each hop's due frames with
+//! [`Network::due_frames`] (the ap's own hops are handled inside; frames that reach a host come
+//! back), runs the proxy's timers ([`Network::proxy_timeout`]) and the bridging proxy's delayed
+//! frames ([`Network::release_delayed`]), and re-announces the deadlines
+//! ([`Network::schedule`]) after every step.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::net::{self, Hop, IfCounters, Links, MAX_FRAME, mac, server_addr, udp_frame, udp_of};
-use crate::proxy_node::{ProxyNode, ProxyOut};
+use crate::proxy_node::{ProxyNode, ProxyOut, Verdict};
 use crate::sched::{Clock, Scheduler};
 use crate::trial::TrialSetup;
 
@@ -22,8 +23,21 @@ const AP_LAN0: usize = 1;
 const AP_WAN0: usize = 2;
 const SRV: usize = 3;
 
-/// Links, interface counters and the proxy of a UDP trial.
-pub struct UdpAp {
+/// Frames the bridging proxy holds for PEMI's reply delay at most (daemon.rs `DELAY_CAP`); beyond
+/// it frames are forwarded at once.
+const DELAY_CAP: usize = 4096;
+
+/// The scheduler components a world gives the network's timers.
+#[derive(Debug, Clone, Copy)]
+pub struct NetTimers {
+    /// The proxy's timer.
+    pub proxy: usize,
+    /// The bridging proxy's delayed frames (worlds that never bridge: `None`).
+    pub delayed: Option<usize>,
+}
+
+/// Links, interface counters, the ap and its proxy.
+pub struct Network {
     clock: Clock,
     t: Duration,
     links: Links,
@@ -31,9 +45,13 @@ pub struct UdpAp {
     proxy: Option<ProxyNode>,
     proxy_out: Vec<ProxyOut>,
     oversize_drops: u64,
+    /// The ap bridges: frames go client ↔ server at layer 2, through the proxy when it bridges.
+    bridge: bool,
+    /// Frames the bridging proxy delays: (release time, towards the client, frame), FIFO.
+    delayed: VecDeque<(Duration, bool, Vec<u8>)>,
 }
 
-impl UdpAp {
+impl Network {
     /// The network of trial `s` on `clock`, the proxy's hash key from `proxy_seeds`.
     pub fn new(s: &TrialSetup, clock: Clock, proxy_seeds: (u64, u64)) -> Self {
         Self {
@@ -47,6 +65,8 @@ impl UdpAp {
                 .map(|c| ProxyNode::new(c, proxy_seeds, clock)),
             proxy_out: Vec::new(),
             oversize_drops: 0,
+            bridge: s.ap_bridge,
+            delayed: VecDeque::new(),
         }
     }
 
@@ -61,7 +81,17 @@ impl UdpAp {
 
     /// The client sends `payload` from `src` to `dst` (onto `lan`, towards the ap).
     pub fn client_send(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
-        let f = udp_frame(mac::CLIENT, mac::AP_LAN, src, dst, payload);
+        let next = if self.bridge {
+            mac::SERVER
+        } else {
+            mac::AP_LAN
+        };
+        let f = udp_frame(mac::CLIENT, next, src, dst, payload);
+        self.client_send_frame(f);
+    }
+
+    /// The client sends a whole frame (its kernel's ICMP answers).
+    pub fn client_send_frame(&mut self, f: Vec<u8>) {
         if f.len() > MAX_FRAME {
             self.oversize_drops += 1;
             return;
@@ -78,6 +108,7 @@ impl UdpAp {
                 let o = g.octets();
                 [0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]]
             }
+            _ if self.bridge => mac::CLIENT,
             _ => mac::AP_WAN,
         };
         let f = udp_frame(mac::SERVER, dst_mac, server_addr(), dst, payload);
@@ -89,9 +120,9 @@ impl UdpAp {
         self.links.hop(Hop::WanDown).offer(self.t, f);
     }
 
-    /// Moves the frames due on `hop`: those reaching the ap are routed (and captured); those
-    /// reaching a host come back, counted as received — the client's for [`Hop::LanDown`], the
-    /// server's for [`Hop::WanUp`].
+    /// Moves the frames due on `hop`: those reaching the ap are routed or bridged (and
+    /// captured); those reaching a host come back, counted as received — the client's for
+    /// [`Hop::LanDown`], the server's for [`Hop::WanUp`].
     pub fn due_frames(&mut self, hop: Hop) -> Vec<Vec<u8>> {
         let mut delivered = Vec::new();
         while let Some(frame) = self.links.hop(hop).pop_due(self.t) {
@@ -120,9 +151,21 @@ impl UdpAp {
         self.handle_proxy_out();
     }
 
+    /// Sends on the frames the bridging proxy delayed until now.
+    pub fn release_delayed(&mut self) {
+        while self.delayed.front().is_some_and(|d| d.0 <= self.t) {
+            if let Some((_, to_client, f)) = self.delayed.pop_front() {
+                self.bridge_out(to_client, f);
+            }
+        }
+    }
+
     /// Announces the hops' next frames to `sched` (components `0..4`, in [`Hop::ALL`]'s order)
-    /// and the proxy's next deadline (component `proxy`).
-    pub fn schedule(&self, sched: &mut Scheduler, proxy: usize) {
+    /// and the network's timers (`timers`). `just_ran`: the component that ran last at this
+    /// instant — a proxy timer still due right after it ran (one that acts only once the clock
+    /// has passed its deadline, as PEMI's flowlet timers do) runs again a microsecond later, as
+    /// a real-time loop would soon after; otherwise virtual time would stand still.
+    pub fn schedule(&self, sched: &mut Scheduler, timers: NetTimers, just_ran: Option<usize>) {
         for (i, hop) in Hop::ALL.iter().enumerate() {
             sched.set(i, self.links.next_due(*hop));
         }
@@ -131,13 +174,56 @@ impl UdpAp {
             .proxy
             .as_ref()
             .and_then(ProxyNode::poll_timeout)
-            .map(|i| c.offset(i).max(t));
-        sched.set(proxy, pt);
+            .map(|i| {
+                let d = c.offset(i).max(t);
+                if just_ran == Some(timers.proxy) && d <= t {
+                    t + Duration::from_micros(1)
+                } else {
+                    d
+                }
+            });
+        sched.set(timers.proxy, pt);
+        if let Some(k) = timers.delayed {
+            sched.set(k, self.delayed.front().map(|d| d.0.max(t)));
+        }
+    }
+
+    /// Bridged ap: the frame passes the bridging proxy (which may delay it) or the kernel bridge.
+    fn bridge_in(&mut self, from_client: bool, frame: Vec<u8>) {
+        let now = self.now();
+        let mut verdict = Verdict::Forward;
+        if let Some(p) = self.proxy.as_mut()
+            && p.bridges()
+        {
+            verdict = p.on_frame(now, from_client, &frame, &mut self.proxy_out);
+        }
+        self.handle_proxy_out();
+        match verdict {
+            Verdict::Delay(until) if self.delayed.len() < DELAY_CAP => {
+                let at = self.clock.offset(until).max(self.t);
+                self.delayed.push_back((at, !from_client, frame));
+            }
+            _ => self.bridge_out(!from_client, frame),
+        }
+    }
+
+    fn bridge_out(&mut self, to_client: bool, frame: Vec<u8>) {
+        if to_client {
+            self.ifs[AP_LAN0].tx(frame.len());
+            self.links.hop(Hop::LanDown).offer(self.t, frame);
+        } else {
+            self.ifs[AP_WAN0].tx(frame.len());
+            self.links.hop(Hop::WanUp).offer(self.t, frame);
+        }
     }
 
     fn ap_from_lan(&mut self, mut frame: Vec<u8>) {
         let now = self.now();
         self.ifs[AP_LAN0].rx(frame.len());
+        if self.bridge {
+            self.bridge_in(true, frame);
+            return;
+        }
         if let Some(p) = self.proxy.as_mut() {
             p.on_frame(now, true, &frame, &mut self.proxy_out);
         }
@@ -155,10 +241,16 @@ impl UdpAp {
             self.ifs[AP_WAN0].tx(frame.len());
             self.links.hop(Hop::WanUp).offer(self.t, frame);
         }
+        // Anything else (the ap's own address without a proxy) is dropped, as the kernel would
+        // (with an ICMP error nobody here reads).
     }
 
     fn ap_from_wan(&mut self, mut frame: Vec<u8>) {
         self.ifs[AP_WAN0].rx(frame.len());
+        if self.bridge {
+            self.bridge_in(false, frame);
+            return;
+        }
         // A group's stream is carried onto the client link as the server sent it (the lab's tc
         // mirror, `Topology::forward_multicast`: no multicast routing on the ap).
         if udp_of(&frame).is_some_and(|(_, d, _)| d.ip().is_multicast()) {
@@ -169,6 +261,7 @@ impl UdpAp {
         }
     }
 
+    /// A frame leaves the ap on lan0; the proxy captures it unless it injected it itself.
     fn ap_lan_egress(&mut self, frame: Vec<u8>, capture: bool) {
         if capture && let Some(p) = self.proxy.as_mut() {
             let now = self.clock.at(self.t);
@@ -188,7 +281,13 @@ impl UdpAp {
                         let f = udp_frame(mac::AP_LAN, mac::CLIENT, from, to, &bytes);
                         self.ap_lan_egress(f, true);
                     }
-                    ProxyOut::Inject { frame, .. } => self.ap_lan_egress(frame, false),
+                    ProxyOut::Inject { to_client, frame } => {
+                        if self.bridge {
+                            self.bridge_out(to_client, frame);
+                        } else {
+                            self.ap_lan_egress(frame, false);
+                        }
+                    }
                 }
             }
         }
