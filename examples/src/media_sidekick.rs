@@ -376,6 +376,37 @@ pub fn fec_nack_config(interval_ms: u32, symbols: u32, reorder_ms: u32) -> Sidek
     c
 }
 
+/// When a Packrat media player (`sidekick-media-fec`, `sidekick-multicast`) sends eACKs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EackMode {
+    /// Every N packets or MS ([`fec_config`]).
+    Periodic,
+    /// Where the NACK layer sees a missing packet (selective eACKs, [`fec_nack_config`]); the
+    /// player's NACKs held meanwhile.
+    Nack,
+}
+
+/// The player's SDK configuration for `mode`: [`fec_config`] or [`fec_nack_config`] with the
+/// flags that apply to it.
+///
+/// ```
+/// use sidekick_examples::media_sidekick::{EackMode, player_config};
+/// assert!(player_config(EackMode::Nack, 25, 2, 40, 50).packrat.selective);
+/// assert!(!player_config(EackMode::Periodic, 25, 2, 40, 50).packrat.selective);
+/// ```
+pub fn player_config(
+    mode: EackMode,
+    interval_ms: u32,
+    every_packets: u32,
+    symbols: u32,
+    reorder_ms: u32,
+) -> SidekickConfig {
+    match mode {
+        EackMode::Periodic => fec_config(every_packets, interval_ms, symbols),
+        EackMode::Nack => fec_nack_config(interval_ms, symbols, reorder_ms),
+    }
+}
+
 /// Differences a media eACK is sized to decode. At 50 packets/s over a 30 ms last hop the
 /// proxy's set holds about 3 packets the client has not received yet (one-way delay plus the
 /// eACK's own trip), plus every loss awaiting its repair (≈ 100 ms each; at 10 % loss about 1)

@@ -32,7 +32,7 @@ use sidekick_examples::media_io::{
 };
 use sidekick_examples::media_session::FecReport;
 use sidekick_examples::media_sidekick::{
-    MEDIA_EACK_EXPECTED, MEDIA_EACK_PROBABILITY, MediaSidekick, fec_config, fec_nack_config,
+    EackMode, MEDIA_EACK_EXPECTED, MEDIA_EACK_PROBABILITY, MediaSidekick, player_config,
 };
 use tokio::net::UdpSocket;
 
@@ -124,15 +124,6 @@ struct ClientArgs {
     sidekick_discovery_attempts: u32,
 }
 
-/// When the player sends eACKs.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum EackMode {
-    /// Every N packets or MS.
-    Periodic,
-    /// Where the NACK layer sees a missing packet (selective eACKs).
-    Nack,
-}
-
 fn main() -> anyhow::Result<()> {
     sidekick_examples::cli::init_tracing("warn");
     let cli = Cli::parse();
@@ -175,18 +166,13 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
     };
     let mut sk = None;
     let mut hooks: Box<dyn FecHooks> = if a.sidekick {
-        let mut c = match a.sidekick_eack {
-            EackMode::Periodic => fec_config(
-                a.sidekick_eack_packets,
-                a.sidekick_eack_interval_ms,
-                a.sidekick_eack_symbols,
-            ),
-            EackMode::Nack => fec_nack_config(
-                a.sidekick_eack_interval_ms,
-                a.sidekick_eack_symbols,
-                a.sidekick_reorder_ms,
-            ),
-        };
+        let mut c = player_config(
+            a.sidekick_eack,
+            a.sidekick_eack_interval_ms,
+            a.sidekick_eack_packets,
+            a.sidekick_eack_symbols,
+            a.sidekick_reorder_ms,
+        );
         c.packrat.inflight_allowance = a.sidekick_eack_expected;
         c.packrat.success_probability = a.sidekick_eack_probability;
         c.protocol.discovery_retry =

@@ -9,16 +9,7 @@ use sidekick::session::SidekickConfig;
 
 use crate::media::MediaConfig;
 use crate::media_session::ReceiverTiming;
-use crate::media_sidekick::{fec_config, fec_nack_config};
-
-/// When the receivers send eACKs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum EackMode {
-    /// Every N packets or MS.
-    Periodic,
-    /// Where the NACK layer sees a missing packet (selective eACKs); NACKs held meanwhile.
-    Nack,
-}
+use crate::media_sidekick::{EackMode, player_config};
 
 /// The receivers' side: `sidekick-multicast client`.
 #[derive(Args, Debug, Clone)]
@@ -120,18 +111,13 @@ impl MulticastClientArgs {
     /// Each receiver's SDK configuration, with `--sidekick`: Packrat naming the group.
     pub fn sidekick_config(&self) -> Option<SidekickConfig> {
         self.sidekick.then(|| {
-            let mut c = match self.sidekick_eack {
-                EackMode::Periodic => fec_config(
-                    self.sidekick_eack_packets,
-                    self.sidekick_eack_interval_ms,
-                    self.sidekick_eack_symbols,
-                ),
-                EackMode::Nack => fec_nack_config(
-                    self.sidekick_eack_interval_ms,
-                    self.sidekick_eack_symbols,
-                    self.sidekick_reorder_ms,
-                ),
-            };
+            let mut c = player_config(
+                self.sidekick_eack,
+                self.sidekick_eack_interval_ms,
+                self.sidekick_eack_packets,
+                self.sidekick_eack_symbols,
+                self.sidekick_reorder_ms,
+            );
             if let Some(p) = c.protocol.session.packrat.as_mut() {
                 p.cache_capacity_bytes = self.sidekick_cache_bytes;
             }

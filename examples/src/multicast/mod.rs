@@ -43,7 +43,7 @@ use crate::transfer::sidekick::SidekickCounters;
 
 mod args;
 mod core;
-pub use args::{EackMode, MulticastClientArgs};
+pub use args::MulticastClientArgs;
 pub use core::{MulticastReceiver, MulticastServer};
 
 /// The server's counters, sent back in answer to each receiver's SUMMARY.
