@@ -1,7 +1,7 @@
 //! `sidekick-sim`: run the lab's scenarios in virtual time.
 //!
 //! ```text
-//! sidekick-sim run robin-2-upload --trials 20 --set lan.loss=2% [--seed S] [--json FILE]
+//! sidekick-sim run robin-2-upload --trials 20 --set lan.loss=2% [--seed S] [--first-trial N] [--json FILE]
 //! sidekick-sim study scale|fairness|sweep ...
 //! ```
 
@@ -41,6 +41,9 @@ enum Cmd {
         /// Seed of the run.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Index of the first trial (its seeds, as in a longer run with the same seed).
+        #[arg(long, default_value_t = 0)]
+        first_trial: usize,
         /// Write the results (the lab's JSON layout) to this file.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -85,6 +88,7 @@ fn main() -> anyhow::Result<()> {
             trials,
             sets,
             seed,
+            first_trial,
             json,
             scenarios_dir,
             quiet,
@@ -94,6 +98,7 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("scenario {}", path.display()))?;
             let opts = SimOptions {
                 trials,
+                first_trial,
                 seed,
                 progress: !quiet,
             };

@@ -16,6 +16,9 @@ use crate::trial::{TrialSetup, run_trial};
 pub struct SimOptions {
     /// Override of the scenario's trial count.
     pub trials: Option<usize>,
+    /// The first trial's index (trial `i` draws its seeds from the run's seed and `i`, so
+    /// `first_trial = 5, trials = 1` reruns the sixth trial of a run alone).
+    pub first_trial: usize,
     /// The run's seed: the same seed gives the same results, byte for byte.
     pub seed: u64,
     /// Print one line per trial to stderr.
@@ -26,6 +29,7 @@ impl Default for SimOptions {
     fn default() -> Self {
         Self {
             trials: None,
+            first_trial: 0,
             seed: 1,
             progress: false,
         }
@@ -121,7 +125,7 @@ pub fn run(scn: &Scenario, opts: &SimOptions) -> Result<SimResult, SimScenarioEr
             summary: BTreeMap::new(),
         });
     }
-    for t in 0..trials {
+    for t in opts.first_trial..opts.first_trial + trials {
         for (i, setup) in setups.iter().enumerate() {
             let Some(setup) = setup else { continue };
             let mut s = setup.clone();
@@ -141,7 +145,7 @@ pub fn run(scn: &Scenario, opts: &SimOptions) -> Result<SimResult, SimScenarioEr
                 eprintln!(
                     "[{}/{}] {:<12} {}{}",
                     t + 1,
-                    trials,
+                    opts.first_trial + trials,
                     results[i].name,
                     g,
                     trial

@@ -14,6 +14,7 @@ pub fn run_scenario(name: &str, sets: &[&str], trials: usize, seed: u64) -> SimR
         &scn,
         &SimOptions {
             trials: Some(trials),
+            first_trial: 0,
             seed,
             progress: false,
         },

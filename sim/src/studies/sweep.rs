@@ -115,6 +115,7 @@ pub fn run_sweep(spec: &SweepSpec, progress: bool) -> Result<SweepResult, SweepE
             &scn,
             &SimOptions {
                 trials: Some(spec.trials),
+                first_trial: 0,
                 seed: spec.seed,
                 progress: false,
             },
