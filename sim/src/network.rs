@@ -81,7 +81,9 @@ impl Network {
 
     /// The client sends `payload` from `src` to `dst` (onto `lan`, towards the ap).
     pub fn client_send(&mut self, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
-        let next = if self.bridge {
+        // Across a bridge the server is on-link; the ap's own address (a bridging proxy's
+        // sidekick socket) is the ap's.
+        let next = if self.bridge && dst.ip() != net::AP_LAN_IP {
             mac::SERVER
         } else {
             mac::AP_LAN
@@ -221,7 +223,19 @@ impl Network {
         let now = self.now();
         self.ifs[AP_LAN0].rx(frame.len());
         if self.bridge {
-            self.bridge_in(true, frame);
+            if frame.get(..6) != Some(&mac::AP_LAN[..]) {
+                self.bridge_in(true, frame);
+                return;
+            }
+            // A frame to the ap's own address is the host's (`PACKET_HOST`): the kernel
+            // delivers it, and the bridge does not forward it (docs/proxy.md, "Bridge mode").
+            if let Some((src, dst, payload)) = udp_of(&frame)
+                && let Some(p) = self.proxy.as_mut()
+                && dst == p.listen()
+            {
+                p.on_sidekick(now, src, payload, &mut self.proxy_out);
+                self.handle_proxy_out();
+            }
             return;
         }
         if let Some(p) = self.proxy.as_mut() {
@@ -279,7 +293,12 @@ impl Network {
                     ProxyOut::Sidekick { to, bytes } => {
                         let from = self.proxy.as_ref().map_or(to, ProxyNode::listen);
                         let f = udp_frame(mac::AP_LAN, mac::CLIENT, from, to, &bytes);
-                        self.ap_lan_egress(f, true);
+                        if self.bridge {
+                            // The host's own datagram: the bridge reads only what arrives.
+                            self.bridge_out(true, f);
+                        } else {
+                            self.ap_lan_egress(f, true);
+                        }
                     }
                     ProxyOut::Inject { to_client, frame } => {
                         if self.bridge {
