@@ -166,6 +166,9 @@ pub struct PackratCounters {
     /// share a missing identifier. Either kind makes a packet the client has look missing, so it
     /// may be retransmitted needlessly.
     pub id_collisions: u64,
+    /// Packets given up after [`MAX_REPAIRS`] failed repairs (taken out of the cache and of the
+    /// proxy's view): datagrams the client does not take, such as a stateless reset.
+    pub repairs_abandoned: u64,
 }
 
 impl PackratCounters {
@@ -187,6 +190,7 @@ impl PackratCounters {
         self.retransmitted_bytes += b.retransmitted_bytes;
         self.retx_refused_budget += b.retx_refused_budget;
         self.id_collisions += b.id_collisions;
+        self.repairs_abandoned += b.repairs_abandoned;
     }
 }
 
@@ -196,11 +200,22 @@ struct Cached {
     seq: u64,
     /// Retransmitted when the newest forwarded seq was this; again only after a later ack.
     retx_mark: Option<u64>,
+    /// Times retransmitted.
+    repairs: u8,
     at: usize,
     len: usize,
     /// Identifier at the session's width, zero-extended.
     id: u64,
 }
+
+/// Repairs of one packet, each seen to fail (a packet forwarded after it was acknowledged while
+/// it was still missing), after which the proxy gives the packet up. A datagram the client does
+/// not take — a stateless reset the server sent in answer to the discovery marker (RFC 9000
+/// §10.3), a datagram injected upstream of the proxy — never enters the client's eACKs (its lens
+/// leaves out what it cannot authenticate), so without a bound the proxy would resend it after
+/// every acknowledgement and carry it as a difference in every decode. A real loss whose repairs
+/// are all lost too (at 10 % loss, one in 10⁴) is left to end-to-end recovery.
+pub const MAX_REPAIRS: u8 = 4;
 
 /// Smallest frame that carries a UDP datagram (IPv4 + UDP headers): bounds the number of index
 /// entries to `cache_bytes / MIN_FRAME + 1` even for tiny frames.
@@ -333,6 +348,7 @@ impl PackratEngine {
         self.cache.push_back(Cached {
             seq: self.next_seq,
             retx_mark: None,
+            repairs: 0,
             at,
             len,
             id,
@@ -404,6 +420,7 @@ impl PackratEngine {
             matched,
             counters,
             budget,
+            views,
             ..
         } = self;
         matched.clear();
@@ -415,6 +432,13 @@ impl PackratEngine {
                 return false;
             }
             found += 1;
+            let failed_again =
+                max_acked.is_some_and(|m| c.retx_mark.is_some_and(|r| m > r && m > c.seq));
+            if failed_again && c.repairs >= MAX_REPAIRS {
+                counters.repairs_abandoned += 1;
+                views.remove(c.id);
+                return false;
+            }
             // Behind the newest acknowledged packet, or resent earlier and not yet
             // acknowledged: a repair is (or may still be) on its way.
             if max_acked.is_some_and(|m| m > c.seq) || c.retx_mark.is_some() {
@@ -435,6 +459,7 @@ impl PackratEngine {
                     frame,
                 });
                 c.retx_mark = Some(newest);
+                c.repairs = c.repairs.saturating_add(1);
                 counters.retransmissions += 1;
                 counters.retransmitted_bytes += c.len as u64;
             } else {

@@ -236,6 +236,12 @@ fn core_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), st
         "Retransmissions refused: over the budget (retx_budget_percent of forwarded bytes).",
         c.packrat.retx_refused_budget,
     )?;
+    counter(
+        enc,
+        "repairs_abandoned",
+        "Cached packets given up after MAX_REPAIRS failed repairs (datagrams the client does not take).",
+        c.packrat.repairs_abandoned,
+    )?;
     gauge(
         enc,
         "cache_bytes",

@@ -73,6 +73,41 @@ fn retransmits_exactly_the_missing_packets() {
     assert_eq!(e.cache_len(), 1);
 }
 
+/// A datagram the client never takes (a stateless reset, which its lens leaves out of the
+/// eACK): repaired after each later acknowledgement up to `MAX_REPAIRS` times, then given up and
+/// taken out of the proxy's view, so that later eACKs no longer show it missing.
+#[test]
+fn a_packet_the_client_never_takes_is_given_up_after_max_repairs() {
+    let mut e = PackratEngine::new(unbudgeted());
+    let mut client = ReceiverEack::new(160);
+    let never = 5u32;
+    for id in 0..8u32 {
+        e.cache_packet(&id.to_le_bytes(), &frame_for(id));
+        if id != never {
+            client.on_receive(id);
+        }
+    }
+    let mut repairs = 0;
+    let mut out = Vec::new();
+    for id in 8..8 + 2 * u32::from(MAX_REPAIRS) {
+        out.clear();
+        e.on_eack(&eack_of(&client, 40), &mut out);
+        repairs += injected(&out).iter().filter(|&&i| i == never).count();
+        // A later packet arrives and is acknowledged; the repair never "arrives".
+        e.cache_packet(&id.to_le_bytes(), &frame_for(id));
+        client.on_receive(id);
+    }
+    assert_eq!(repairs, usize::from(MAX_REPAIRS));
+    assert_eq!(e.counters.repairs_abandoned, 1);
+    // The view no longer holds it: nothing missing, nothing repairable, nothing cached.
+    out.clear();
+    e.on_eack(&eack_of(&client, 40), &mut out);
+    assert!(injected(&out).is_empty());
+    assert_eq!(e.cache_len(), 0);
+    assert_eq!(e.last_eack_repairable(), Some(0));
+    assert_eq!(e.counters.eacks_failed, 0);
+}
+
 /// What an eACK outcome rests on: after an eACK whose every packet before its newest was
 /// forwarded and arrived (the client's gap is a number the sender skipped), nothing is
 /// repairable; a loss behind the newest acknowledged packet is, also while its resend is on its

@@ -93,6 +93,12 @@ impl Views {
         });
     }
 
+    /// Takes one identifier out of the local view (a packet the proxy gave up on).
+    #[inline]
+    pub(super) fn remove(&mut self, id: u64) {
+        each!(self, v => v.evicted.remove(Id::from_u64(id)));
+    }
+
     pub(super) fn epoch(&self) -> u32 {
         each!(self, v => v.evicted.epoch())
     }
