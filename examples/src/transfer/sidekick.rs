@@ -268,6 +268,9 @@ pub struct SidekickCounters {
     pub resets_by_proxy: u64,
     /// Sidekick datagrams refused (forged, replayed, wrong source).
     pub rejected_frames: u64,
+    /// Base datagrams the QUIC lens could not open under the connection's keys (left out of
+    /// the eACK; the stack gets them as they are).
+    pub unauthenticated_datagrams: u64,
     /// Whether the session was active at the end.
     pub active: bool,
     /// Whether the transfer ran (at the end) without the sidekick: fell back, or no proxy
@@ -367,6 +370,7 @@ impl SidekickCounters {
             resets_requested: st.resets_requested,
             resets_by_proxy: st.resets_by_proxy,
             rejected_frames: st.rejected_frames,
+            unauthenticated_datagrams: st.unauthenticated_datagrams,
             active: state == "active",
             fallback: state != "active",
             fallback_cause: cause,
