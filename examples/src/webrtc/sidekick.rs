@@ -157,6 +157,11 @@ impl WebrtcSidekick {
         }
     }
 
+    /// The payload type whose packets the sidekick numbers (`None` until it is known).
+    pub fn media_pt(&self) -> Option<u8> {
+        self.lens.as_ref().map(RtpLens::pt)
+    }
+
     /// The media session is restarting with new keys (a key change, [`super::peer`]): a new
     /// SSRC will carry the stream, and its numbering goes on ([`RtpLens::restart`]).
     pub fn media_restarting(&mut self) {

@@ -176,3 +176,38 @@ fn media_before_the_keys_is_kept_until_they_come() {
     assert_eq!(complete(&client), 60, "{client:?}");
     assert_eq!(server.packets_sent.map(|p| p > 0), Some(true));
 }
+
+/// The receiving sidekick numbers the stream from the offer/answer on, not from this side's DTLS
+/// completion: what the far side streams before this side has its keys is numbered too, so
+/// Packrat can see its losses (and the proxy repair them) while the keys are late.
+#[test]
+fn the_sidekick_numbers_the_stream_before_dtls_completes() {
+    use crate::transfer::sidekick::Mode;
+    use crate::webrtc::sidekick::{WebrtcSidekick, packrat_config};
+    let t0 = Instant::now();
+    let (c, s) = (addr("10.0.2.2:5000"), addr("10.0.1.1:4433"));
+    let offer = Offer::new(c, Role::Receiver, t0).unwrap();
+    let (_srtc, answer) = rekey::answer(s, &offer.sdp, t0).unwrap();
+    let k = offer.accept(&answer).unwrap();
+    let side = WebrtcSidekick::new(
+        sidekick::session::SidekickClient::new(packrat_config(10, 4, 40, 8, 20_000, 60)),
+        Mode::Packrat,
+    );
+    let (mut client, _) = pair(t0, false, 1);
+    let expected = negotiated_vp8(&k.rtc).map(|(pt, _)| *pt);
+    assert!(expected.is_some());
+    client = PeerCore::new(
+        *k.rtc,
+        c,
+        k.mid,
+        client.cfg.clone(),
+        Some(side),
+        t0,
+        client.wall,
+    );
+    assert!(!client.rtc.is_connected());
+    assert_eq!(
+        client.side.as_ref().and_then(WebrtcSidekick::media_pt),
+        expected
+    );
+}
