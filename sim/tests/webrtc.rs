@@ -34,7 +34,7 @@ fn webrtc_uplink_p99_dejitter_80_percent_lower() {
 
 /// webrtc-downlink (Packrat's satellite media links, 10 % last-hop loss): the proxy's repairs
 /// from its cache cut the frozen time by at least 50 %, and next to nothing is lost (end to end
-/// str0m gives up on ~150 packets a call; with the sidekick about one trial in five loses 1–12,
+/// str0m gives up on ~150 packets a call; with the sidekick about one trial in eight loses 1–5,
 /// dropped before the client's session was active: docs/results.md).
 #[test]
 fn webrtc_downlink_frozen_time_50_percent_lower() {
