@@ -432,9 +432,11 @@ impl PackratEngine {
                 return false;
             }
             found += 1;
-            let failed_again =
-                max_acked.is_some_and(|m| c.retx_mark.is_some_and(|r| m > r && m > c.seq));
-            if failed_again && c.repairs >= MAX_REPAIRS {
+            // Behind the newest acknowledged packet and, if resent, acknowledged past that
+            // resend: (another) repair is due — the previous one, if any, failed.
+            let eligible =
+                max_acked.is_some_and(|m| m > c.seq && c.retx_mark.is_none_or(|r| m > r));
+            if eligible && c.repairs >= MAX_REPAIRS {
                 counters.repairs_abandoned += 1;
                 views.remove(c.id);
                 return false;
@@ -447,8 +449,6 @@ impl PackratEngine {
             matched.push(c.id);
             c.at = ring.relocate(c.at, c.len, kept_bytes);
             kept_bytes += c.len;
-            let eligible =
-                max_acked.is_some_and(|m| m > c.seq && c.retx_mark.is_none_or(|r| m > r));
             if eligible && !budget.try_spend(c.len, percent) {
                 counters.retx_refused_budget += 1;
             } else if eligible {
