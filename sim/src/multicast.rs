@@ -113,8 +113,6 @@ struct World {
     net: Network,
     server: MulticastServer,
     receivers: Vec<Receiver>,
-    group: SocketAddr,
-    cfg: MediaConfig,
     setup: MulticastSetup,
 }
 
@@ -174,8 +172,6 @@ impl World {
             net: Network::new(s, clock, proxy_seeds),
             server,
             receivers,
-            group: a.group,
-            cfg,
             setup: m.clone(),
         }
     }
@@ -301,7 +297,7 @@ impl World {
         let Some((src, dst, payload)) = udp_of(frame) else {
             return;
         };
-        if dst == self.group {
+        if dst == self.setup.args.group {
             for r in &mut self.receivers {
                 let mut hooks = CoreHooks {
                     core: r.sk.as_mut(),
@@ -354,11 +350,12 @@ impl World {
     fn metrics(&mut self, s: &TrialSetup) -> (BTreeMap<String, f64>, Option<String>) {
         let mut m = BTreeMap::new();
         self.net.metrics(&mut m);
+        let cfg = self.setup.args.media_config();
         let reports: Vec<ReceiverReport> = std::mem::take(&mut self.receivers)
             .into_iter()
             .filter_map(|r| {
                 let sk = r.sk.as_ref().map(MediaSidekickCore::counters);
-                ReceiverReport::of(r.app, &self.cfg, sk)
+                ReceiverReport::of(r.app, &cfg, sk)
             })
             .collect();
         if reports.is_empty() {

@@ -430,11 +430,6 @@ impl MulticastReceiver {
         self.wake.is_none()
     }
 
-    /// Whether media arrived.
-    pub fn started(&self) -> bool {
-        self.session.is_some()
-    }
-
     /// The session (once media arrived) and the server's answer to the SUMMARY, if it came.
     pub fn into_parts(self) -> (Option<MediaReceiverSession>, Option<ServerCounters>) {
         (self.session, self.server_counters)

@@ -326,7 +326,7 @@ impl PeerCore {
         local: SocketAddr,
         mid: Option<Mid>,
         cfg: PeerConfig,
-        side: Option<WebrtcSidekick>,
+        mut side: Option<WebrtcSidekick>,
         now: Instant,
         wall: WallClock,
     ) -> Self {
@@ -337,7 +337,6 @@ impl PeerCore {
         // repair, the losses of that time — 12–16 packets in a simulator trial whose client
         // connected 1.7 s after its server).
         let media_pt = negotiated_vp8(&rtc);
-        let mut side = side;
         if let (Some(s), Some((pt, _))) = (side.as_mut(), media_pt) {
             s.set_media_pt(*pt);
         }
