@@ -200,12 +200,22 @@ struct Cached {
     seq: u64,
     /// Retransmitted when the newest forwarded seq was this; again only after a later ack.
     retx_mark: Option<u64>,
-    /// Times retransmitted.
-    repairs: u8,
     at: usize,
-    len: usize,
+    /// Frame length (a frame of 4 GiB or more is not cached).
+    len: u32,
+    /// Times retransmitted (beside `len`: the entry stays 48 bytes).
+    repairs: u8,
     /// Identifier at the session's width, zero-extended.
     id: u64,
+}
+
+// Every cache reserves its index up front (`cache_bytes / MIN_FRAME + 1` entries): keep it small.
+const _: () = assert!(std::mem::size_of::<Cached>() == 48);
+
+impl Cached {
+    fn len(&self) -> usize {
+        self.len as usize
+    }
 }
 
 /// Repairs of one packet, each seen to fail (a packet forwarded after it was acknowledged while
@@ -326,19 +336,22 @@ impl PackratEngine {
         if !self.missing.is_empty() && self.missing.binary_search(&id).is_ok() {
             self.counters.id_collisions += 1;
         }
-        if frame_bytes.len() > self.cfg.cache_bytes {
+        let Some(len32) = u32::try_from(frame_bytes.len())
+            .ok()
+            .filter(|_| frame_bytes.len() <= self.cfg.cache_bytes)
+        else {
             // Cannot be cached; encode it as forwarded so the views stay in sync.
             self.views.insert(id);
             self.counters.not_cached += 1;
             return;
-        }
+        };
         let len = frame_bytes.len();
         while self.ring.used() + len > self.cfg.cache_bytes || self.cache.len() >= self.max_entries
         {
             let Some(old) = self.cache.pop_front() else {
                 break;
             };
-            self.ring.pop_front(old.len);
+            self.ring.pop_front(old.len());
             if old.seq >= self.encoded_upto {
                 self.views.insert(old.id);
             }
@@ -348,9 +361,9 @@ impl PackratEngine {
         self.cache.push_back(Cached {
             seq: self.next_seq,
             retx_mark: None,
-            repairs: 0,
             at,
-            len,
+            len: len32,
+            repairs: 0,
             id,
         });
         self.next_seq += 1;
@@ -447,13 +460,13 @@ impl PackratEngine {
                 repairable = repairable.saturating_add(1);
             }
             matched.push(c.id);
-            c.at = ring.relocate(c.at, c.len, kept_bytes);
-            kept_bytes += c.len;
-            if eligible && !budget.try_spend(c.len, percent) {
+            c.at = ring.relocate(c.at, c.len(), kept_bytes);
+            kept_bytes += c.len();
+            if eligible && !budget.try_spend(c.len(), percent) {
                 counters.retx_refused_budget += 1;
             } else if eligible {
-                let mut frame = Vec::with_capacity(c.len);
-                ring.copy_out(c.at, c.len, &mut frame);
+                let mut frame = Vec::with_capacity(c.len());
+                ring.copy_out(c.at, c.len(), &mut frame);
                 out.push(Action::Inject {
                     dir: Direction::ToClient,
                     frame,
@@ -461,7 +474,7 @@ impl PackratEngine {
                 c.retx_mark = Some(newest);
                 c.repairs = c.repairs.saturating_add(1);
                 counters.retransmissions += 1;
-                counters.retransmitted_bytes += c.len as u64;
+                counters.retransmitted_bytes += u64::from(c.len);
             } else {
                 counters.missing_in_flight += 1;
             }
