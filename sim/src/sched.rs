@@ -103,6 +103,39 @@ impl Scheduler {
         None
     }
 
+    /// The next event of a trial whose virtual time is bounded by `timeout` and whose events, counted
+    /// in `events`, by `max_events` (a runaway guard); `Err` is the trial's error when the loop
+    /// must stop instead.
+    ///
+    /// ```
+    /// use sidekick_sim::sched::Scheduler;
+    /// use std::time::Duration;
+    /// let mut s = Scheduler::new(1);
+    /// let mut events = 0;
+    /// s.set(0, Some(Duration::from_secs(2)));
+    /// assert_eq!(s.next_event(Duration::from_secs(1), &mut events, 10), Err("client timed out"));
+    /// assert_eq!(s.next_event(Duration::from_secs(1), &mut events, 10), Err("simulation stalled: nothing pending"));
+    /// ```
+    ///
+    /// # Errors
+    /// Nothing pending, past `timeout`, or more than `max_events` events.
+    pub fn next_event(
+        &mut self,
+        timeout: Duration,
+        events: &mut u64,
+        max_events: u64,
+    ) -> Result<(Duration, usize), &'static str> {
+        let (t, k) = self.pop().ok_or("simulation stalled: nothing pending")?;
+        if t > timeout {
+            return Err("client timed out");
+        }
+        *events += 1;
+        if *events > max_events {
+            return Err("event limit reached");
+        }
+        Ok((t, k))
+    }
+
     /// Entries in the heap, stale ones included (bounded: stale entries are dropped on pop).
     pub fn len(&self) -> usize {
         self.heap.len()

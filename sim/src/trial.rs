@@ -319,16 +319,10 @@ impl World {
             if self.app.done() && self.client_closed() {
                 break;
             }
-            let Some((t, k)) = self.sched.pop() else {
-                return (Some("simulation stalled: nothing pending".into()), events);
+            let (t, k) = match self.sched.next_event(timeout, &mut events, MAX_EVENTS) {
+                Ok(e) => e,
+                Err(e) => return (Some(e.into()), events),
             };
-            if t > timeout {
-                return (Some("client timed out".into()), events);
-            }
-            events += 1;
-            if events > MAX_EVENTS {
-                return (Some("event limit reached".into()), events);
-            }
             if t <= self.t {
                 same_instant += 1;
                 if same_instant > 100_000 {

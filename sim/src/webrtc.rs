@@ -225,19 +225,13 @@ impl World {
                 ));
                 return ("error", events);
             }
-            let Some((t, k)) = self.sched.pop() else {
-                self.error = Some("simulation stalled: nothing pending".into());
-                return ("error", events);
+            let (t, k) = match self.sched.next_event(timeout, &mut events, MAX_EVENTS) {
+                Ok(e) => e,
+                Err(e) => {
+                    self.error = Some(e.into());
+                    return ("error", events);
+                }
             };
-            if t > timeout {
-                self.error = Some("client timed out".into());
-                return ("error", events);
-            }
-            events += 1;
-            if events > MAX_EVENTS {
-                self.error = Some("event limit reached".into());
-                return ("error", events);
-            }
             self.t = self.t.max(t);
             self.net.set_time(self.t);
             self.step(k);

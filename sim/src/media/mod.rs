@@ -219,16 +219,10 @@ impl World {
         self.client_timer();
         self.settle();
         while !self.client_done() && self.error.is_none() {
-            let Some((t, k)) = self.sched.pop() else {
-                return (Some("simulation stalled: nothing pending".into()), events);
+            let (t, k) = match self.sched.next_event(timeout, &mut events, MAX_EVENTS) {
+                Ok(e) => e,
+                Err(e) => return (Some(e.into()), events),
             };
-            if t > timeout {
-                return (Some("client timed out".into()), events);
-            }
-            events += 1;
-            if events > MAX_EVENTS {
-                return (Some("event limit reached".into()), events);
-            }
             self.t = self.t.max(t);
             self.net.set_time(self.t);
             self.step(k);
