@@ -6,8 +6,9 @@ need_apt=()
 # ngtcp2-client / ngtcp2-server: ngtcp2's HTTP/3 example programs (gtlsclient, gtlsserver), a
 # transfer stack of the lab (app.stack / app.client_stack = "ngtcp2"). libvpx-dev: the VP8 encoder of
 # sidekick-webrtc (a browser far peer decodes real frames); chromium: that browser (webrtc-browser).
+# jq: scripts/test.sh reads the lab test executables from cargo's JSON messages.
 # libclang-dev: bindgen in the boring-sys crate (the BoringSSL of quiche >= 0.25) loads libclang.
-for pkg in build-essential cmake pkg-config perl libssl-dev libclang-dev iproute2 nftables ethtool iputils-ping procps fonts-dejavu-core ngtcp2-client ngtcp2-server libvpx-dev chromium; do
+for pkg in build-essential cmake pkg-config perl jq libssl-dev libclang-dev iproute2 nftables ethtool iputils-ping procps fonts-dejavu-core ngtcp2-client ngtcp2-server libvpx-dev chromium; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

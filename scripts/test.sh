@@ -79,17 +79,67 @@ if [ "$(id -u)" -eq 0 ]; then
     # tests); selecting the whole workspace again keeps the feature set, so nothing is rebuilt.
     # sidekick-curl for the curl lab tests, linked with the debug C library just built (cc only).
     SIDEKICK_CAPI_PROFILE=debug bash scripts/build-sidekick-curl.sh
-    # netns_hardening (~8 s): capabilities dropped, sd_notify, bridge mode failing open.
-    # netns_reload: SIGHUP reloads the live keys in every worker, sessions kept.
-    # lab_stacks (~50 s): one download per quic-go / ngtcp2 server x client pair.
-    SIDEKICK_LAB=1 cargo test --workspace --locked --test lab --test lab_webrtc --test lab_webrtc_browser --test lab_multicast --test lab_tcp --test lab_both --test lying_proxy \
-        --test lab_handshake \
-        --test afpacket --test netns_e2e --test netns_bridge --test netns_flood \
-        --test netns_hardening --test netns_reload --test lab_stacks -- --test-threads=1
+    # The lab tests mostly wait on emulated links and real-time calls (the foreground used a sixth
+    # of the two cores), so they run in two lanes at once, then alone the four that measure the
+    # machine itself: the handshake rescue's milliseconds, Chromium's decoding, AF_PACKET's capture
+    # rate, the flood's memory. Each run is named by its own run id (namespaces, state), so lanes
+    # never touch each other's runs; the proxy's netns tests share a lane (their client end sits
+    # in this namespace). The executables are those `cargo test --workspace` just built (same
+    # feature set: nothing is rebuilt); `cargo test` itself would hold the build directory.
+    #   lying_proxy (~330 s): every lie against upload, download, curl and both WebRTC calls.
+    #   lab (~145 s), lab_stacks (~50 s: one download per quic-go / ngtcp2 pair), lab_webrtc
+    #   (~40 s), netns_hardening (~8 s: capabilities dropped, sd_notify, bridge mode failing
+    #   open), netns_reload (SIGHUP reloads the live keys in every worker, sessions kept).
+    lane_a=(lying_proxy)
+    lane_b=(lab lab_both lab_multicast lab_stacks lab_tcp lab_webrtc netns_e2e netns_bridge netns_hardening netns_reload)
+    alone=(lab_handshake lab_webrtc_browser afpacket netns_flood)
+    declare -A lab_exe=() lab_dir=()
+    while IFS=$'\t' read -r name exe dir; do
+        lab_exe[$name]=$exe
+        lab_dir[$name]=$dir
+    done < <(cargo test --workspace --locked --no-run --message-format=json \
+        $(printf -- '--test %s ' "${lane_a[@]}" "${lane_b[@]}" "${alone[@]}") |
+        jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+            | [.target.name, .executable, (.manifest_path | rtrimstr("/Cargo.toml"))] | @tsv')
+    # lane_args TEST...: EXE DIR pairs for scripts/lab-lane.sh.
+    lane_args() {
+        local t
+        for t in "$@"; do
+            [ -n "${lab_exe[$t]:-}" ] || { echo "lab test $t: no executable" >&2; return 1; }
+            printf '%s\n%s\n' "${lab_exe[$t]}" "${lab_dir[$t]}"
+        done
+    }
+    mapfile -t args_a < <(lane_args "${lane_a[@]}")
+    mapfile -t args_b < <(lane_args "${lane_b[@]}")
+    mapfile -t args_alone < <(lane_args "${alone[@]}")
+    [ "${#args_a[@]}" -eq $((2 * ${#lane_a[@]})) ] && [ "${#args_b[@]}" -eq $((2 * ${#lane_b[@]})) ] &&
+        [ "${#args_alone[@]}" -eq $((2 * ${#alone[@]})) ] || { echo "lab tests: executables missing"; exit 1; }
+    lab_failed=0
+    setsid -w bash scripts/lab-lane.sh "$target/lab-lane-a.log" "${args_a[@]}" &
+    background_pid[lab-lane-a]=$!
+    setsid -w bash scripts/lab-lane.sh "$target/lab-lane-b.log" "${args_b[@]}" &
+    background_pid[lab-lane-b]=$!
+    for lane in a b; do
+        rc=0
+        wait "${background_pid[lab-lane-$lane]}" || rc=$?
+        stage "lab lane $lane: finished (log $target/lab-lane-$lane.log)"
+        cat "$target/lab-lane-$lane.log"
+        lab_failed=$((lab_failed + rc))
+    done
+    stage "lab tests that measure the machine, alone"
+    rc=0
+    bash scripts/lab-lane.sh "$target/lab-alone.log" "${args_alone[@]}" || rc=$?
+    cat "$target/lab-alone.log"
+    lab_failed=$((lab_failed + rc))
     sidekick_lab_bin="$target/debug/sidekick-lab"
     # Only dead runs: other lab runs on this machine (an experiment, another checkout's tests)
     # may be live, and `clean --all` would break them.
     "$sidekick_lab_bin" clean
+    if [ "$lab_failed" -ne 0 ]; then
+        echo "lab tests: $lab_failed test binaries FAILED (grep FAILED in the logs above)"
+        finish fuzz-smoke || true
+        exit 1
+    fi
 else
     echo "lab tests: skipped (need root for network namespaces; run as root, as CI does)"
 fi
