@@ -4,6 +4,7 @@
 //! loss detection and PACUBIC congestion control) and the Packrat receiver (eACKs and selective
 //! ACK withholding), with integrations for unmodified quinn and quiche.
 
+pub mod delay_histogram;
 pub mod fuzz;
 pub mod integrations;
 pub mod keylog;

@@ -27,6 +27,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::delay_histogram::DelayHistogram;
 use eack::{HashKey, WidthReceiverEack};
 use quack::{IdSource, Width};
 
@@ -134,6 +135,11 @@ pub struct PackratStats {
     pub eack_bytes: u64,
     /// Resets (new epochs).
     pub resets: u64,
+    /// How long each gap took to fill, from the datagram that revealed it to the missing
+    /// packet's arrival: within the hold ([`Self::gaps_filled`]) and after it
+    /// ([`Self::gaps_filled_late`]). Set against the hold window, it shows how many of the
+    /// proxy's repairs race the window and by how much.
+    pub fill_delays: DelayHistogram,
 }
 
 #[derive(Debug)]
@@ -150,9 +156,9 @@ pub struct PackratReceiver {
     largest: Option<u64>,
     /// Missing packet number → when the gap was seen.
     gaps: BTreeMap<u64, Instant>,
-    /// Expired gaps' packet numbers → when they expired, until they fill late or settle as
-    /// unrepaired (capped like `gaps`).
-    expired: BTreeMap<u64, Instant>,
+    /// Expired gaps' packet numbers → when they expired and when they were seen, until they
+    /// fill late or settle as unrepaired (capped like `gaps`).
+    expired: BTreeMap<u64, (Instant, Instant)>,
     held: VecDeque<Held>,
     ready: VecDeque<Vec<u8>>,
     packets_since_eack: u32,
@@ -248,10 +254,16 @@ impl PackratReceiver {
             self.ready.push_back(datagram);
             return;
         };
-        if self.gaps.remove(&pn).is_some() {
+        if let Some(opened) = self.gaps.remove(&pn) {
             self.stats.gaps_filled += 1;
-        } else if self.expired.remove(&pn).is_some() {
+            self.stats
+                .fill_delays
+                .record(now.saturating_duration_since(opened));
+        } else if let Some((_, opened)) = self.expired.remove(&pn) {
             self.stats.gaps_filled_late += 1;
+            self.stats
+                .fill_delays
+                .record(now.saturating_duration_since(opened));
         }
         let next = self.largest.map_or(0, |l| l + 1);
         if pn > next && self.largest.is_some() {
@@ -309,7 +321,7 @@ impl PackratReceiver {
             if !keep {
                 n += 1;
                 if expired.len() < cap {
-                    expired.insert(pn, now);
+                    expired.insert(pn, (now, *opened));
                 }
             }
             keep
@@ -318,7 +330,7 @@ impl PackratReceiver {
         let late = self.late_window();
         let before = self.expired.len();
         self.expired
-            .retain(|_, at| now.saturating_duration_since(*at) < late);
+            .retain(|_, (at, _)| now.saturating_duration_since(*at) < late);
         self.stats.gaps_unrepaired += (before - self.expired.len()) as u64;
     }
 
@@ -505,6 +517,12 @@ mod tests {
         rx.on_datagram(t0 + ms(6), dg(2), Some(2));
         assert_eq!(ids(&mut rx), vec![2, 3, 4]);
         assert_eq!(rx.stats().gaps_filled, 2);
+        // Both gaps were seen at 1 ms; they filled 4 and 5 ms later.
+        let d = rx.stats().fill_delays;
+        assert_eq!(
+            (d.count(), d.quantile_ms(0.5), d.quantile_ms(1.0)),
+            (2, Some(5.0), Some(6.0))
+        );
     }
 
     #[test]
@@ -518,6 +536,8 @@ mod tests {
         // The proxy's repair of 1 arrives after the hold: late, not lost.
         rx.on_datagram(t0 + ms(50), dg(1), Some(1));
         assert_eq!(rx.stats().gaps_filled_late, 1);
+        // Its fill delay counts from when the gap was seen, not from the expiry.
+        assert_eq!(rx.stats().fill_delays.quantile_ms(1.0), Some(51.0));
         assert_eq!(rx.stats().gaps_unrepaired, 0, "2 may still come");
         // 2 never comes: unrepaired once the late window (4 × 30 ms) has passed.
         assert_eq!(rx.late_window(), ms(120));

@@ -207,7 +207,7 @@ impl EngineSample {
 }
 
 /// Counters of the client's sidekick session in the JSON report.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct SidekickCounters {
     /// `robin` (upload), `packrat` (download) or `both` (`--both`).
     pub mode: Option<Mode>,
@@ -259,6 +259,17 @@ pub struct SidekickCounters {
     pub gaps_filled: u64,
     /// Packrat: gaps released by the reorder window expiring.
     pub gaps_expired: u64,
+    /// Packrat: the median time gaps took to fill, ms — from the datagram that revealed the
+    /// gap to the missing packet's arrival, within the hold or after it (1 ms buckets, upper
+    /// edges; `PackratStats::fill_delays`). Absent without fills.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fill_delay_p50_ms: Option<f64>,
+    /// Packrat: the 90th percentile of the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fill_delay_p90_ms: Option<f64>,
+    /// Packrat: the 99th percentile of the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fill_delay_p99_ms: Option<f64>,
     /// Packrat: eACK outcomes received (the proxy could fill none of the gaps an eACK came
     /// after, and the client stopped holding for them).
     pub eack_outcomes: u64,
@@ -366,6 +377,9 @@ impl SidekickCounters {
             gaps_opened: packrat.gaps_opened,
             gaps_filled: packrat.gaps_filled,
             gaps_expired: packrat.gaps_expired,
+            fill_delay_p50_ms: packrat.fill_delays.quantile_ms(0.5),
+            fill_delay_p90_ms: packrat.fill_delays.quantile_ms(0.9),
+            fill_delay_p99_ms: packrat.fill_delays.quantile_ms(0.99),
             eack_outcomes: st.eack_outcomes,
             resets_requested: st.resets_requested,
             resets_by_proxy: st.resets_by_proxy,
