@@ -38,6 +38,10 @@ enum Cmd {
         /// Overrides, `key.path=value` (repeatable), as the lab's `--set`.
         #[arg(long = "set")]
         sets: Vec<String>,
+        /// Run only these variants (comma-separated names; default: every variant), as the
+        /// lab's `--variants`.
+        #[arg(long, value_delimiter = ',')]
+        variants: Vec<String>,
         /// Seed of the run.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -87,6 +91,7 @@ fn main() -> anyhow::Result<()> {
             scenario,
             trials,
             sets,
+            variants,
             seed,
             first_trial,
             json,
@@ -94,8 +99,9 @@ fn main() -> anyhow::Result<()> {
             quiet,
         } => {
             let path = scenario_path(&scenario, scenarios_dir.as_deref());
-            let scn = Scenario::load(&path, &sets)
+            let mut scn = Scenario::load(&path, &sets)
                 .with_context(|| format!("scenario {}", path.display()))?;
+            scn.keep_variants(&variants)?;
             let opts = SimOptions {
                 trials,
                 first_trial,
