@@ -18,7 +18,8 @@ while [ "$#" -ge 2 ]; do
     exe=$1 dir=$2
     shift 2
     printf '\n==> %s (lane at %d s)\n' "$(basename "$exe")" "$((SECONDS - start))" >>"$log"
-    # The variables `cargo test` sets for a test binary that the lab tests read.
+    # The package directory as the working directory and in CARGO_MANIFEST_DIR, as `cargo test`
+    # runs a test binary.
     if ! (cd "$dir" && SIDEKICK_LAB=1 CARGO_MANIFEST_DIR="$dir" "$exe" --test-threads=1) >>"$log" 2>&1; then
         echo "FAILED: $exe" >>"$log"
         failed=$((failed + 1))
