@@ -577,12 +577,35 @@ fn pemi_bridge_download_in_namespaces() {
     .unwrap();
     assert!(scn.ap_bridge);
     let mut got = BTreeMap::new();
-    for name in ["e2e", "pemi", "e2e"] {
+    let mut calibrated = Vec::new();
+    for name in ["e2e", "pemi", "pemi", "pemi", "e2e"] {
         let mut one = scn.clone();
         one.variants.retain(|v| v.name == name);
+        // Two capture workers whatever the machine: PEMI's ICMP echo replies (no ports to hash)
+        // must reach the worker that probed, whichever the fanout hands them to.
+        for v in &mut one.variants {
+            if !v.proxy.is_empty() {
+                v.proxy.extend(["--workers".to_string(), "2".to_string()]);
+            }
+        }
         let m = one_trial(test, &one, bin_dir.clone());
         assert_eq!(m["bytes"], 1_000_000.0, "{test} {name}: {m:?}");
+        if name == "pemi" {
+            calibrated.push((
+                m["proxy_pemi_icmp_probes_total"],
+                m["proxy_pemi_icmp_samples_total"],
+            ));
+        }
         got.insert(name, m);
+    }
+    // Three flows (three client ports): before each worker read every echo reply, about half
+    // of the flows' replies went to the other worker and never became samples.
+    eprintln!("{test}: ICMP probes / samples per PEMI trial: {calibrated:?}");
+    for (probes, samples) in &calibrated {
+        assert!(
+            *probes >= 3.0 && *samples >= 0.5 * probes,
+            "{test}: {probes} ICMP probes, {samples} samples"
+        );
     }
     let p = &got["pemi"];
     // Every frame crossed the proxy (it is the only path), and PEMI tracked the connection.

@@ -123,6 +123,10 @@ pub struct CoreConfig {
     /// flow gets no new engine (a Packrat cache is shrunk first), counted in
     /// `sidekick_memory_refused_total`.
     pub memory_budget: usize,
+    /// PEMI's ICMP probe identifiers, first and step: worker k of n draws k + 1, step n, so an
+    /// echo reply, which any worker may see, names one worker's probe
+    /// ([`ProxyCore::handle_echo_reply`]).
+    pub probe_ids: (u16, u16),
 }
 
 /// The default memory budget: fits an access point with 256 MB of memory beside the flow table
@@ -139,6 +143,7 @@ impl Default for CoreConfig {
             max_multicast_groups: 64,
             max_group_members: multicast::DEFAULT_MAX_MEMBERS,
             memory_budget: DEFAULT_MEMORY_BUDGET,
+            probe_ids: (1, 1),
         }
     }
 }
@@ -258,7 +263,7 @@ impl<S: SessionLayer> ProxyCore<S> {
             budget: MemoryBudget::new(cfg.memory_budget),
             pemi: None,
             pemi_probe_flows: HashMap::new(),
-            next_probe_id: 0,
+            next_probe_id: cfg.probe_ids.0,
             groups: HashMap::new(),
             membership: HashMap::new(),
             rescue: None,
@@ -432,9 +437,10 @@ impl<S: SessionLayer> ProxyCore<S> {
             value.reserved = need as u32;
             let mut engine = PemiEngine::new(pcfg, now);
             if pcfg.icmp_calibration {
-                self.next_probe_id = self.next_probe_id.wrapping_add(1);
-                engine.set_probe_id(self.next_probe_id);
-                self.pemi_probe_flows.insert(self.next_probe_id, key);
+                let id = self.next_probe_id;
+                self.next_probe_id = id.wrapping_add(self.cfg.probe_ids.1.max(1));
+                engine.set_probe_id(id);
+                self.pemi_probe_flows.insert(id, key);
             }
             value.assistance = Assistance::Pemi(Box::new(engine));
         }

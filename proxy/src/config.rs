@@ -70,6 +70,10 @@ pub struct Config {
     /// (and advertises `sidekick_advertise + k`), so a session reaches its flow's worker; the
     /// flow, session and memory caps are split evenly among the workers.
     pub workers: usize,
+    /// Which worker this share of the configuration is for ([`Config::for_worker`]; not a
+    /// setting).
+    #[serde(skip)]
+    pub worker_index: usize,
     /// Flow-table shards.
     pub shards: usize,
     /// Maximum flows tracked.
@@ -168,6 +172,7 @@ impl Default for Config {
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9464))),
             log: "info".into(),
             workers: 0,
+            worker_index: 0,
             shards: 16,
             max_flows: 65536,
             max_sessions: 4096,
@@ -456,6 +461,7 @@ impl Config {
         c.ring_blocks = (self.ring_blocks / n as u32).max(1);
         c.handshake_rescue_max_flows = (self.handshake_rescue_max_flows / n as u32).max(1);
         c.workers = n;
+        c.worker_index = k;
         c
     }
 

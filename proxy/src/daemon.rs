@@ -48,6 +48,11 @@ pub fn build_core_keyed(cfg: &Config, hash_key: (u64, u64)) -> ProxyCore<Protoco
         track_unassisted: cfg.track_unassisted,
         max_flow_memory: cfg.max_flow_memory,
         memory_budget: cfg.memory_budget,
+        // Disjoint ICMP probe identifiers per worker (worker k of n: k + 1, step n).
+        probe_ids: (
+            u16::try_from(cfg.worker_index + 1).unwrap_or(1),
+            u16::try_from(cfg.workers.max(1)).unwrap_or(1),
+        ),
         ..CoreConfig::default()
     };
     #[allow(unused_mut)] // a test build may lie (feature `testing`)

@@ -58,6 +58,28 @@ pub struct RingOptions {
     /// only when full or after its retire timeout (≥ 1 ms), which a bridge would add to the
     /// latency of every forwarded frame and which blurs the timing PEMI infers from.
     pub mmap_ring: bool,
+    /// Receive only IPv4 ICMP echo replies (a classic BPF filter, [`ECHO_REPLY_FILTER`]): the
+    /// worker's socket for PEMI's calibration replies, beside the fanout.
+    pub echo_replies_only: bool,
+}
+
+/// A classic BPF program (the `SO_ATTACH_FILTER` form) accepting Ethernet frames that carry an
+/// IPv4 ICMP echo reply and nothing else: EtherType 0x0800, protocol 1, ICMP type 0 after the
+/// IP header's own length.
+pub const ECHO_REPLY_FILTER: [libc::sock_filter; 9] = [
+    bpf(0x28, 0, 0, 12),     // ldh [12]: EtherType
+    bpf(0x15, 0, 5, 0x0800), // IPv4, else reject
+    bpf(0x30, 0, 0, 23),     // ldb [23]: IP protocol
+    bpf(0x15, 0, 3, 1),      // ICMP, else reject
+    bpf(0xb1, 0, 0, 14),     // ldxb 4*([14]&0xf): IP header length
+    bpf(0x50, 0, 0, 14),     // ldb [x+14]: ICMP type
+    bpf(0x15, 1, 0, 0),      // echo reply: accept
+    bpf(0x06, 0, 0, 0),      // reject
+    bpf(0x06, 0, 0, 0xffff), // accept (whole frame)
+];
+
+const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
 }
 
 impl Default for RingOptions {
@@ -71,6 +93,7 @@ impl Default for RingOptions {
             fanout_group: None,
             ignore_outgoing: false,
             mmap_ring: true,
+            echo_replies_only: false,
         }
     }
 }
@@ -234,6 +257,16 @@ impl PacketSocket {
             opts.vnet_hdr && setsockopt(fd, libc::SOL_PACKET, PACKET_VNET_HDR, &1i32).is_ok();
         if opts.ignore_outgoing {
             let _ = setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
+        }
+        if opts.echo_replies_only {
+            // Before bind: no frame reaches the socket unfiltered.
+            let mut filter = ECHO_REPLY_FILTER;
+            let prog = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_mut_ptr(),
+            };
+            setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
+                .map_err(close_on_err)?;
         }
         let (ring, ring_len) = if opts.mmap_ring {
             let (ptr, len) = map_ring(fd, &opts).map_err(close_on_err)?;

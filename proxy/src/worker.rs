@@ -48,6 +48,7 @@ fn ring_opts(cfg: &Config, ignore_outgoing: bool, fanout_group: Option<u16>) -> 
         fanout_group,
         ignore_outgoing,
         mmap_ring: cfg.mmap_ring(),
+        echo_replies_only: false,
     }
 }
 
@@ -132,6 +133,11 @@ pub struct Worker {
     a: PacketSocket,
     /// Bridge mode: the server-side capture socket.
     b: Option<PacketSocket>,
+    /// With several workers and PEMI on: a socket per captured interface that receives every
+    /// ICMP echo reply, outside the fanout. An echo has no ports, so the fanout's flow hash
+    /// gives a reply to any worker — before these, to the one whose flow sent the probe in
+    /// about half of the flows, and PEMI there never got its calibration samples.
+    echo: Vec<PacketSocket>,
     udp: UdpSocket,
     trace: Option<TraceWriter>,
     faces: Faces,
@@ -176,6 +182,24 @@ impl Worker {
                 (c, Some(s))
             }
         };
+        let echo_opts = RingOptions {
+            mmap_ring: false,
+            vnet_hdr: false,
+            echo_replies_only: true,
+            ..RingOptions::default()
+        };
+        let echo_ifaces: Vec<&str> = match cfg.mode {
+            _ if n < 2 || !own.pemi_on() => Vec::new(),
+            Mode::Sniff => vec![cfg.interface.as_str()],
+            Mode::Bridge => vec![cfg.client_interface.as_str(), cfg.server_interface.as_str()],
+        };
+        let echo = echo_ifaces
+            .into_iter()
+            .map(|i| {
+                PacketSocket::open(i, echo_opts)
+                    .with_context(|| format!("AF_PACKET for echo replies on {i}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let trace = match &cfg.pemi_trace {
             Some(p) if k == 0 => Some(TraceWriter::create(p)?),
             _ => None,
@@ -191,6 +215,7 @@ impl Worker {
             core,
             a,
             b,
+            echo,
             udp,
             trace,
             faces: cfg.faces,
@@ -214,6 +239,7 @@ impl Worker {
         if let Some(s) = &self.b {
             fds.push(s.fd());
         }
+        fds.extend(self.echo.iter().map(PacketSocket::fd));
         fds
     }
 
@@ -293,6 +319,13 @@ impl Worker {
         on_frames(&mut self.a, true);
         if let Some(s) = self.b.as_mut() {
             on_frames(s, false);
+        }
+        for s in &mut self.echo {
+            s.for_each_frame(1, |info: FrameInfo, frame: &[u8]| {
+                let delay = capture_delay(wall_ns, info.kernel_ts_ns).unwrap_or_default();
+                self.core
+                    .handle_echo_reply(now.checked_sub(delay).unwrap_or(now), frame);
+            });
         }
         // Sidekick socket: a batch of datagrams.
         for _ in 0..64 {

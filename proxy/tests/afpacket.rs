@@ -243,6 +243,52 @@ fn ringless_capture_reads_each_frame_with_its_kernel_time() {
     }
 }
 
+/// PEMI's echo-reply socket (`RingOptions::echo_replies_only`, a classic BPF filter): of a UDP
+/// datagram and a ping's request and reply crossing the interface, it receives only the reply.
+#[test]
+fn echo_reply_socket_receives_only_echo_replies() {
+    if !lab() {
+        eprintln!("skipping AF_PACKET test: needs root");
+        return;
+    }
+    let v = Veth::new("e", 204);
+    let mut sock = PacketSocket::open(
+        &v.host,
+        RingOptions {
+            mmap_ring: false,
+            vnet_hdr: false,
+            echo_replies_only: true,
+            ..RingOptions::default()
+        },
+    )
+    .unwrap();
+    let udp = UdpSocket::bind("10.222.204.1:0").unwrap();
+    for _ in 0..3 {
+        udp.send_to(b"sidekick-echo-filter-test", "10.222.204.2:9999")
+            .unwrap();
+    }
+    assert!(sh(&[
+        "ping",
+        "-c",
+        "2",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        "10.222.204.2"
+    ]));
+    let got = collect(&mut sock, 2, Duration::from_secs(2));
+    assert_eq!(got.len(), 2, "two echo replies");
+    for (outgoing, _, frame) in &got {
+        assert!(!outgoing, "the peer's reply arrives");
+        // IPv4, ICMP, type 0 (echo reply) after a 20-byte header.
+        assert_eq!(
+            (&frame[12..14], frame[23], frame[34]),
+            (&[8u8, 0][..], 1, 0)
+        );
+    }
+}
+
 #[test]
 fn capture_rate_without_drops() {
     if !lab() {

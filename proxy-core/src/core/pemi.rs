@@ -27,6 +27,17 @@ impl<S: SessionLayer> ProxyCore<S> {
         }
     }
 
+    /// An ICMP echo reply seen beside the frame path — a worker's echo-reply socket sees every
+    /// reply on its interface, whichever worker the capture fanout handed the frame to: an RTT
+    /// sample when it answers one of this core's PEMI probes, else nothing. Not forwarded, not
+    /// counted as a frame; a reply seen on both paths counts once (its probe is taken by the
+    /// first).
+    pub fn handle_echo_reply(&mut self, now: Time, frame: &[u8]) {
+        if !self.pemi_probe_flows.is_empty() {
+            self.on_icmp(now, frame);
+        }
+    }
+
     /// Queue PEMI's side actions (in `engine_out`) for the backend; a delay becomes the frame's
     /// verdict.
     pub(super) fn pemi_actions(&mut self) -> Verdict {
