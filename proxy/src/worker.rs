@@ -133,10 +133,12 @@ pub struct Worker {
     a: PacketSocket,
     /// Bridge mode: the server-side capture socket.
     b: Option<PacketSocket>,
-    /// With several workers and PEMI on: a socket per captured interface that receives every
-    /// ICMP echo reply, outside the fanout. An echo has no ports, so the fanout's flow hash
-    /// gives a reply to any worker — before these, to the one whose flow sent the probe in
-    /// about half of the flows, and PEMI there never got its calibration samples.
+    /// With several workers: a socket per captured interface that receives every ICMP echo
+    /// reply, outside the fanout. An echo has no ports, so the fanout's flow hash gives a reply
+    /// to any worker — before these, to the one whose flow sent the probe in about half of the
+    /// flows, and PEMI there never got its calibration samples. Opened even with PEMI off, since
+    /// a reload may turn it on after the capabilities are gone (the filter passes echo replies
+    /// only, so an idle one costs nothing).
     echo: Vec<PacketSocket>,
     udp: UdpSocket,
     trace: Option<TraceWriter>,
@@ -189,7 +191,7 @@ impl Worker {
             ..RingOptions::default()
         };
         let echo_ifaces: Vec<&str> = match cfg.mode {
-            _ if n < 2 || !own.pemi_on() => Vec::new(),
+            _ if n < 2 => Vec::new(),
             Mode::Sniff => vec![cfg.interface.as_str()],
             Mode::Bridge => vec![cfg.client_interface.as_str(), cfg.server_interface.as_str()],
         };
