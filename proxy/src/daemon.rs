@@ -215,7 +215,7 @@ fn work(
     let core_time = |t: Instant| Time::since(origin, t);
     while !stop.load(Ordering::Relaxed) {
         let wait = w.wait_ms(core_time(Instant::now()));
-        poll_readable(&fds, wait).context("poll")?;
+        let ready = poll_readable(&fds, wait).context("poll")?;
         let now = Instant::now();
         let g = shared.generation.load(Ordering::Acquire);
         if g != generation
@@ -225,7 +225,7 @@ fn work(
             w.reload(&cfg, shared.workers);
             tracing::debug!(worker = w.index, generation, "configuration applied");
         }
-        w.turn(core_time(now));
+        w.turn(core_time(now), &ready);
         if shared.workers > 1 {
             w.share_paces(core_time(now), &shared.paces, &mut paces_seen);
         }

@@ -257,8 +257,10 @@ impl Worker {
             })
     }
 
-    /// One turn at `now` (see the module's call order).
-    pub fn turn(&mut self, now: Time) {
+    /// One turn at `now` (see the module's call order). `ready`: the poll's answer for
+    /// [`Self::fds`], in that order; the echo-reply sockets, idle nearly always, are read only
+    /// when it says they have input (no `recvmsg` that finds nothing on every turn).
+    pub fn turn(&mut self, now: Time, ready: &[bool]) {
         let wall_ns = wall_clock_ns();
         let bridge = self.b.is_some();
         let faces = self.faces;
@@ -322,7 +324,11 @@ impl Worker {
         if let Some(s) = self.b.as_mut() {
             on_frames(s, false);
         }
-        for s in &mut self.echo {
+        let first_echo = ready.len().saturating_sub(self.echo.len());
+        for (i, s) in self.echo.iter_mut().enumerate() {
+            if !ready.get(first_echo + i).copied().unwrap_or(false) {
+                continue;
+            }
             s.for_each_frame(1, |info: FrameInfo, frame: &[u8]| {
                 let delay = capture_delay(wall_ns, info.kernel_ts_ns).unwrap_or_default();
                 self.core
