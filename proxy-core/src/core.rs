@@ -123,9 +123,8 @@ pub struct CoreConfig {
     /// flow gets no new engine (a Packrat cache is shrunk first), counted in
     /// `sidekick_memory_refused_total`.
     pub memory_budget: usize,
-    /// PEMI's ICMP probe identifiers, first and step: worker k of n draws k + 1, step n, so an
-    /// echo reply, which any worker may see, names one worker's probe
-    /// ([`ProxyCore::handle_echo_reply`]).
+    /// PEMI's ICMP probe ids, first and step (worker k of n: k + 1, step n): an echo reply, which
+    /// any worker may see, names one worker's probe ([`ProxyCore::handle_echo_reply`]).
     pub probe_ids: (u16, u16),
 }
 
@@ -195,10 +194,8 @@ pub struct ProxyCore<S: SessionLayer> {
     retired: Retired,
     budget: MemoryBudget,
     pemi: Option<PemiConfig>,
-    /// The flow of each ICMP probe identifier (PEMI calibration, `pemi::probe`); u16 keys bound
-    /// it, and an identifier is reused only after 65 536 PEMI flows.
-    pemi_probe_flows: HashMap<u16, FlowKey>,
-    next_probe_id: u16,
+    /// PEMI's ICMP probe identifiers and their flows.
+    probes: pemi::ProbeIds,
     /// Shared Packrat caches of multicast flows (key: group as `client`, sender as `server`).
     groups: HashMap<FlowKey, MulticastCache<S::Id>>,
     /// The group each multicast-assisted session belongs to.
@@ -262,8 +259,7 @@ impl<S: SessionLayer> ProxyCore<S> {
             retired: Retired::default(),
             budget: MemoryBudget::new(cfg.memory_budget),
             pemi: None,
-            pemi_probe_flows: HashMap::new(),
-            next_probe_id: cfg.probe_ids.0,
+            probes: pemi::ProbeIds::new(cfg.probe_ids),
             groups: HashMap::new(),
             membership: HashMap::new(),
             rescue: None,
@@ -334,7 +330,7 @@ impl<S: SessionLayer> ProxyCore<S> {
             Err(e) => {
                 match e {
                     ParseError::NotIp(_) => self.counters.not_ip += 1,
-                    ParseError::NotUdp(1) if !self.pemi_probe_flows.is_empty() => {
+                    ParseError::NotUdp(1) if !self.probes.is_empty() => {
                         self.counters.not_udp += 1;
                         self.on_icmp(now, frame);
                     }
@@ -437,10 +433,7 @@ impl<S: SessionLayer> ProxyCore<S> {
             value.reserved = need as u32;
             let mut engine = PemiEngine::new(pcfg, now);
             if pcfg.icmp_calibration {
-                let id = self.next_probe_id;
-                self.next_probe_id = id.wrapping_add(self.cfg.probe_ids.1.max(1));
-                engine.set_probe_id(id);
-                self.pemi_probe_flows.insert(id, key);
+                engine.set_probe_id(self.probes.assign(key));
             }
             value.assistance = Assistance::Pemi(Box::new(engine));
         }
