@@ -68,14 +68,6 @@ impl DelayHistogram {
         }
         Some(DELAY_BUCKETS as f64)
     }
-
-    /// Delays recorded at or above `at` (rounded down to its bucket).
-    pub fn count_at_least(&self, at: Duration) -> u64 {
-        let from = usize::try_from(at.as_millis())
-            .unwrap_or(usize::MAX)
-            .min(DELAY_BUCKETS - 1);
-        self.buckets[from..].iter().map(|&c| u64::from(c)).sum()
-    }
 }
 
 #[cfg(test)]
@@ -94,8 +86,7 @@ mod tests {
         h.record(Duration::from_micros(999));
         assert_eq!(h.quantile_ms(1.0), Some(64.0));
         assert_eq!(h.quantile_ms(0.5), Some(1.0));
-        assert_eq!(h.count_at_least(Duration::from_millis(30)), 1);
-        assert_eq!(h.count_at_least(Duration::ZERO), 2);
+        assert_eq!(h.count(), 2);
     }
 
     #[test]
