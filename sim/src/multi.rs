@@ -592,11 +592,9 @@ impl World {
             if self.bridge {
                 return self.forward(v, None, f);
             }
-            if let Some((src, dst, payload)) = udp_of(&f)
-                && let Some(p) = self.proxy.as_mut()
-                && dst == p.listen()
+            if let Some(p) = self.proxy.as_mut()
+                && p.sidekick_frame(now, &f, &mut self.proxy_out)
             {
-                p.on_sidekick(now, src, payload, &mut self.proxy_out);
                 self.handle_proxy_out();
                 return;
             }

@@ -229,11 +229,9 @@ impl Network {
             }
             // A frame to the ap's own address is the host's (`PACKET_HOST`): the kernel
             // delivers it, and the bridge does not forward it (docs/proxy.md, "Bridge mode").
-            if let Some((src, dst, payload)) = udp_of(&frame)
-                && let Some(p) = self.proxy.as_mut()
-                && dst == p.listen()
+            if let Some(p) = self.proxy.as_mut()
+                && p.sidekick_frame(now, &frame, &mut self.proxy_out)
             {
-                p.on_sidekick(now, src, payload, &mut self.proxy_out);
                 self.handle_proxy_out();
             }
             return;
@@ -242,15 +240,11 @@ impl Network {
             p.on_frame(now, true, &frame, &mut self.proxy_out);
         }
         self.handle_proxy_out();
-        let Some((src, dst, payload)) = udp_of(&frame) else {
-            return;
-        };
         if let Some(p) = self.proxy.as_mut()
-            && dst == p.listen()
+            && p.sidekick_frame(now, &frame, &mut self.proxy_out)
         {
-            p.on_sidekick(now, src, payload, &mut self.proxy_out);
             self.handle_proxy_out();
-        } else if dst.ip() == net::SERVER_IP {
+        } else if udp_of(&frame).is_some_and(|(_, dst, _)| dst.ip() == net::SERVER_IP) {
             net::rewrite_macs(&mut frame, mac::AP_WAN, mac::SERVER);
             self.ifs[AP_WAN0].tx(frame.len());
             self.links.hop(Hop::WanUp).offer(self.t, frame);

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use crate::net::udp_of;
 use crate::sched::Clock;
 
 use sidekick_proxy::config::{Config, Faces, Mode};
@@ -224,6 +225,18 @@ impl ProxyNode {
                 Verdict::Delay(self.clock.core_instant(until))
             }
             _ => Verdict::Forward,
+        }
+    }
+
+    /// A frame at the ap: when it is a UDP datagram to the sidekick socket, the socket takes it
+    /// ([`Self::on_sidekick`]) and this returns true; any other frame is not the socket's.
+    pub fn sidekick_frame(&mut self, now: Instant, frame: &[u8], out: &mut Vec<ProxyOut>) -> bool {
+        match udp_of(frame) {
+            Some((src, dst, payload)) if dst == self.listen => {
+                self.on_sidekick(now, src, payload, out);
+                true
+            }
+            _ => false,
         }
     }
 

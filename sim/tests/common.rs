@@ -58,3 +58,17 @@ pub fn ratio(r: &SimResult, a: &str, b: &str, metric: &str) -> (f64, f64, f64) {
         .unwrap_or_else(|| panic!("{b}: no {metric}"));
     (x / y, x, y)
 }
+
+/// Variant `variant`'s proxy repaired at least `share` of the last hop's drops (medians over
+/// the trials; there were drops).
+#[allow(dead_code)] // each test binary compiles this module; not all use every helper
+pub fn assert_repairs_cover(r: &SimResult, variant: &str, share: f64) {
+    let drops = r.median(variant, "lan0_down_dropped_loss").unwrap_or(0.0);
+    let repairs = r
+        .median(variant, "proxy_retransmissions_total")
+        .unwrap_or(0.0);
+    assert!(
+        drops > 0.0 && repairs >= share * drops,
+        "{variant}: {repairs} proxy retransmissions for {drops} last-hop drops"
+    );
+}

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ratio, run_scenario};
+use common::{assert_repairs_cover, ratio, run_scenario};
 
 /// Robin #2 (Sidekick (NSDI '24) §6.2, Fig. 4b): 10 MB upload, 1 % near-link loss; the
 /// sidekick's goodput is at least 2.5× end to end's.
@@ -74,16 +74,7 @@ fn packrat_wifi_bridge_gains_2x() {
     eprintln!("packrat-wifi-bridge: sidekick {s:.3} vs e2e {e:.3} Mbit/s = {g:.2}x");
     assert!(g >= 2.0, "sidekick/e2e goodput {g:.2}x < 2x");
     assert_eq!(r.median("sidekick", "sidekick_active"), Some(1.0));
-    let drops = r
-        .median("sidekick", "lan0_down_dropped_loss")
-        .unwrap_or(0.0);
-    let repairs = r
-        .median("sidekick", "proxy_retransmissions_total")
-        .unwrap_or(0.0);
-    assert!(
-        drops > 0.0 && repairs >= 0.8 * drops,
-        "{repairs} repairs for {drops} drops"
-    );
+    assert_repairs_cover(&r, "sidekick", 0.8);
 }
 
 /// PEMI file download (PEMI §6.2.1, Fig. 9): 5 MB over a 1 % lossy last hop, the proxy in

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ratio, run_scenario};
+use common::{assert_repairs_cover, ratio, run_scenario};
 
 /// Robin #1 (Sidekick (NSDI '24) §6.2, Fig. 4a): 240 B every 20 ms for 30 s over a 3.6 % lossy
 /// near link; the sidekick (quACK every 64 packets and on each silence) cuts the p99 de-jitter
@@ -51,16 +51,7 @@ fn packrat_satellite_stalls_50_percent_lower() {
         100.0 * (1.0 - g)
     );
     // The proxy repaired the last hop's drops from its cache.
-    let dropped = r
-        .median("sidekick", "lan0_down_dropped_loss")
-        .unwrap_or(0.0);
-    let repaired = r
-        .median("sidekick", "proxy_retransmissions_total")
-        .unwrap_or(0.0);
-    assert!(
-        dropped > 0.0 && repaired >= 0.8 * dropped,
-        "{repaired} proxy retransmissions for {dropped} last-hop drops"
-    );
+    assert_repairs_cover(&r, "sidekick", 0.8);
 }
 
 /// Without loss the sidekick costs the media nothing: one-way latency within 2 %, no de-jitter

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{ratio, run_scenario};
+use common::{assert_repairs_cover, ratio, run_scenario};
 
 /// webrtc-uplink (Robin #1's links, str0m sending 30 fps at 1.5 Mbit/s): the sidekick cuts the
 /// p99 de-jitter delay by at least 80 %, at most 10 % link overhead; every early resend answers
@@ -42,16 +42,7 @@ fn webrtc_downlink_frozen_time_50_percent_lower() {
     let (g, s, e) = ratio(&r, "sidekick", "e2e", "frozen_ms_total");
     eprintln!("webrtc-downlink: frozen sidekick {s:.0} vs e2e {e:.0} ms = {g:.3}x");
     assert!(g <= 0.5, "only {:.0} % lower", 100.0 * (1.0 - g));
-    let dropped = r
-        .median("sidekick", "lan0_down_dropped_loss")
-        .unwrap_or(0.0);
-    let repaired = r
-        .median("sidekick", "proxy_retransmissions_total")
-        .unwrap_or(0.0);
-    assert!(
-        repaired >= 0.8 * dropped,
-        "{repaired} repairs for {dropped} drops"
-    );
+    assert_repairs_cover(&r, "sidekick", 0.8);
     let lost = r.median("sidekick", "lost").unwrap_or(f64::NAN);
     assert!(lost <= 10.0, "{lost} packets lost");
 }
