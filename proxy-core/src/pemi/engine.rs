@@ -131,11 +131,13 @@ impl PemiEngine {
     /// The probe to send now, if one is due: `(identifier, sequence)`. Once the handshake is
     /// tracked and the protected direction known, one probe per end-to-end smoothed RTT (§5).
     /// The caller builds it from a packet of the protected direction
-    /// ([`super::probe::echo_request`]) and injects it towards the receiver.
+    /// ([`super::probe::echo_request`]) and injects it towards the receiver. The receiver's
+    /// RTT need not be known yet: when the handshake could not measure it, the first reply
+    /// is what starts the engine.
     pub fn take_probe(&mut self, now: Time) -> Option<(u16, u16)> {
         let id = self.probe_id.filter(|_| self.cfg.icmp_calibration)?;
         let e2e = self.e2e()?;
-        self.receiver_rtt()?;
+        self.dominant?;
         if !self.hs.done() || self.probe_last.is_some_and(|t| now < t + e2e) {
             return None;
         }

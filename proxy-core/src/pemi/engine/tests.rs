@@ -239,6 +239,51 @@ fn icmp_probes_once_per_end_to_end_rtt() {
 }
 
 #[test]
+fn a_handshake_without_the_client_rtt_is_calibrated_by_the_first_echo() {
+    let t0 = Time::ZERO;
+    let mut e = PemiEngine::new(PemiConfig::default(), t0);
+    e.set_probe_id(3);
+    let mut out = Vec::new();
+    feed(&mut e, t0, Direction::FromClient, &long(0, 1180), &mut out);
+    // The server's Initial alone (its Handshake datagrams never passed the proxy), then the
+    // client's 1-RTT: the handshake is over with no client-side RTT.
+    feed(
+        &mut e,
+        t0 + ms(40),
+        Direction::ToClient,
+        &long(0, 150),
+        &mut out,
+    );
+    feed(
+        &mut e,
+        t0 + ms(52),
+        Direction::FromClient,
+        &[0x41; 50],
+        &mut out,
+    );
+    assert_eq!(e.rtt_to(Direction::ToClient), None);
+    // A download. Without the client's RTT nothing is protected, but the probe may go once
+    // the protected direction is known.
+    let mut probe = None;
+    for i in 0..200u64 {
+        let t = t0 + ms(60) + Duration::from_micros(500 * i);
+        feed(&mut e, t, Direction::ToClient, &[0x41; 1200], &mut out);
+        if probe.is_none() {
+            probe = e.take_probe(t).map(|p| (p, t));
+        }
+    }
+    assert_eq!(e.stats.protected, 0);
+    let ((id, seq), sent) = probe.expect("a probe once the protected direction is known");
+    assert_eq!(id, 3);
+    e.on_probe_reply(sent + ms(10), seq);
+    assert_eq!(e.rtt_to(Direction::ToClient), Some(ms(10)));
+    // From the first sample on, the download is protected.
+    let t = t0 + ms(200);
+    feed(&mut e, t, Direction::ToClient, &[0x41; 1200], &mut out);
+    assert_eq!(e.stats.protected, 1);
+}
+
+#[test]
 fn calibration_resets_on_large_deviation() {
     let (mut e, t) = flow(Direction::ToClient, 20);
     // Within Δ_margin: smoothed in.
