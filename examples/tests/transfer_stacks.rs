@@ -92,6 +92,19 @@ fn transfer(
     assert_eq!(v["bytes"].as_u64(), Some(BYTES), "{v}");
     assert!(v["goodput_mbps"].as_f64().unwrap() > 0.0, "{v}");
     assert!(v["receiver_sent_packets"].as_u64().unwrap() > 0, "{v}");
+    // The quiche client's own upload counts the losses that proved spurious; no other stack
+    // reports them.
+    let spurious = v
+        .get("spurious_lost_packets")
+        .and_then(serde_json::Value::as_u64);
+    assert_eq!(
+        spurious.is_some(),
+        stack == "quiche" && dir == "upload",
+        "{v}"
+    );
+    if let (Some(s), Some(l)) = (spurious, v["lost_packets"].as_u64()) {
+        assert!(s <= l, "{v}");
+    }
     v
 }
 

@@ -327,6 +327,12 @@ pub struct TransferReport {
     /// Packets the data sender declared lost (absent as `retransmissions`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_packets: Option<u64>,
+    /// Of `lost_packets`, those whose acknowledgement arrived after the loss was declared
+    /// (quiche's `Stats::spurious_lost`; quiche then undoes the window reduction, RFC 9438 §4.9).
+    /// Only where the data sender is this process's quiche connection (a quiche client's
+    /// upload): no other stack counts them, and the server's summary does not carry them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spurious_lost_packets: Option<u64>,
     /// Packets the data sender sent (absent as `retransmissions`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sent_packets: Option<u64>,
@@ -406,6 +412,7 @@ impl TransferReport {
             goodput_mbps,
             retransmissions: (!stats.sender_unknown).then_some(stats.retransmissions),
             lost_packets: (!stats.sender_unknown).then_some(stats.lost_packets),
+            spurious_lost_packets: None,
             sidekick: None,
             ttfb_ms: None,
             connect_ms: None,

@@ -304,6 +304,7 @@ fn report(
         },
         retransmissions: None,
         lost_packets: None,
+        spurious_lost_packets: None,
         sent_packets: sender_sent,
         receiver_sent_packets: receiver_sent,
         sidekick: None,

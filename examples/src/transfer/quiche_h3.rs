@@ -377,11 +377,9 @@ pub(super) fn client_loop(
             d.conn().peer_error()
         );
     };
-    Ok(TransferReport::new(
-        Stack::Quiche,
-        req.direction,
-        req.bytes,
-        duration,
-        stats,
-    ))
+    let mut report = TransferReport::new(Stack::Quiche, req.direction, req.bytes, duration, stats);
+    if req.direction == TransferDirection::Upload {
+        report.spurious_lost_packets = Some(d.conn().stats().spurious_lost as u64);
+    }
+    Ok(report)
 }

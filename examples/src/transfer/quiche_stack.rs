@@ -778,5 +778,8 @@ fn client_loop(
     };
     let mut report = TransferReport::new(Stack::Quiche, req.direction, req.bytes, duration, stats);
     report.ttfb_ms = ttfb.map(|d| d.as_secs_f64() * 1e3);
+    if req.direction == TransferDirection::Upload {
+        report.spurious_lost_packets = Some(conn.stats().spurious_lost as u64);
+    }
     Ok(report)
 }
