@@ -2,7 +2,8 @@
  * (sidekick_curl.h), printing the one-line JSON report of sidekick-transfer.
  *
  *   sidekick-curl URL [-o FILE] [--upload FILE | --upload-bytes N] [--sidekick]
- *                 [--sidekick-reorder-ms MS] [--insecure] [--timeout SECONDS] [--check-pattern]
+ *                 [--sidekick-reorder-ms MS] [--sidekick-quack-interval-ms MS] [--insecure]
+ *                 [--timeout SECONDS] [--check-pattern]
  *
  * It talks to the project's HTTP/3 servers (`sidekick-transfer server --http3`, quinn or
  * quiche): `GET /download/N` returns N bytes, `POST /upload/N` answers with the server's
@@ -115,8 +116,8 @@ static uint64_t wall_ns(void) {
 static void usage(void) {
     fprintf(stderr,
             "usage: sidekick-curl URL [-o FILE] [--upload FILE | --upload-bytes N] [--sidekick]\n"
-            "                     [--sidekick-reorder-ms MS] [--insecure] [--timeout SECONDS]\n"
-            "                     [--check-pattern]\n");
+            "                     [--sidekick-reorder-ms MS] [--sidekick-quack-interval-ms MS]\n"
+            "                     [--insecure] [--timeout SECONDS] [--check-pattern]\n");
 }
 
 /* The URL of `path` on the same origin as `url` (scheme://authority). */
@@ -210,7 +211,7 @@ int main(int argc, char **argv) {
     const char *url = NULL, *out_path = NULL, *upload_path = NULL;
     uint64_t upload_bytes = 0;
     bool upload = false, sidekick = false, insecure = false, check_pattern = false;
-    long reorder_ms = -1;
+    long reorder_ms = -1, quack_interval_ms = 0;
     double timeout_s = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -230,6 +231,12 @@ int main(int argc, char **argv) {
             sidekick = true;
         } else if (!strcmp(a, "--sidekick-reorder-ms") && v) {
             reorder_ms = strtol(v, NULL, 10);
+            i++;
+        } else if (!strcmp(a, "--sidekick-quack-interval-ms") && v) {
+            /* Robin's quACK interval asked of the proxy (default 30 ms): curl's quiche has no
+             * pluggable congestion control, and quACKs every 15 ms let more early resends
+             * arrive before its own loss detection fires (docs/results.md, "curl"). */
+            quack_interval_ms = strtol(v, NULL, 10);
             i++;
         } else if (!strcmp(a, "--timeout") && v) {
             timeout_s = strtod(v, NULL);
@@ -311,6 +318,8 @@ int main(int argc, char **argv) {
         sk_curl_config_default(upload ? SK_CURL_MODE_ROBIN : SK_CURL_MODE_PACKRAT, &cfg);
         if (reorder_ms >= 0)
             cfg.session.reorder_delay_ms = (uint32_t)reorder_ms;
+        if (quack_interval_ms > 0)
+            cfg.session.quack_interval_ms = (uint32_t)quack_interval_ms;
         SkStatus s = sk_curl_attach(easy, &cfg, &sk);
         if (s != SK_STATUS_OK) {
             fprintf(stderr, "sidekick-curl: sk_curl_attach: %d\n", (int)s);
