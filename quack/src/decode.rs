@@ -376,12 +376,13 @@ impl Scratch<'_> {
         if out.missing.len() == m && m <= 64 {
             // Fast path: if the m hits carry m distinct field values, each is a simple root and
             // the roots account for all of P (sum of multiplicities ≤ deg P = m). Pairwise
-            // comparison beats sorting for small m.
-            let mut vals = [0u64; 64];
-            for (v, h) in vals.iter_mut().zip(&out.missing) {
-                *v = T::reduce(h.id.to_u64());
-            }
-            let distinct = (1..m).all(|a| (0..a).all(|b| vals[a] != vals[b]));
+            // comparison beats sorting for small m; a 16-entry array spares the common small
+            // m the clearing of 512 bytes.
+            let distinct = if m <= 16 {
+                distinct_values::<T, 16>(&out.missing)
+            } else {
+                distinct_values::<T, 64>(&out.missing)
+            };
             if distinct {
                 return Ok(());
             }
@@ -445,6 +446,16 @@ impl Scratch<'_> {
             .sort_unstable_by_key(|g| g.candidates.first().map_or(0, |c| c.index));
         Ok(())
     }
+}
+
+/// Whether the (at most `N`) hits carry pairwise distinct field values.
+fn distinct_values<T: Identifier, const N: usize>(hits: &[Missing<T>]) -> bool {
+    let mut vals = [0u64; N];
+    for (v, h) in vals.iter_mut().zip(hits) {
+        *v = T::reduce(h.id.to_u64());
+    }
+    let n = hits.len().min(N);
+    (1..n).all(|a| (0..a).all(|b| vals[a] != vals[b]))
 }
 
 /// Multiplicity of the root `r` of the monic polynomial given by `coeffs` (repeated synthetic

@@ -103,6 +103,17 @@ pub trait Identifier:
             }
         }
     }
+    /// Adds the powers of the `plus` identifiers and subtracts those of the `minus` ones (each
+    /// up to two slices: the unfolded parts of two insertion rings), lazily; the caller makes
+    /// room for 16 lazy insertions per identifier.
+    fn acc_fold_signed(acc: &mut [u64], plus: [&[Self]; 2], minus: [&[Self]; 2], kernels: Kernels) {
+        for part in plus {
+            Self::acc_insert_batch(acc, part, kernels);
+        }
+        for part in minus {
+            Self::acc_remove_batch(acc, part, kernels);
+        }
+    }
     /// [`Identifier::acc_insert_batch`] for a full insert buffer.
     #[inline]
     fn acc_insert_full(
@@ -390,6 +401,9 @@ impl Identifier for u32 {
     }
     fn acc_remove_batch(acc: &mut [u64], xs: &[Self], kernels: Kernels) {
         crate::simd::remove_batch_u32(acc, xs, kernels);
+    }
+    fn acc_fold_signed(acc: &mut [u64], plus: [&[Self]; 2], minus: [&[Self]; 2], kernels: Kernels) {
+        crate::simd::fold_signed_u32(acc, plus, minus, kernels);
     }
     fn find_roots(
         coeffs: &[u64],

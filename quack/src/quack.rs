@@ -294,19 +294,25 @@ impl<T: Identifier> PowerSumQuack<T> {
     /// value of the result is cleared.
     pub fn sub_assign(&mut self, other: &Self) {
         let t = other.threshold();
-        let n = other.buf_len();
-        if n > 0 {
-            // The subtrahend's unfolded identifiers are folded into this quACK negated (no
-            // scratch copy of its sums); its accumulators are then subtracted entry by entry.
-            self.flush();
-            // A negated block adds less than 64·p (u32) or p per identifier (other widths):
-            // counting 16 lazy insertions per identifier covers both.
-            let room = 16 * n as u32;
+        let (mine, theirs) = (self.buf_len(), other.buf_len());
+        if mine + theirs > 0 {
+            // Both rings' unfolded identifiers in one pass, this quACK's added and the
+            // subtrahend's negated (no scratch copy of its sums); its accumulators are then
+            // subtracted entry by entry. Sums beyond the smaller threshold are dropped first.
+            // A negated identifier adds less than 64·p (u32 blocks) or p (other widths), a
+            // lane of the one-pass u32 kernel less than one insertion's worth (padding lanes
+            // included): 16 lazy insertions per identifier cover all of them.
+            let room = 16 * (mine + theirs) as u32;
             self.make_room(room);
-            let (a, b) = other.unfolded();
-            T::acc_remove_batch(&mut self.acc, a, self.kernels);
-            T::acc_remove_batch(&mut self.acc, b, self.kernels);
+            self.acc.truncate(t);
+            let mut acc = core::mem::take(&mut self.acc);
+            let (a, b) = self.unfolded();
+            let (c, d) = other.unfolded();
+            T::acc_fold_signed(&mut acc, [a, b], [c, d], self.kernels);
+            self.acc = acc;
             self.pending += room;
+            self.count = self.count.wrapping_add(mine as u32);
+            self.buf_pos = 0;
         }
         self.sub_parts(t, other.count(), |i| T::acc_canonical(other.acc[i]));
     }

@@ -154,6 +154,58 @@ pub(crate) fn remove_batch_u32(acc: &mut [u64], xs: &[u32], kernels: Kernels) {
     }
 }
 
+/// Adds the powers of the `plus` identifiers and subtracts those of the `minus` identifiers
+/// (each given as up to two slices: the unfolded part of an insertion ring), lazily: each
+/// accumulator grows by less than `16·1.5·2^34` per identifier.
+pub(crate) fn fold_signed_u32(
+    acc: &mut [u64],
+    plus: [&[u32]; 2],
+    minus: [&[u32]; 2],
+    kernels: Kernels,
+) {
+    let np = plus[0].len() + plus[1].len();
+    let nm = minus[0].len() + minus[1].len();
+    #[cfg(target_arch = "x86_64")]
+    if kernels.avx2 && np <= 16 && nm <= 16 && np + nm >= 2 {
+        // The identifiers of both signs in one block of up to 8 vectors: `plus` from lane 0,
+        // `minus` from the next vector boundary, zeros between and after.
+        let mut ids = [0u32; 32];
+        let mut at = 0;
+        for part in plus {
+            ids[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        let vp = np.div_ceil(4);
+        at = 4 * vp;
+        for part in minus {
+            ids[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        let vectors = vp + nm.div_ceil(4);
+        // SAFETY: `kernels.avx2` is only set when the CPU supports AVX2 (`Kernels::detect`).
+        unsafe {
+            match vectors {
+                1 => avx2::fold_signed::<1>(acc, &ids, vp),
+                2 => avx2::fold_signed::<2>(acc, &ids, vp),
+                3 => avx2::fold_signed::<3>(acc, &ids, vp),
+                4 => avx2::fold_signed::<4>(acc, &ids, vp),
+                5 => avx2::fold_signed::<5>(acc, &ids, vp),
+                6 => avx2::fold_signed::<6>(acc, &ids, vp),
+                7 => avx2::fold_signed::<7>(acc, &ids, vp),
+                _ => avx2::fold_signed::<8>(acc, &ids, vp),
+            }
+        }
+        return;
+    }
+    let _ = (np, nm);
+    for part in plus {
+        insert_batch_u32(acc, part, kernels);
+    }
+    for part in minus {
+        remove_batch_u32(acc, part, kernels);
+    }
+}
+
 /// Horner evaluation of the monic polynomial at each candidate; pushes the indices of the
 /// candidates where it vanishes.
 pub(crate) fn find_roots_u32(
@@ -344,6 +396,72 @@ mod tests {
                 remove_batch_u32(&mut neg, &xs, k);
                 let got: Vec<u64> = neg.iter().map(|a| (P32 - a % P32) % P32).collect();
                 proptest::prop_assert_eq!(got, reference_sums(&xs, t));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The one-pass signed fold of `sub_assign` (both rings, each as two slices) equals
+        /// inserting the `plus` identifiers and removing the `minus` ones, in both kernels,
+        /// from accumulators anywhere below the lazy bound.
+        #[test]
+        fn signed_fold_equals_insert_then_remove(
+            plus in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..=16),
+            minus in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..=16),
+            split_plus in 0usize..=16,
+            split_minus in 0usize..=16,
+            t in 0usize..70,
+            start in 0u64..(1 << 40),
+        ) {
+            let (pa, pb) = plus.split_at(split_plus.min(plus.len()));
+            let (ma, mb) = minus.split_at(split_minus.min(minus.len()));
+            let want: Vec<u64> = reference_sums(&plus, t)
+                .iter()
+                .zip(reference_sums(&minus, t))
+                .map(|(&a, b)| (start % P32 + a + P32 - b) % P32)
+                .collect();
+            for k in [Kernels::detect(), Kernels::PORTABLE] {
+                let mut acc = vec![start; t];
+                fold_signed_u32(&mut acc, [pa, pb], [ma, mb], k);
+                let got: Vec<u64> = acc.iter().map(|a| a % P32).collect();
+                proptest::prop_assert_eq!(&got, &want, "{:?}", k);
+            }
+        }
+    }
+
+    #[test]
+    fn signed_fold_of_extreme_identifiers() {
+        // Values at and around p and 2^32 (identifiers ≥ p are congruent to small ones), in
+        // every split of a full 16 + 16 block.
+        let ids: Vec<u32> = [
+            u32::MAX,
+            u32::MAX - 4,
+            u32::MAX - 5,
+            (P32 - 1) as u32,
+            0,
+            1,
+            5,
+            4,
+        ]
+        .iter()
+        .copied()
+        .cycle()
+        .take(16)
+        .collect();
+        for t in [1usize, 2, 9, 10, 64] {
+            for np in [0usize, 1, 4, 5, 15, 16] {
+                for nm in [0usize, 1, 3, 8, 16] {
+                    let (plus, minus) = (&ids[..np], &ids[16 - nm..]);
+                    let want: Vec<u64> = reference_sums(plus, t)
+                        .iter()
+                        .zip(reference_sums(minus, t))
+                        .map(|(&a, b)| (a + P32 - b) % P32)
+                        .collect();
+                    let mut acc = vec![0u64; t];
+                    fold_signed_u32(&mut acc, [plus, &[]], [&[], minus], Kernels::detect());
+                    let got: Vec<u64> = acc.iter().map(|a| a % P32).collect();
+                    assert_eq!(got, want, "t = {t}, {np} + {nm}");
+                }
             }
         }
     }

@@ -11,7 +11,8 @@ use core::arch::x86_64::{
     _mm256_and_si256, _mm256_castsi256_pd, _mm256_castsi256_si128, _mm256_cmpeq_epi64,
     _mm256_cvtepu32_epi64, _mm256_extracti128_si256, _mm256_min_epu32, _mm256_movemask_pd,
     _mm256_mul_epu32, _mm256_or_si256, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_slli_epi64,
-    _mm256_srli_epi64, _mm256_sub_epi32, _mm256_unpackhi_epi64, _mm256_unpacklo_epi64,
+    _mm256_srli_epi64, _mm256_sub_epi32, _mm256_sub_epi64, _mm256_unpackhi_epi64,
+    _mm256_unpacklo_epi64,
 };
 
 use super::P32;
@@ -148,6 +149,63 @@ pub(super) fn insert8<const NEG: bool>(acc: &mut [u64], xs: &[u32; 8]) {
         }
         let (odd, _) = hsum2(_mm256_add_epi64(oa, ob), _mm256_setzero_si256());
         add(last, odd);
+    }
+}
+
+/// Adds `s·x^0, s·x^1, …, s·x^(t−1)` of every lane to the `t` accumulators, where lane `i`
+/// of the first `V` vectors of `ids` has multiplier `x = ids[i]` and start `s = x` — or
+/// `s = p − x` (mod p: `−x`) in the vectors from `neg_from` on. That is, the powers
+/// `x^1..x^t` of the first vectors' identifiers are added and those of the later vectors'
+/// subtracted, in one pass: one power chain per vector, `V` chains in flight (no odd/even
+/// split is needed for ILP once there are several vectors), one horizontal sum per
+/// accumulator. Zero lanes add nothing (their chain is `s, 0, 0, …` with `s ∈ {0, p}`).
+///
+/// Each lane adds a value `< 6·2^32` to every accumulator: `4·V` lazy insertions' worth.
+#[target_feature(enable = "avx2")]
+pub(super) fn fold_signed<const V: usize>(acc: &mut [u64], ids: &[u32; 32], neg_from: usize) {
+    // Canonical multipliers with zero high halves (see `canonical_low`), so `p − x` is a value
+    // `≤ p` in the whole 64-bit lane.
+    let x: [__m256i; V] = core::array::from_fn(|v| canonical_low(load4(&ids[4 * v..])));
+    let x5: [__m256i; V] = core::array::from_fn(|v| times5_low(x[v]));
+    let p = _mm256_set1_epi64x(P32 as i64);
+    let mut r: [__m256i; V] = core::array::from_fn(|v| {
+        if v >= neg_from {
+            _mm256_sub_epi64(p, x[v])
+        } else {
+            x[v]
+        }
+    });
+    let sum = |r: &[__m256i; V]| {
+        let mut s = r[0];
+        for v in r.iter().skip(1) {
+            s = _mm256_add_epi64(s, *v);
+        }
+        s
+    };
+    let step = |r: &mut [__m256i; V]| {
+        for v in 0..V {
+            r[v] = chain_step(r[v], x[v], x5[v]);
+        }
+    };
+    let mut pairs = acc.chunks_exact_mut(2);
+    let mut first = true;
+    for pair in &mut pairs {
+        if !first {
+            step(&mut r);
+        }
+        first = false;
+        let even = sum(&r);
+        step(&mut r);
+        let (a, b) = hsum2(even, sum(&r));
+        pair[0] += a;
+        pair[1] += b;
+    }
+    if let [last] = pairs.into_remainder() {
+        if !first {
+            step(&mut r);
+        }
+        let (a, _) = hsum2(sum(&r), _mm256_setzero_si256());
+        *last += a;
     }
 }
 
