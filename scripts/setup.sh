@@ -8,7 +8,8 @@ need_apt=()
 # sidekick-webrtc (a browser far peer decodes real frames); chromium: that browser (webrtc-browser).
 # jq: scripts/test.sh reads the lab test executables from cargo's JSON messages.
 # libclang-dev: bindgen in the boring-sys crate (the BoringSSL of quiche >= 0.25) loads libclang.
-for pkg in build-essential cmake pkg-config perl jq libssl-dev libclang-dev iproute2 nftables ethtool iputils-ping procps fonts-dejavu-core ngtcp2-client ngtcp2-server libvpx-dev chromium; do
+# python3-venv: the aioquic client's environment (scripts/build-aioquic.sh, aioquic from PyPI).
+for pkg in build-essential cmake pkg-config perl jq libssl-dev libclang-dev iproute2 nftables ethtool iputils-ping procps fonts-dejavu-core ngtcp2-client ngtcp2-server libvpx-dev chromium python3-venv; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

@@ -49,9 +49,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 stage "go: the quic-go RTC server and transfer (examples/quic-go)"
 (cd examples/quic-go && test -z "$(gofmt -l .)" && go vet ./... && go test ./...)
 bash scripts/build-quicgo.sh
+# The aioquic download client (Python, from PyPI) in a virtual environment under target/.
+bash scripts/build-aioquic.sh
 # examples/tests/rtc.rs and transfer_stacks.rs run them against the quinn and quiche binaries
 # (and ngtcp2's, which scripts/setup.sh installs); here a missing binary fails.
-export SIDEKICK_REQUIRE_QUICGO=1 SIDEKICK_REQUIRE_NGTCP2=1
+export SIDEKICK_REQUIRE_QUICGO=1 SIDEKICK_REQUIRE_NGTCP2=1 SIDEKICK_REQUIRE_AIOQUIC=1
 
 stage "cargo test --no-run: the workspace's test build"
 cargo test --workspace --locked --no-run

@@ -4,8 +4,10 @@
 //! (`sidekick-transfer-ngtcp2` → Debian's `gtlsserver`, HTTP/3), the quic-go and ngtcp2 clients
 //! against the quinn server, and s2n-quic (`--stack s2n-quic`) against itself, against the quinn
 //! and quiche servers and as the server of the quinn, quiche and quic-go clients; downloads and
-//! uploads of 1 MB. The quic-go binary is skipped when absent unless `SIDEKICK_REQUIRE_QUICGO=1`
-//! (scripts/test.sh); ngtcp2's programs likewise unless `SIDEKICK_REQUIRE_NGTCP2=1`.
+//! uploads of 1 MB; and the aioquic client (Python, `sidekick-transfer-aioquic`) downloading
+//! from the quinn, quiche, s2n-quic and quic-go servers. The quic-go binary is skipped when
+//! absent unless `SIDEKICK_REQUIRE_QUICGO=1` (scripts/test.sh); ngtcp2's programs likewise unless
+//! `SIDEKICK_REQUIRE_NGTCP2=1`, aioquic's launcher unless `SIDEKICK_REQUIRE_AIOQUIC=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apps;
@@ -35,6 +37,24 @@ fn quicgo_bin() -> Option<PathBuf> {
         p.display()
     );
     eprintln!("skipped: {} not built (needs go)", p.display());
+    None
+}
+
+/// The aioquic client's launcher (scripts/build-aioquic.sh writes it beside the Rust binaries).
+fn aioquic_bin() -> Option<PathBuf> {
+    let p = std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER_AIOQUIC").map_or_else(
+        || Path::new(BIN).with_file_name("sidekick-transfer-aioquic"),
+        PathBuf::from,
+    );
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("SIDEKICK_REQUIRE_AIOQUIC").is_none(),
+        "{} missing (scripts/build-aioquic.sh sets it up)",
+        p.display()
+    );
+    eprintln!("skipped: {} not set up (needs python3-venv)", p.display());
     None
 }
 
@@ -258,4 +278,71 @@ fn s2n_quic_refuses_http3_sidekick_and_reno() {
             "{role} {args:?}: {err}"
         );
     }
+}
+
+/// The aioquic client (Python, PyPI) downloads from the quinn, quiche and quic-go servers over
+/// the raw stream and HTTP/3, from the s2n-quic server over the raw stream and from the ngtcp2
+/// server over HTTP/3 (whose header blocks use QPACK's dynamic table), with the sender's
+/// counters where the server reports them (the raw protocol's summary or `/stats`; not
+/// ngtcp2's); an upload is refused with the reason.
+#[test]
+fn aioquic_client_against_every_server() {
+    let Some(aio) = aioquic_bin() else { return };
+    let go = quicgo_bin();
+    let bytes = BYTES.to_string();
+    let mut servers: Vec<(PathBuf, Vec<&str>, bool)> = vec![
+        (PathBuf::from(BIN), vec!["--stack", "quinn"], false),
+        (
+            PathBuf::from(BIN),
+            vec!["--stack", "quinn", "--http3"],
+            true,
+        ),
+        (
+            PathBuf::from(BIN),
+            vec!["--stack", "quiche", "--http3"],
+            true,
+        ),
+        (PathBuf::from(BIN), vec!["--stack", "s2n-quic"], false),
+    ];
+    if let Some(go) = &go {
+        servers.push((go.clone(), vec![], false));
+        servers.push((go.clone(), vec!["--http3"], true));
+    }
+    if ngtcp2_installed() {
+        servers.push((
+            PathBuf::from(NGTCP2_BIN),
+            vec!["--http3", "--bytes", &bytes],
+            true,
+        ));
+    }
+    for (bin, args, http3) in &servers {
+        let (_srv, addr) = start(bin, args);
+        let v = transfer(&aio, "aioquic", addr, "download", *http3);
+        let counters = !bin.ends_with("sidekick-transfer-ngtcp2");
+        assert_eq!(
+            v["sent_packets"].as_u64().is_some(),
+            counters,
+            "{args:?}: {v}"
+        );
+        if counters {
+            assert!(
+                v["sent_packets"].as_u64().unwrap() >= BYTES / 1500,
+                "{args:?}: {v}"
+            );
+            for k in ["lost_packets", "retransmissions"] {
+                assert!(v[k].as_u64().is_some(), "{args:?} {k}: {v}");
+            }
+        }
+        // The time to first byte, as the other clients, on the raw stream only.
+        assert_eq!(v["ttfb_ms"].as_f64().is_some(), !http3, "{args:?}: {v}");
+    }
+    let out = Command::new(&aio)
+        .args(["client", "--connect", "127.0.0.1:9", "--upload", "10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("downloads only"),
+        "{out:?}"
+    );
 }

@@ -56,13 +56,16 @@ pub struct TransferStack {
     pub serves_uploads: bool,
     /// As a client, runs the sidekick SDK (`--sidekick` in the client's arguments).
     pub sdk: bool,
+    /// As a client, uploads too (not only downloads).
+    pub client_uploads: bool,
 }
 
 /// The `transfer` stacks: quinn, quiche, s2n-quic (raw stream only, no SDK) and kernel TCP
 /// (`sidekick-transfer`), quic-go (`sidekick-transfer-quicgo`, examples/quic-go/transfer, built by
 /// scripts/build-quicgo.sh), ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's
-/// `gtlsserver`/`gtlsclient`: HTTP/3 only, no upload measurement on its server) and libcurl
-/// (`sidekick-curl`, a client over HTTP/3).
+/// `gtlsserver`/`gtlsclient`: HTTP/3 only, no upload measurement on its server), aioquic
+/// (`sidekick-transfer-aioquic`, a Python download client) and libcurl (`sidekick-curl`, a
+/// client over HTTP/3).
 pub const TRANSFER_STACKS: &[TransferStack] = &[
     TransferStack {
         name: "quinn",
@@ -72,6 +75,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         http3: true,
         serves_uploads: true,
         sdk: true,
+        client_uploads: true,
     },
     TransferStack {
         name: "quiche",
@@ -81,6 +85,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         http3: true,
         serves_uploads: true,
         sdk: true,
+        client_uploads: true,
     },
     TransferStack {
         name: S2N_QUIC,
@@ -90,6 +95,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         http3: false,
         serves_uploads: true,
         sdk: false,
+        client_uploads: true,
     },
     TransferStack {
         name: QUIC_GO,
@@ -99,6 +105,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         http3: true,
         serves_uploads: true,
         sdk: false,
+        client_uploads: true,
     },
     TransferStack {
         name: NGTCP2,
@@ -108,6 +115,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         http3: true,
         serves_uploads: false,
         sdk: false,
+        client_uploads: true,
     },
     TransferStack {
         name: TCP,
@@ -117,6 +125,17 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         http3: false,
         serves_uploads: true,
         sdk: false,
+        client_uploads: true,
+    },
+    TransferStack {
+        name: AIOQUIC,
+        server: None,
+        client: Some(AIOQUIC_BINARY),
+        raw: true,
+        http3: true,
+        serves_uploads: false,
+        sdk: false,
+        client_uploads: false,
     },
     TransferStack {
         name: CURL,
@@ -126,6 +145,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         http3: true,
         serves_uploads: false,
         sdk: true,
+        client_uploads: true,
     },
 ];
 
@@ -133,6 +153,14 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
 /// protocol over one TCP connection, CUBIC; the papers' TCP rows, and with `sidekick-tcp-split`
 /// on the ap their split-TCP PEP).
 pub const TCP: &str = "tcp";
+
+/// The stack name of aioquic (Python, from PyPI): a download client only
+/// (`sidekick-transfer-aioquic`, examples/aioquic, set up by scripts/build-aioquic.sh), a stack
+/// none of the proxy's inference was developed against.
+pub const AIOQUIC: &str = "aioquic";
+
+/// The aioquic client's launcher (written by scripts/build-aioquic.sh beside the Rust binaries).
+pub const AIOQUIC_BINARY: &str = "sidekick-transfer-aioquic";
 
 /// The stack name of ngtcp2 (Debian's example programs, HTTP/3 only).
 pub const NGTCP2: &str = "ngtcp2";
@@ -212,6 +240,12 @@ pub fn transfer_pair(
             "app.stack = {:?} with app.direction = \"upload\": that server does not report \
              what it received (no upload summary); use it for downloads",
             server.name
+        ));
+    }
+    if app.direction != "download" && !client.client_uploads {
+        return Err(format!(
+            "app.client_stack = {:?} downloads only: set app.direction = \"download\"",
+            client.name
         ));
     }
     if app.cert_bytes > 0 && !matches!(server.name, "quinn" | "quiche" | S2N_QUIC | QUIC_GO) {
