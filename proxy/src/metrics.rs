@@ -481,6 +481,18 @@ fn pemi_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), st
     )?;
     counter(
         enc,
+        "pemi_gap_walk_backs",
+        "Gap-signal retransmissions of an older packet after a repair left the gap open.",
+        p.gap_walk_backs,
+    )?;
+    counter(
+        enc,
+        "pemi_gap_paired",
+        "Gap-signal retransmissions of the packet before the candidate, named with it.",
+        p.gap_paired,
+    )?;
+    counter(
+        enc,
         "pemi_replies_held",
         "Replies held while a repaired gap was open.",
         p.replies_held,

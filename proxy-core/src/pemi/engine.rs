@@ -105,7 +105,7 @@ impl PemiEngine {
             ),
             echo_min: [None; 2],
             spin_min: [None; 2],
-            gap: GapTracker::new(GapConfig::default(), cfg.hold_on_gap),
+            gap: GapTracker::new(gap_config(&cfg), cfg.hold_on_gap),
             next_seq: 0,
             copa: CopaWindow::new(cfg.copa_delta),
             enforcer: Enforcer::new(cfg.enforce_delay, cfg.max_reply_delay),
@@ -183,7 +183,7 @@ impl PemiEngine {
     /// Copa window, the eliciting-threshold statistics and the counters.
     pub fn suspend(&mut self) {
         self.flowlets.clear();
-        self.gap = GapTracker::new(GapConfig::default(), self.cfg.hold_on_gap);
+        self.gap = GapTracker::new(gap_config(&self.cfg), self.cfg.hold_on_gap);
         self.enforcer = Enforcer::new(self.cfg.enforce_delay, self.cfg.max_reply_delay);
         self.volume = [0; 2];
         self.volume_since = None;
@@ -481,17 +481,28 @@ impl PemiEngine {
         let floor = self.receiver_rtt_floor().filter(|_| self.cfg.gap_signal)?;
         let r = self.gap.on_reply(now, len, floor);
         let mut hold = r.hold_until;
-        self.stats.gap_signals += u64::from(r.unnamed || r.lost.is_some());
+        self.stats.gap_signals += u64::from(!r.walked_back && (r.unnamed || r.lost.is_some()));
+        let mut repairing = false;
         if let Some(lost) = r.lost {
             self.stats.inferred_lost += 1;
-            if self.retransmit(now, dir, &lost.frame, out) {
+            repairing = self.retransmit(now, dir, &lost.frame, out);
+            if repairing {
                 self.stats.gap_retransmissions += 1;
+                self.stats.gap_walk_backs += u64::from(r.walked_back);
                 self.flowlets.mark_repaired(lost.seq);
             } else {
                 // Nothing repairs the gap: let the sender see it.
                 self.gap.cancel_hold();
                 hold = None;
             }
+        }
+        if let Some(also) = r.also
+            && repairing
+            && self.retransmit(now, dir, &also.frame, out)
+        {
+            self.stats.gap_retransmissions += 1;
+            self.stats.gap_paired += 1;
+            self.flowlets.mark_repaired(also.seq);
         }
         hold
     }
@@ -606,6 +617,14 @@ pub fn starts_connection(payload: &[u8]) -> bool {
         coalesced(payload, 1).first(),
         Some(PacketKind::Initial { .. })
     )
+}
+
+/// The gap signal's settings from PEMI's.
+fn gap_config(cfg: &PemiConfig) -> GapConfig {
+    GapConfig {
+        max_walk_back: cfg.gap_walk_back,
+        ..GapConfig::default()
+    }
 }
 
 #[cfg(test)]

@@ -53,6 +53,9 @@ pub struct GapConfig {
     pub ring_packets: usize,
     /// Most bytes of recent frames kept (a cap on state).
     pub ring_bytes: usize,
+    /// Older packets a gap that outlives its repair may try ([`MAX_WALK_BACK`]; 0: none, and
+    /// no pairs either).
+    pub max_walk_back: u8,
 }
 
 impl Default for GapConfig {
@@ -63,6 +66,7 @@ impl Default for GapConfig {
             max_growth: 4,
             ring_packets: 256,
             ring_bytes: 256 * 1024,
+            max_walk_back: MAX_WALK_BACK,
         }
     }
 }
@@ -96,11 +100,16 @@ pub struct GapLoss {
 pub struct GapReply {
     /// The reply signals a new gap; the packet before the one it answers, when retransmittable.
     pub lost: Option<GapLoss>,
+    /// With [`GapTracker::pairing`]: the original packet before `lost`, named with it.
+    pub also: Option<GapLoss>,
     /// The reply signals a new gap but no packet could be named (answered, already repaired or
     /// not buffered).
     pub unnamed: bool,
     /// Hold this reply until then (a gap is open and holding is enabled).
     pub hold_until: Option<Time>,
+    /// `lost` is not a new gap's packet but an older one tried for a gap its first repair did
+    /// not close ([`MAX_WALK_BACK`]).
+    pub walked_back: bool,
 }
 
 /// A gap being repaired (its revealing replies are held when holding is on).
@@ -109,7 +118,21 @@ struct Repair {
     until: Time,
     /// Reply length before the gap opened: a reply this short again means it closed.
     base: usize,
+    /// Length of the reply that revealed the gap: replies at least this long after `until`
+    /// say the repair did not close it.
+    open_len: usize,
+    /// The packet retransmitted for it.
+    named: u64,
+    /// Older packets already tried in its place ([`MAX_WALK_BACK`] at most).
+    walked: u8,
 }
+
+/// Older packets a gap that outlives its repair may try, one per expiry. A reply is paired with
+/// the last packet forwarded one floor before it; a receiver that delays its ACKs (aioquic's
+/// ACK every 1 ms, gap or not) answers an earlier one, so the packet named is too new — never
+/// too old, since the floor is a lower bound of the path's RTT — and the lost one lies before
+/// it.
+pub const MAX_WALK_BACK: u8 = 2;
 
 /// Recent protected packets, the reply-length baseline and the hold state of one flow.
 ///
@@ -151,7 +174,24 @@ pub struct GapTracker {
     lag_floor: Duration,
     /// ACK-sized replies in a row that were not prompt.
     unprompt_run: u32,
+    /// Gaps closed by their first repair, and by a walk back: once walks back have closed
+    /// [`PAIR_AFTER`] gaps and more than first repairs have, each new gap names the packet
+    /// before its candidate too (the flow's receiver answers earlier packets than the timing
+    /// pairs its replies with, so the first repair of each gap would cost a round).
+    closed_first: u32,
+    closed_walking: u32,
+    /// Walks back taken: after [`WALK_TRIAL`] of them, walking back goes on only while at least
+    /// a quarter have closed their gap within the round (on a receiver that answers at once, a
+    /// gap that outlives its repair is one the repair could not close — the repair lost, or a
+    /// reply grown for another reason — and walking back only costs packets and held replies).
+    walks: u32,
 }
+
+/// Walks back a flow may take before walking back must have proven itself (see `walks`).
+pub const WALK_TRIAL: u32 = 4;
+
+/// Gaps a walk back must have closed before new gaps name two packets at once.
+pub const PAIR_AFTER: u32 = 3;
 
 impl GapTracker {
     /// An empty tracker; `holding` enables holding of gap-revealing replies (bridge mode only).
@@ -169,7 +209,17 @@ impl GapTracker {
             prompt_replies: 0,
             lag_floor: Duration::ZERO,
             unprompt_run: 0,
+            closed_first: 0,
+            closed_walking: 0,
+            walks: 0,
         }
+    }
+
+    /// Whether new gaps name the packet before their candidate as well.
+    pub fn pairing(&self) -> bool {
+        self.cfg.max_walk_back > 0
+            && self.closed_walking >= PAIR_AFTER
+            && self.closed_walking > self.closed_first
     }
 
     /// Record a protected packet numbered `seq` (increasing), forwarded at `now`; `frame` is
@@ -260,8 +310,28 @@ impl GapTracker {
         {
             // Closed (or given up on): this reply goes at once, overtaking the held ones.
             self.repair = None;
+            // Closed within its round: by the repair (a gap that closes later was closed by the
+            // sender's own recovery or by the receiver forgetting old ranges).
+            if len <= h.base && now < h.until {
+                if h.walked == 0 {
+                    self.closed_first = self.closed_first.saturating_add(1);
+                } else {
+                    self.closed_walking = self.closed_walking.saturating_add(1);
+                }
+            }
+            if len > h.base && len >= h.open_len && len <= self.cfg.max_ack_len {
+                // The repair's time is up and the gap is still there: the packet named was
+                // not the lost one. Try the original before it.
+                if let Some(lost) = self.walk_back(now, lag, h) {
+                    out.lost = Some(lost);
+                    out.walked_back = true;
+                }
+            }
         }
         out.hold_until = self.repair.filter(|_| self.holding).map(|h| h.until);
+        if out.lost.is_some() {
+            return out;
+        }
         if len > self.cfg.max_ack_len {
             return out;
         }
@@ -309,11 +379,26 @@ impl GapTracker {
             Some((seq, frame)) => {
                 self.bytes -= frame.len();
                 out.lost = Some(GapLoss { seq, frame });
+                let mut named = seq;
+                if self.pairing()
+                    && let Some(k) = cand
+                    && let Some(also) = self.take_original_before(k)
+                {
+                    named = also.seq;
+                    out.also = Some(also);
+                }
                 // The repair reaches the receiver after half a lag and its ACK comes back after
                 // a whole one; a little more covers the receiver's processing.
                 let until = now + lag * 3 / 2 + Duration::from_millis(1);
                 let base = self.repair.map_or(base, |h| h.base.min(base));
-                self.repair = Some(Repair { until, base });
+                self.repair = Some(Repair {
+                    until,
+                    base,
+                    open_len: len,
+                    named,
+                    // A pair counts as walked: its closing says nothing about first repairs.
+                    walked: u8::from(out.also.is_some()),
+                });
                 if self.holding {
                     out.hold_until = Some(until);
                 }
@@ -321,6 +406,41 @@ impl GapTracker {
             None => out.unnamed = true,
         }
         out
+    }
+
+    /// A repair `h` expired with its gap open: name the original packet forwarded before the
+    /// one it named (not yet retransmitted, its frame kept; whether a reply was paired with it
+    /// does not count, since the pairing is what was off), and hold for another round.
+    fn walk_back(&mut self, now: Time, lag: Duration, h: Repair) -> Option<GapLoss> {
+        let pays = self.walks < WALK_TRIAL || self.closed_walking.saturating_mul(4) >= self.walks;
+        if h.walked >= self.cfg.max_walk_back || !pays {
+            return None;
+        }
+        let at = self.ring.iter().position(|r| r.seq == h.named)?;
+        let GapLoss { seq, frame } = self.take_original_before(at)?;
+        self.walks = self.walks.saturating_add(1);
+        self.repair = Some(Repair {
+            until: now + lag * 3 / 2 + Duration::from_millis(1),
+            named: seq,
+            walked: h.walked + 1,
+            ..h
+        });
+        Some(GapLoss { seq, frame })
+    }
+
+    /// The last original packet before ring index `at`, taken for retransmission unless it
+    /// was retransmitted already or its frame is gone (whether a reply was paired with it does
+    /// not count).
+    fn take_original_before(&mut self, at: usize) -> Option<GapLoss> {
+        let k = (0..at).rev().find(|&k| !self.ring[k].is_retx)?;
+        let r = &mut self.ring[k];
+        if r.retransmitted {
+            return None;
+        }
+        let frame = r.frame.take()?;
+        r.retransmitted = true;
+        self.bytes -= frame.len();
+        Some(GapLoss { seq: r.seq, frame })
     }
 
     /// The recent packet a reply at `now` answers promptly: the last one forwarded before
@@ -363,272 +483,4 @@ impl GapTracker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn us(n: u64) -> Duration {
-        Duration::from_micros(n)
-    }
-
-    fn frame(len: usize) -> Arc<[u8]> {
-        vec![1u8; len].into()
-    }
-
-    /// A tracker that saw `n` packets 1 ms apart, from `t0` (floor 2 ms).
-    fn sent(n: u64, holding: bool) -> (GapTracker, Time) {
-        let t0 = Time::ZERO;
-        let mut g = GapTracker::new(GapConfig::default(), holding);
-        for s in 0..n {
-            g.on_sent(t0 + us(s * 1_000), s, Some(frame(100)), false, us(2_000));
-        }
-        (g, t0)
-    }
-
-    /// A receiver 1.15 ms beyond the proxy ACKing every second packet and at once on a gap
-    /// (34 bytes + 2 per missing packet); packets leave the proxy 1.2 ms apart, `lost` are
-    /// dropped after it, and the packets the tracker names are retransmitted at once and arrive.
-    /// Returns the packets named and how many replies were held.
-    fn run(lost: &[u64], n: u64, holding: bool) -> (Vec<u64>, usize) {
-        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-        enum Ev {
-            Reply(usize),
-            Arrive(u64),
-            Send(u64),
-        }
-        let t0 = Time::ZERO;
-        let half = us(1_150);
-        let floor = half * 2;
-        let mut events: std::collections::BTreeSet<(Time, Ev)> =
-            (0..n).map(|s| (t0 + us(s * 1_200), Ev::Send(s))).collect();
-        let mut g = GapTracker::new(GapConfig::default(), holding);
-        let mut received = std::collections::BTreeSet::new();
-        let mut since_ack = 0;
-        let (mut named, mut held) = (Vec::new(), 0);
-        while let Some((t, ev)) = events.pop_first() {
-            match ev {
-                Ev::Send(s) => {
-                    g.on_sent(t, s, Some(frame(1200)), false, floor);
-                    if !lost.contains(&s) {
-                        events.insert((t + half, Ev::Arrive(s)));
-                    }
-                }
-                Ev::Arrive(s) => {
-                    let in_order = received.last().is_none_or(|&l: &u64| s == l + 1);
-                    received.insert(s);
-                    since_ack += 1;
-                    if since_ack >= 2 || !in_order {
-                        since_ack = 0;
-                        let largest = received.last().copied().unwrap_or(0);
-                        let holes = (0..largest).filter(|x| !received.contains(x)).count();
-                        events.insert((t + half, Ev::Reply(34 + 2 * holes)));
-                    }
-                }
-                Ev::Reply(len) => {
-                    let r = g.on_reply(t, len, floor);
-                    held += usize::from(r.hold_until.is_some());
-                    if let Some(l) = r.lost {
-                        named.push(l.seq);
-                        g.on_sent(t, 1_000_000 + l.seq, None, true, floor);
-                        events.insert((t + half, Ev::Arrive(l.seq)));
-                    }
-                }
-            }
-        }
-        (named, held)
-    }
-
-    #[test]
-    fn names_losses_in_both_ack_positions() {
-        // 9 is lost where an ACK was due; after the immediate ACK of 10 the receiver ACKs even
-        // packets, so 21 is lost where none was.
-        let (named, held) = run(&[9, 21], 40, false);
-        assert_eq!(named, vec![9, 21]);
-        assert_eq!(held, 0);
-    }
-
-    #[test]
-    fn no_loss_no_signal() {
-        let (named, _) = run(&[], 60, false);
-        assert!(named.is_empty());
-    }
-
-    #[test]
-    fn timer_flushed_and_data_replies_set_no_baseline() {
-        let rtt = us(2_000);
-        let (mut g, t0) = sent(4, false);
-        // Prompt reply to packet 1 sets the baseline (34).
-        assert_eq!(g.on_reply(t0 + us(3_000), 34, rtt), GapReply::default());
-        // A reply 12 ms late (ACK timer) is 2 bytes longer: ignored.
-        assert_eq!(g.on_reply(t0 + us(15_000), 36, rtt), GapReply::default());
-        // A data-bearing reply: ignored.
-        assert_eq!(g.on_reply(t0 + us(5_000), 900, rtt), GapReply::default());
-        // A prompt reply to packet 3, 2 bytes longer than the baseline: packet 2 is missing.
-        let r = g.on_reply(t0 + us(5_050), 36, rtt);
-        assert_eq!(r.lost.map(|l| l.seq), Some(2));
-        assert!(g.find_mut(2).is_some_and(|r| r.retransmitted));
-        // Learned lag moved towards the observed 2.05 ms.
-        assert!(g.lag().is_some_and(|l| l > us(2_000) && l < us(2_050)));
-    }
-
-    #[test]
-    fn lag_is_relearned_when_the_floor_moves() {
-        let t0 = Time::ZERO;
-        let mut g = GapTracker::new(GapConfig::default(), false);
-        for s in 0..14 {
-            g.on_sent(t0 + us(s * 1_000), s, Some(frame(100)), false, us(1_000));
-        }
-        // Packets 1 ms apart, each answered 2.5 ms later. An uncalibrated floor of 1.4 ms pairs
-        // every reply with the packet after its own: a consistent but wrong lag of 1.5 ms.
-        for k in 0..10 {
-            let _ = g.on_reply(t0 + us(2_000 + k * 1_000) + us(500), 34, us(1_400));
-        }
-        assert!(g.measuring());
-        let wrong = g.lag().expect("learned");
-        assert!(wrong < us(2_000), "{wrong:?}");
-        // A calibration sample moves the floor to 2.0 ms: the lag is relearned (2.5 ms) and the
-        // flow counts as measured again only after new prompt replies.
-        let _ = g.on_reply(t0 + us(12_500), 34, us(2_000));
-        assert!(!g.measuring());
-        assert!(g.lag().is_some_and(|l| l >= us(2_000)), "{:?}", g.lag());
-    }
-
-    #[test]
-    fn a_one_byte_ack_delay_bump_is_not_a_gap() {
-        let rtt = us(2_000);
-        let (mut g, t0) = sent(7, true);
-        let _ = g.on_reply(t0 + us(3_000), 34, rtt);
-        // The reply to 3 took a byte more (its ACK Delay): no gap.
-        assert!(g.on_reply(t0 + us(5_000), 35, rtt).lost.is_none());
-        // 4 is lost: the reply to 5 is 2 bytes over 34 (1 over the bumped 35).
-        let r = g.on_reply(t0 + us(7_000), 36, rtt);
-        assert_eq!(r.lost.map(|l| l.seq), Some(4));
-    }
-
-    #[test]
-    fn retention_keeps_a_flights_last_packet_until_the_next_flight() {
-        let rtt = us(2_000);
-        let (mut g, t0) = sent(3, false);
-        g.set_retention(us(60_000));
-        let _ = g.on_reply(t0 + us(3_000), 34, rtt);
-        // 2 (the flight's last) is lost; the next flight starts 40 ms later.
-        g.on_sent(t0 + us(42_000), 3, Some(frame(100)), false, rtt);
-        let r = g.on_reply(t0 + us(44_000), 36, rtt);
-        assert_eq!(r.lost.map(|l| l.seq), Some(2));
-    }
-
-    #[test]
-    fn once_per_packet_and_caps() {
-        let t0 = Time::ZERO;
-        let rtt = us(2_000);
-        let cfg = GapConfig {
-            ring_packets: 8,
-            ring_bytes: 5 * 100,
-            ..GapConfig::default()
-        };
-        let mut g = GapTracker::new(cfg, false);
-        for s in 0..20 {
-            g.on_sent(t0 + us(s * 100), s, Some(frame(100)), false, rtt);
-            assert!(g.ring.len() <= 8 && g.bytes <= 500);
-        }
-        g.mark_retransmitted(18);
-        assert!(g.find_mut(18).is_some_and(|r| r.retransmitted));
-        assert!(g.find_mut(17).is_some_and(|r| !r.retransmitted));
-        // Packet 19 answered with a grown reply: 18 is already repaired, nothing is named.
-        let _ = g.on_reply(t0 + us(3_800), 34, rtt);
-        let r = g.on_reply(t0 + us(3_900), 36, rtt);
-        assert!(r.lost.is_none() && r.unnamed);
-        // Everything ages out.
-        let _ = g.on_reply(t0 + us(60_000), 34, rtt);
-        assert!(g.ring.is_empty() && g.bytes == 0);
-    }
-
-    #[test]
-    fn holds_until_the_gap_closes() {
-        let rtt = us(2_000);
-        let (mut g, t0) = sent(6, true);
-        assert!(g.on_reply(t0 + us(3_000), 34, rtt).hold_until.is_none());
-        // Packet 2 lost: the reply to 3 is 2 bytes longer and is held.
-        let r = g.on_reply(t0 + us(5_000), 36, rtt);
-        assert_eq!(r.lost.as_ref().map(|l| l.seq), Some(2));
-        let until = r.hold_until.expect("held");
-        assert!(until > t0 + us(5_000));
-        // The reply to 5 still shows the gap: held as well.
-        g.on_sent(t0 + us(5_000), 6, None, true, rtt);
-        assert_eq!(g.on_reply(t0 + us(7_000), 36, rtt).hold_until, Some(until));
-        // The repair's ACK (back to 34 bytes) goes at once; later replies are not held.
-        assert_eq!(g.on_reply(t0 + us(7_010), 34, rtt).hold_until, None);
-        assert_eq!(g.on_reply(t0 + us(7_500), 34, rtt).hold_until, None);
-    }
-
-    #[test]
-    fn hold_expires() {
-        let rtt = us(2_000);
-        let (mut g, t0) = sent(4, true);
-        let _ = g.on_reply(t0 + us(3_000), 34, rtt);
-        let until = g
-            .on_reply(t0 + us(5_000), 36, rtt)
-            .hold_until
-            .expect("held");
-        // The repair was lost too: after `until` replies flow again, gap or not.
-        assert_eq!(g.on_reply(until, 36, rtt).hold_until, None);
-    }
-
-    #[test]
-    fn simulated_receiver_hold_counts() {
-        let (named, held) = run(&[11], 30, true);
-        assert_eq!(named, vec![11]);
-        assert!(held >= 1);
-    }
-
-    mod prop {
-        use super::*;
-        use proptest::prelude::*;
-
-        proptest! {
-            /// Any interleaving of packets and replies (times, lengths, frames from the network):
-            /// no panic, the caps hold, the byte count is exact, a packet is named at most once
-            /// and a reply is only held before the deadline its signal set (1.5 lags + 1 ms).
-            #[test]
-            fn arbitrary_traffic_keeps_the_invariants(
-                ops in proptest::collection::vec(
-                    (any::<bool>(), 0u64..3_000, 0usize..1600, any::<bool>()),
-                    1..300,
-                ),
-                floor_us in 100u64..20_000,
-                holding in any::<bool>(),
-            ) {
-                let cfg = GapConfig { ring_packets: 32, ring_bytes: 16 * 1024, ..GapConfig::default() };
-                let mut g = GapTracker::new(cfg, holding);
-                let t0 = Time::ZERO;
-                let floor = us(floor_us);
-                let (mut now, mut seq) = (t0, 0u64);
-                let mut named = std::collections::HashSet::new();
-                let mut latest_until = None;
-                for (is_reply, step_us, len, with_frame) in ops {
-                    now += us(step_us);
-                    if is_reply {
-                        let lag = g.lag().unwrap_or(floor);
-                        let r = g.on_reply(now, len, floor);
-                        if let Some(l) = &r.lost {
-                            prop_assert!(named.insert(l.seq), "named twice: {}", l.seq);
-                            prop_assert_eq!(holding, r.hold_until.is_some());
-                            if let Some(u) = r.hold_until {
-                                prop_assert!(u <= now + lag * 3 / 2 + Duration::from_millis(1));
-                                latest_until = latest_until.max(Some(u));
-                            }
-                        }
-                        prop_assert!(r.hold_until <= latest_until);
-                        prop_assert!(r.hold_until.is_none_or(|u| u > now));
-                    } else {
-                        g.on_sent(now, seq, with_frame.then(|| frame(len)), false, floor);
-                        seq += 1;
-                    }
-                    prop_assert!(g.ring.len() <= 32);
-                    prop_assert!(g.bytes <= 16 * 1024);
-                    let sum: usize = g.ring.iter().map(|r| r.frame.as_ref().map_or(0, |f| f.len())).sum();
-                    prop_assert_eq!(sum, g.bytes);
-                }
-            }
-        }
-    }
-}
+mod tests;

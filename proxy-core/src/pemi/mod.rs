@@ -83,6 +83,9 @@ pub struct PemiConfig {
     /// Hold the replies that reveal a gap the gap signal is repairing until the repair's ACK
     /// has passed them (bounded by 1.5 receiver RTTs + 1 ms; see [`gap`]). Bridge mode only.
     pub hold_on_gap: bool,
+    /// Older packets the gap signal may retransmit, one per round, for a gap its repair did not
+    /// close ([`gap::MAX_WALK_BACK`]; 0 turns walking back, and with it naming pairs, off).
+    pub gap_walk_back: u8,
     /// Calibrate the receiver-side RTT by an ICMP echo to the protected endpoint once per
     /// end-to-end RTT (§4.4.3, §5; see [`probe`]).
     pub icmp_calibration: bool,
@@ -165,6 +168,7 @@ impl Default for PemiConfig {
             gap_signal: true,
             timing_retx: false,
             hold_on_gap: true,
+            gap_walk_back: gap::MAX_WALK_BACK,
             implausible_loss: 0.5,
             icmp_calibration: true,
         }
@@ -211,6 +215,12 @@ pub struct PemiStats {
     pub gap_signals: u64,
     /// Retransmissions named by the gap signal (counted in `retransmissions` too).
     pub gap_retransmissions: u64,
+    /// Of those, older packets tried for a gap its first repair did not close (a receiver
+    /// whose ACKs answer an earlier packet than the timing pairs them with, [`gap::MAX_WALK_BACK`]).
+    pub gap_walk_backs: u64,
+    /// Of those, the second packet named with a new gap once walks back have proven the flow's
+    /// pairing late ([`gap::PAIR_AFTER`]).
+    pub gap_paired: u64,
     /// Reply packets held while a gap the gap signal repairs was open.
     pub replies_held: u64,
     /// Flowlet resets after a large RTT deviation (App. A).
@@ -248,6 +258,8 @@ impl PemiStats {
             replies_delayed,
             gap_signals,
             gap_retransmissions,
+            gap_walk_backs,
+            gap_paired,
             replies_held,
             rtt_resets,
             spin_samples,

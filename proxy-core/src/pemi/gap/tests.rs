@@ -1,0 +1,365 @@
+//! Tests of the gap signal: unit cases, a simulated receiver, and property tests.
+use super::*;
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+fn frame(len: usize) -> Arc<[u8]> {
+    vec![1u8; len].into()
+}
+
+/// A tracker that saw `n` packets 1 ms apart, from `t0` (floor 2 ms).
+fn sent(n: u64, holding: bool) -> (GapTracker, Time) {
+    let t0 = Time::ZERO;
+    let mut g = GapTracker::new(GapConfig::default(), holding);
+    for s in 0..n {
+        g.on_sent(t0 + us(s * 1_000), s, Some(frame(100)), false, us(2_000));
+    }
+    (g, t0)
+}
+
+/// A receiver 1.15 ms beyond the proxy ACKing every second packet and at once on a gap
+/// (34 bytes + 2 per missing packet); packets leave the proxy 1.2 ms apart, `lost` are
+/// dropped after it, and the packets the tracker names are retransmitted at once and arrive.
+/// Returns the packets named and how many replies were held.
+fn run(lost: &[u64], n: u64, holding: bool) -> (Vec<u64>, usize) {
+    let (named, held, _) = run_with(lost, n, holding, Receiver::PROMPT);
+    (named, held)
+}
+
+/// How the simulated receiver acknowledges.
+#[derive(Clone, Copy)]
+struct Receiver {
+    /// ACK every this many packets (when no timer is set), and at once on a gap.
+    every: u32,
+    /// Instead: one ACK this long after the first packet not yet acknowledged, gap or not
+    /// (aioquic's receiver: `ack_at = now + 1 ms`, no immediate ACK on reordering).
+    timer: Option<Duration>,
+}
+
+impl Receiver {
+    const PROMPT: Receiver = Receiver {
+        every: 2,
+        timer: None,
+    };
+}
+
+/// [`run`] with a given receiver; also returns how many packets were named walking back.
+fn run_with(lost: &[u64], n: u64, holding: bool, rx: Receiver) -> (Vec<u64>, usize, usize) {
+    #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    enum Ev {
+        Reply(usize),
+        Arrive(u64),
+        Send(u64),
+        AckTimer,
+    }
+    let t0 = Time::ZERO;
+    let half = us(1_150);
+    let floor = half * 2;
+    let mut events: std::collections::BTreeSet<(Time, Ev)> =
+        (0..n).map(|s| (t0 + us(s * 1_200), Ev::Send(s))).collect();
+    let mut g = GapTracker::new(GapConfig::default(), holding);
+    let mut received = std::collections::BTreeSet::new();
+    let mut since_ack = 0;
+    let mut timer_set = false;
+    let (mut named, mut held, mut walked) = (Vec::new(), 0, 0);
+    let reply_len = |received: &std::collections::BTreeSet<u64>| {
+        let largest = received.last().copied().unwrap_or(0);
+        34 + 2 * (0..largest).filter(|x| !received.contains(x)).count()
+    };
+    while let Some((t, ev)) = events.pop_first() {
+        match ev {
+            Ev::AckTimer => {
+                timer_set = false;
+                events.insert((t + half, Ev::Reply(reply_len(&received))));
+            }
+            Ev::Arrive(s) if rx.timer.is_some() => {
+                received.insert(s);
+                if !timer_set {
+                    timer_set = true;
+                    events.insert((t + rx.timer.unwrap_or_default(), Ev::AckTimer));
+                }
+            }
+            Ev::Send(s) => {
+                g.on_sent(t, s, Some(frame(1200)), false, floor);
+                if !lost.contains(&s) {
+                    events.insert((t + half, Ev::Arrive(s)));
+                }
+            }
+            Ev::Arrive(s) => {
+                let in_order = received.last().is_none_or(|&l: &u64| s == l + 1);
+                received.insert(s);
+                since_ack += 1;
+                if since_ack >= rx.every || !in_order {
+                    since_ack = 0;
+                    events.insert((t + half, Ev::Reply(reply_len(&received))));
+                }
+            }
+            Ev::Reply(len) => {
+                let r = g.on_reply(t, len, floor);
+                held += usize::from(r.hold_until.is_some());
+                walked += usize::from(r.walked_back);
+                for l in r.lost.iter().chain(&r.also) {
+                    named.push(l.seq);
+                    g.on_sent(t, 1_000_000 + l.seq, None, true, floor);
+                    events.insert((t + half, Ev::Arrive(l.seq)));
+                }
+            }
+        }
+    }
+    (named, held, walked)
+}
+
+#[test]
+fn names_losses_in_both_ack_positions() {
+    // 9 is lost where an ACK was due; after the immediate ACK of 10 the receiver ACKs even
+    // packets, so 21 is lost where none was.
+    let (named, held) = run(&[9, 21], 40, false);
+    assert_eq!(named, vec![9, 21]);
+    assert_eq!(held, 0);
+}
+
+/// A receiver that acknowledges 1.3 ms after the first unacknowledged packet, gap or not
+/// (packets 1.2 ms apart): its replies fit the lag of the packet after the one they answer.
+#[test]
+fn a_timer_acking_receiver_gets_its_lost_packets_repaired() {
+    let rx = Receiver {
+        every: 1,
+        timer: Some(us(1_300)),
+    };
+    // Each reply is paired with the packet after the one it answers, so each gap is first
+    // blamed on the packet after the lost one; the gap outlives that repair and the walk
+    // back repairs the lost one.
+    let (named, _, walked) = run_with(&[9, 21], 40, true, rx);
+    assert_eq!(named, vec![10, 9, 22, 21]);
+    assert_eq!(walked, 2);
+}
+
+/// The same receiver over more losses: after [`PAIR_AFTER`] gaps closed by a walk back,
+/// each new gap names its candidate and the packet before it at once (no round lost).
+#[test]
+fn a_flow_whose_gaps_close_walking_back_names_pairs() {
+    let rx = Receiver {
+        every: 1,
+        timer: Some(us(1_300)),
+    };
+    let (named, _, walked) = run_with(&[9, 21, 33, 45, 57], 70, true, rx);
+    assert_eq!(named, vec![10, 9, 22, 21, 34, 33, 46, 45, 58, 57]);
+    // Three gaps walked back, the last two named in pairs.
+    assert_eq!(walked, 3);
+    // A receiver that answers at once never walks back, so never pairs.
+    let (named, _) = run(&[9, 21, 33, 45, 57], 70, true);
+    assert_eq!(named, vec![9, 21, 33, 45, 57]);
+}
+
+#[test]
+fn no_loss_no_signal() {
+    let (named, _) = run(&[], 60, false);
+    assert!(named.is_empty());
+}
+
+#[test]
+fn timer_flushed_and_data_replies_set_no_baseline() {
+    let rtt = us(2_000);
+    let (mut g, t0) = sent(4, false);
+    // Prompt reply to packet 1 sets the baseline (34).
+    assert_eq!(g.on_reply(t0 + us(3_000), 34, rtt), GapReply::default());
+    // A reply 12 ms late (ACK timer) is 2 bytes longer: ignored.
+    assert_eq!(g.on_reply(t0 + us(15_000), 36, rtt), GapReply::default());
+    // A data-bearing reply: ignored.
+    assert_eq!(g.on_reply(t0 + us(5_000), 900, rtt), GapReply::default());
+    // A prompt reply to packet 3, 2 bytes longer than the baseline: packet 2 is missing.
+    let r = g.on_reply(t0 + us(5_050), 36, rtt);
+    assert_eq!(r.lost.map(|l| l.seq), Some(2));
+    assert!(g.find_mut(2).is_some_and(|r| r.retransmitted));
+    // Learned lag moved towards the observed 2.05 ms.
+    assert!(g.lag().is_some_and(|l| l > us(2_000) && l < us(2_050)));
+}
+
+#[test]
+fn lag_is_relearned_when_the_floor_moves() {
+    let t0 = Time::ZERO;
+    let mut g = GapTracker::new(GapConfig::default(), false);
+    for s in 0..14 {
+        g.on_sent(t0 + us(s * 1_000), s, Some(frame(100)), false, us(1_000));
+    }
+    // Packets 1 ms apart, each answered 2.5 ms later. An uncalibrated floor of 1.4 ms pairs
+    // every reply with the packet after its own: a consistent but wrong lag of 1.5 ms.
+    for k in 0..10 {
+        let _ = g.on_reply(t0 + us(2_000 + k * 1_000) + us(500), 34, us(1_400));
+    }
+    assert!(g.measuring());
+    let wrong = g.lag().expect("learned");
+    assert!(wrong < us(2_000), "{wrong:?}");
+    // A calibration sample moves the floor to 2.0 ms: the lag is relearned (2.5 ms) and the
+    // flow counts as measured again only after new prompt replies.
+    let _ = g.on_reply(t0 + us(12_500), 34, us(2_000));
+    assert!(!g.measuring());
+    assert!(g.lag().is_some_and(|l| l >= us(2_000)), "{:?}", g.lag());
+}
+
+#[test]
+fn a_one_byte_ack_delay_bump_is_not_a_gap() {
+    let rtt = us(2_000);
+    let (mut g, t0) = sent(7, true);
+    let _ = g.on_reply(t0 + us(3_000), 34, rtt);
+    // The reply to 3 took a byte more (its ACK Delay): no gap.
+    assert!(g.on_reply(t0 + us(5_000), 35, rtt).lost.is_none());
+    // 4 is lost: the reply to 5 is 2 bytes over 34 (1 over the bumped 35).
+    let r = g.on_reply(t0 + us(7_000), 36, rtt);
+    assert_eq!(r.lost.map(|l| l.seq), Some(4));
+}
+
+#[test]
+fn retention_keeps_a_flights_last_packet_until_the_next_flight() {
+    let rtt = us(2_000);
+    let (mut g, t0) = sent(3, false);
+    g.set_retention(us(60_000));
+    let _ = g.on_reply(t0 + us(3_000), 34, rtt);
+    // 2 (the flight's last) is lost; the next flight starts 40 ms later.
+    g.on_sent(t0 + us(42_000), 3, Some(frame(100)), false, rtt);
+    let r = g.on_reply(t0 + us(44_000), 36, rtt);
+    assert_eq!(r.lost.map(|l| l.seq), Some(2));
+}
+
+#[test]
+fn once_per_packet_and_caps() {
+    let t0 = Time::ZERO;
+    let rtt = us(2_000);
+    let cfg = GapConfig {
+        ring_packets: 8,
+        ring_bytes: 5 * 100,
+        ..GapConfig::default()
+    };
+    let mut g = GapTracker::new(cfg, false);
+    for s in 0..20 {
+        g.on_sent(t0 + us(s * 100), s, Some(frame(100)), false, rtt);
+        assert!(g.ring.len() <= 8 && g.bytes <= 500);
+    }
+    g.mark_retransmitted(18);
+    assert!(g.find_mut(18).is_some_and(|r| r.retransmitted));
+    assert!(g.find_mut(17).is_some_and(|r| !r.retransmitted));
+    // Packet 19 answered with a grown reply: 18 is already repaired, nothing is named.
+    let _ = g.on_reply(t0 + us(3_800), 34, rtt);
+    let r = g.on_reply(t0 + us(3_900), 36, rtt);
+    assert!(r.lost.is_none() && r.unnamed);
+    // Everything ages out.
+    let _ = g.on_reply(t0 + us(60_000), 34, rtt);
+    assert!(g.ring.is_empty() && g.bytes == 0);
+}
+
+#[test]
+fn holds_until_the_gap_closes() {
+    let rtt = us(2_000);
+    let (mut g, t0) = sent(6, true);
+    assert!(g.on_reply(t0 + us(3_000), 34, rtt).hold_until.is_none());
+    // Packet 2 lost: the reply to 3 is 2 bytes longer and is held.
+    let r = g.on_reply(t0 + us(5_000), 36, rtt);
+    assert_eq!(r.lost.as_ref().map(|l| l.seq), Some(2));
+    let until = r.hold_until.expect("held");
+    assert!(until > t0 + us(5_000));
+    // The reply to 5 still shows the gap: held as well.
+    g.on_sent(t0 + us(5_000), 6, None, true, rtt);
+    assert_eq!(g.on_reply(t0 + us(7_000), 36, rtt).hold_until, Some(until));
+    // The repair's ACK (back to 34 bytes) goes at once; later replies are not held.
+    assert_eq!(g.on_reply(t0 + us(7_010), 34, rtt).hold_until, None);
+    assert_eq!(g.on_reply(t0 + us(7_500), 34, rtt).hold_until, None);
+}
+
+#[test]
+fn hold_expires() {
+    let rtt = us(2_000);
+    let (mut g, t0) = sent(4, true);
+    let _ = g.on_reply(t0 + us(3_000), 34, rtt);
+    let until = g
+        .on_reply(t0 + us(5_000), 36, rtt)
+        .hold_until
+        .expect("held");
+    // The gap outlived its repair: the packet before the one named is tried, and held for
+    // one more round; then the one before that.
+    let mut until = until;
+    for seq in [1, 0] {
+        let r = g.on_reply(until, 36, rtt);
+        assert_eq!(r.lost.map(|l| l.seq), Some(seq));
+        assert!(r.walked_back);
+        until = r.hold_until.expect("held again");
+    }
+    // After MAX_WALK_BACK tries replies flow again, gap or not.
+    let r = g.on_reply(until, 36, rtt);
+    assert_eq!((r.hold_until, r.lost), (None, None));
+}
+
+#[test]
+fn a_gap_closed_by_its_repair_walks_nowhere() {
+    let rtt = us(2_000);
+    let (mut g, t0) = sent(6, true);
+    let _ = g.on_reply(t0 + us(3_000), 34, rtt);
+    let until = g
+        .on_reply(t0 + us(5_000), 36, rtt)
+        .hold_until
+        .expect("held");
+    // The repair's ACK closed it; a later reply of base length after `until` names nothing.
+    assert_eq!(g.on_reply(t0 + us(6_000), 34, rtt).hold_until, None);
+    let r = g.on_reply(until + us(1_000), 34, rtt);
+    assert_eq!((r.lost, r.walked_back), (None, false));
+}
+
+#[test]
+fn simulated_receiver_hold_counts() {
+    let (named, held) = run(&[11], 30, true);
+    assert_eq!(named, vec![11]);
+    assert!(held >= 1);
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any interleaving of packets and replies (times, lengths, frames from the network):
+        /// no panic, the caps hold, the byte count is exact, a packet is named at most once
+        /// and a reply is only held before the deadline its signal set (1.5 lags + 1 ms).
+        #[test]
+        fn arbitrary_traffic_keeps_the_invariants(
+            ops in proptest::collection::vec(
+                (any::<bool>(), 0u64..3_000, 0usize..1600, any::<bool>()),
+                1..300,
+            ),
+            floor_us in 100u64..20_000,
+            holding in any::<bool>(),
+        ) {
+            let cfg = GapConfig { ring_packets: 32, ring_bytes: 16 * 1024, ..GapConfig::default() };
+            let mut g = GapTracker::new(cfg, holding);
+            let t0 = Time::ZERO;
+            let floor = us(floor_us);
+            let (mut now, mut seq) = (t0, 0u64);
+            let mut named = std::collections::HashSet::new();
+            let mut latest_until = None;
+            for (is_reply, step_us, len, with_frame) in ops {
+                now += us(step_us);
+                if is_reply {
+                    let lag = g.lag().unwrap_or(floor);
+                    let r = g.on_reply(now, len, floor);
+                    if let Some(l) = &r.lost {
+                        prop_assert!(named.insert(l.seq), "named twice: {}", l.seq);
+                        prop_assert_eq!(holding, r.hold_until.is_some());
+                        if let Some(u) = r.hold_until {
+                            prop_assert!(u <= now + lag * 3 / 2 + Duration::from_millis(1));
+                            latest_until = latest_until.max(Some(u));
+                        }
+                    }
+                    prop_assert!(r.hold_until <= latest_until);
+                    prop_assert!(r.hold_until.is_none_or(|u| u > now));
+                } else {
+                    g.on_sent(now, seq, with_frame.then(|| frame(len)), false, floor);
+                    seq += 1;
+                }
+                prop_assert!(g.ring.len() <= 32);
+                prop_assert!(g.bytes <= 16 * 1024);
+                let sum: usize = g.ring.iter().map(|r| r.frame.as_ref().map_or(0, |f| f.len())).sum();
+                prop_assert_eq!(sum, g.bytes);
+            }
+        }
+    }
+}
