@@ -1,9 +1,10 @@
 //! Lab tests of the transfer stacks beyond quinn and quiche: one download per new server ×
 //! client pair (quic-go and ngtcp2 against each other and against quinn and quiche) across the
-//! PEMI file scenario's links, end to end, in real network namespaces. They run with
+//! PEMI file scenario's links, end to end, in real network namespaces; and the aioquic client
+//! through PEMI, whose late-paired replies make the gap signal walk back. They run with
 //! `SIDEKICK_LAB=1` as root (else they print why they skip and pass) and need the quic-go
-//! binary (scripts/build-quicgo.sh) and Debian's ngtcp2 programs (scripts/setup.sh); a missing
-//! one fails the test rather than skipping it.
+//! binary (scripts/build-quicgo.sh), Debian's ngtcp2 programs (scripts/setup.sh) and the aioquic
+//! client (scripts/build-aioquic.sh); a missing one fails the test rather than skipping it.
 
 use sidekick_lab::netem::LinkBackend;
 use sidekick_lab::runner::{self, RunOptions};
@@ -26,6 +27,7 @@ fn bin_dir(test: &str, stacks: &[&str]) -> PathBuf {
     for s in stacks {
         let (bin, hint) = match *s {
             "quic-go" => ("sidekick-transfer-quicgo", "scripts/build-quicgo.sh"),
+            "aioquic" => ("sidekick-transfer-aioquic", "scripts/build-aioquic.sh"),
             "ngtcp2" => (
                 "sidekick-transfer-ngtcp2",
                 "cargo build -p sidekick-examples",
@@ -138,4 +140,59 @@ fn rust_servers_download_to_quicgo_and_ngtcp2_clients() {
             &["quic-go", "ngtcp2"],
         );
     }
+}
+
+/// A 2 MB download from the quinn server to the aioquic client through PEMI at 3 % loss on the
+/// last hop. aioquic acknowledges 1 ms after the first unacknowledged packet, gap or not, so the
+/// gap signal pairs its replies with a packet after the one they answer and first repairs the
+/// wrong packet: the gaps outlive those repairs and the signal walks back to the lost packets
+/// (then, once that has closed enough gaps, names pairs). Checks that the transfer completed,
+/// that PEMI walked back and that its retransmissions stayed within PEMI's budget.
+#[test]
+fn pemi_walks_back_for_the_aioquic_client() {
+    let test = "pemi_walks_back_for_the_aioquic_client";
+    if skip(test) {
+        return;
+    }
+    let _g = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = bin_dir(test, &["quinn", "aioquic"]);
+    let sets: Vec<String> = [
+        "app.stack=quinn",
+        "app.client_stack=aioquic",
+        "app.http3=true",
+        "app.bytes=2000000",
+        "app.timeout_s=60.0",
+        "lan.loss=3%",
+    ]
+    .map(String::from)
+    .into();
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/pemi-file.toml"),
+        &sets,
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    scn.variants.retain(|v| v.name == "pemi");
+    let opts = RunOptions {
+        trials: Some(1),
+        first_trial: 0,
+        bin_dir: dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+        link_backend: LinkBackend::Userspace,
+    };
+    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
+    let v = &r.variants[0];
+    assert!(v.skipped.is_none(), "{test}: {:?}", v.skipped);
+    let t = &v.trials[0];
+    eprintln!("{test}: {:?}", t.metrics);
+    assert!(t.error.is_none(), "{test}: {:?}", t.error);
+    let m = &t.metrics;
+    assert_eq!(m["bytes"], 2_000_000.0, "{test}: {m:?}");
+    assert_eq!(m["proxy_pemi_handshakes_total"], 1.0, "{test}: {m:?}");
+    assert!(m["proxy_pemi_gap_signals_total"] >= 5.0, "{test}: {m:?}");
+    assert!(m["proxy_pemi_gap_walk_backs_total"] >= 1.0, "{test}: {m:?}");
+    assert!(m["retx_amplification"] <= 1.1, "{test}: {m:?}");
 }
