@@ -456,3 +456,37 @@ fn curl_client_command_lines() {
     app.kind = "rtc".into();
     assert!(!curl_client(&app));
 }
+
+#[test]
+fn aioquic_is_a_download_client_of_every_server() {
+    for (srv, http3) in [
+        ("quinn", true),
+        ("quinn", false),
+        ("quiche", true),
+        (QUIC_GO, false),
+        (NGTCP2, true),
+        (S2N_QUIC, false),
+    ] {
+        let app = transfer_app(srv, Some(AIOQUIC), http3, "download");
+        assert!(transfer_pair(&app, &[]).is_ok(), "{srv} -> aioquic");
+        let (_, cli) = app_binaries(&app).expect("binaries");
+        assert_eq!(cli, AIOQUIC_BINARY);
+        let (_, cargs) = app_args(&app, 4433);
+        assert_eq!(&cargs[..3], ["client", "--stack", AIOQUIC]);
+        assert_eq!(cargs.contains(&"--http3".to_string()), http3);
+    }
+    // It uploads nothing, serves nothing, and has no SDK.
+    for dir in ["upload", "both"] {
+        let e = transfer_pair(&transfer_app("quinn", Some(AIOQUIC), true, dir), &[]).unwrap_err();
+        assert!(e.contains("downloads only"), "{e}");
+    }
+    let e =
+        transfer_pair(&transfer_app(AIOQUIC, Some("quinn"), true, "download"), &[]).unwrap_err();
+    assert!(e.contains("has no server"), "{e}");
+    let e = transfer_pair(
+        &transfer_app("quinn", Some(AIOQUIC), true, "download"),
+        &["--sidekick".to_string()],
+    )
+    .unwrap_err();
+    assert!(e.contains("no sidekick SDK"), "{e}");
+}
