@@ -51,6 +51,35 @@ fn bin_dir(test: &str, stacks: &[&str]) -> PathBuf {
     dir
 }
 
+/// One trial of `variant` of pemi-file with `sets` applied (its binaries from `dir`); panics
+/// naming `test` if the scenario does not load, the variant is skipped or the trial fails.
+fn pemi_file_trial(test: &str, dir: PathBuf, sets: &[String], variant: &str) -> runner::Trial {
+    let mut scn = Scenario::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/pemi-file.toml"),
+        sets,
+    )
+    .unwrap_or_else(|e| panic!("{test}: {e}"));
+    scn.variants.retain(|v| v.name == variant);
+    let opts = RunOptions {
+        trials: Some(1),
+        first_trial: 0,
+        bin_dir: dir,
+        stop: Arc::new(AtomicBool::new(false)),
+        progress: true,
+        check_links: false,
+        link_backend: LinkBackend::Userspace,
+    };
+    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
+    let Some(mut v) = r.variants.into_iter().next() else {
+        panic!("{test}: no variant {variant}");
+    };
+    assert!(v.skipped.is_none(), "{test}: {:?}", v.skipped);
+    let t = v.trials.remove(0);
+    eprintln!("{test}: {sets:?}: {:?}", t.metrics);
+    assert!(t.error.is_none(), "{test}: {sets:?}: {:?}", t.error);
+    t
+}
+
 /// One 1 MB HTTP/3 download from `server` to each of `clients` over pemi-file's links (1 %
 /// loss on the last hop), end to end; checks that each completed with a plausible goodput and
 /// that the payload crossed the lossy link.
@@ -73,31 +102,7 @@ fn downloads(test: &str, server: &str, clients: &[&str]) {
             "app.timeout_s=60.0".into(),
         ]
         .into();
-        let mut scn = Scenario::load(
-            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/pemi-file.toml"),
-            &sets,
-        )
-        .unwrap_or_else(|e| panic!("{test}: {e}"));
-        scn.variants.retain(|v| v.name == "e2e");
-        let opts = RunOptions {
-            trials: Some(1),
-            first_trial: 0,
-            bin_dir: dir.clone(),
-            stop: Arc::new(AtomicBool::new(false)),
-            progress: true,
-            check_links: false,
-            link_backend: LinkBackend::Userspace,
-        };
-        let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
-        let v = &r.variants[0];
-        assert!(v.skipped.is_none(), "{test}: {:?}", v.skipped);
-        let t = &v.trials[0];
-        eprintln!("{test}: {server} -> {client}: {:?}", t.metrics);
-        assert!(
-            t.error.is_none(),
-            "{test}: {server} -> {client}: {:?}",
-            t.error
-        );
+        let t = pemi_file_trial(test, dir.clone(), &sets, "e2e");
         assert_eq!(t.metrics["bytes"], 1_000_000.0);
         let g = t.metrics["goodput_mbps"];
         // Below the 10 Mbit/s wide-area bottleneck, and not absurdly slow.
@@ -168,27 +173,7 @@ fn pemi_walks_back_for_the_aioquic_client() {
     ]
     .map(String::from)
     .into();
-    let mut scn = Scenario::load(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/pemi-file.toml"),
-        &sets,
-    )
-    .unwrap_or_else(|e| panic!("{test}: {e}"));
-    scn.variants.retain(|v| v.name == "pemi");
-    let opts = RunOptions {
-        trials: Some(1),
-        first_trial: 0,
-        bin_dir: dir,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: true,
-        check_links: false,
-        link_backend: LinkBackend::Userspace,
-    };
-    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
-    let v = &r.variants[0];
-    assert!(v.skipped.is_none(), "{test}: {:?}", v.skipped);
-    let t = &v.trials[0];
-    eprintln!("{test}: {:?}", t.metrics);
-    assert!(t.error.is_none(), "{test}: {:?}", t.error);
+    let t = pemi_file_trial(test, dir, &sets, "pemi");
     let m = &t.metrics;
     assert_eq!(m["bytes"], 2_000_000.0, "{test}: {m:?}");
     assert_eq!(m["proxy_pemi_handshakes_total"], 1.0, "{test}: {m:?}");
