@@ -135,7 +135,8 @@ class TransferProtocol(QuicConnectionProtocol):
         payload = self.expect(sid, until_bytes=nbytes)
         self._quic.send_stream_data(sid, REQUEST_MAGIC + b"D" + struct.pack(">Q", nbytes))
         self.transmit()
-        await payload
+        if nbytes > 0:
+            await payload
         done = time.monotonic()
         # The payload read: finish our side, the server answers with its summary and FIN.
         summary = self.expect(sid)
