@@ -22,6 +22,13 @@
 //! its window for a loss the proxy repaired. This is §4.5.2's reply reordering used to hide a
 //! repaired loss; fairness stays with PEMI's own window (§4.5), which stops retransmissions — and
 //! with them the holds — when the flow exceeds its target rate.
+//!
+//! A receiver that delays its ACKs (aioquic: 1 ms after the first unacknowledged packet, gap or
+//! not) answers an earlier packet than the timing pairs its reply with, so the packet named is
+//! one that arrived. A gap that outlives its repair therefore *walks back*: the original before
+//! the one named is retransmitted and the replies held one more round ([`MAX_WALK_BACK`] per
+//! gap, [`WALK_TRIAL`] walks per flow before walking must have closed gaps; a flow whose walks
+//! do close them names pairs from then on, [`PAIR_AFTER`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;

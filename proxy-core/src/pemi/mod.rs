@@ -81,7 +81,8 @@ pub struct PemiConfig {
     /// the gap signal sees no prompt replies.
     pub timing_retx: bool,
     /// Hold the replies that reveal a gap the gap signal is repairing until the repair's ACK
-    /// has passed them (bounded by 1.5 receiver RTTs + 1 ms; see [`gap`]). Bridge mode only.
+    /// has passed them (bounded by 1.5 receiver RTTs + 1 ms per round, one round more per walk
+    /// back; see [`gap`]). Bridge mode only.
     pub hold_on_gap: bool,
     /// Older packets the gap signal may retransmit, one per round, for a gap its repair did not
     /// close ([`gap::MAX_WALK_BACK`]; 0 turns walking back, and with it naming pairs, off).
