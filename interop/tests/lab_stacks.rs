@@ -6,16 +6,14 @@
 //! binary (scripts/build-quicgo.sh), Debian's ngtcp2 programs (scripts/setup.sh) and the aioquic
 //! client (scripts/build-aioquic.sh); a missing one fails the test rather than skipping it.
 
-use sidekick_lab::netem::LinkBackend;
-use sidekick_lab::runner::{self, RunOptions};
 use sidekick_lab::scenario::Scenario;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 mod common;
-use common::skip;
+use common::{one_trial, skip};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -51,33 +49,22 @@ fn bin_dir(test: &str, stacks: &[&str]) -> PathBuf {
     dir
 }
 
-/// One trial of `variant` of pemi-file with `sets` applied (its binaries from `dir`); panics
-/// naming `test` if the scenario does not load, the variant is skipped or the trial fails.
-fn pemi_file_trial(test: &str, dir: PathBuf, sets: &[String], variant: &str) -> runner::Trial {
+/// The metrics of one trial of `variant` of pemi-file with `sets` applied (its binaries from
+/// `dir`); panics naming `test` if the scenario does not load or the trial fails.
+fn pemi_file_trial(
+    test: &str,
+    dir: PathBuf,
+    sets: &[String],
+    variant: &str,
+) -> BTreeMap<String, f64> {
     let mut scn = Scenario::load(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/pemi-file.toml"),
         sets,
     )
     .unwrap_or_else(|e| panic!("{test}: {e}"));
     scn.variants.retain(|v| v.name == variant);
-    let opts = RunOptions {
-        trials: Some(1),
-        first_trial: 0,
-        bin_dir: dir,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: true,
-        check_links: false,
-        link_backend: LinkBackend::Userspace,
-    };
-    let r = runner::run(&scn, &opts, |_, _| {}).unwrap_or_else(|e| panic!("{test}: {e}"));
-    let Some(mut v) = r.variants.into_iter().next() else {
-        panic!("{test}: no variant {variant}");
-    };
-    assert!(v.skipped.is_none(), "{test}: {:?}", v.skipped);
-    let t = v.trials.remove(0);
-    eprintln!("{test}: {sets:?}: {:?}", t.metrics);
-    assert!(t.error.is_none(), "{test}: {sets:?}: {:?}", t.error);
-    t
+    assert_eq!(scn.variants.len(), 1, "{test}: no variant {variant}");
+    one_trial(test, &scn, dir)
 }
 
 /// One 1 MB HTTP/3 download from `server` to each of `clients` over pemi-file's links (1 %
@@ -102,18 +89,17 @@ fn downloads(test: &str, server: &str, clients: &[&str]) {
             "app.timeout_s=60.0".into(),
         ]
         .into();
-        let t = pemi_file_trial(test, dir.clone(), &sets, "e2e");
-        assert_eq!(t.metrics["bytes"], 1_000_000.0);
-        let g = t.metrics["goodput_mbps"];
+        let m = pemi_file_trial(test, dir.clone(), &sets, "e2e");
+        assert_eq!(m["bytes"], 1_000_000.0);
+        let g = m["goodput_mbps"];
         // Below the 10 Mbit/s wide-area bottleneck, and not absurdly slow.
         assert!(
             g > 0.2 && g < 10.0,
             "{test}: {server} -> {client}: goodput {g}"
         );
         assert!(
-            t.metrics["bytes_per_link_lan0_down"] > 1_000_000.0,
-            "{test}: {server} -> {client}: {:?}",
-            t.metrics
+            m["bytes_per_link_lan0_down"] > 1_000_000.0,
+            "{test}: {server} -> {client}: {m:?}"
         );
     }
 }
@@ -173,8 +159,7 @@ fn pemi_walks_back_for_the_aioquic_client() {
     ]
     .map(String::from)
     .into();
-    let t = pemi_file_trial(test, dir, &sets, "pemi");
-    let m = &t.metrics;
+    let m = pemi_file_trial(test, dir, &sets, "pemi");
     assert_eq!(m["bytes"], 2_000_000.0, "{test}: {m:?}");
     assert_eq!(m["proxy_pemi_handshakes_total"], 1.0, "{test}: {m:?}");
     assert!(m["proxy_pemi_gap_signals_total"] >= 5.0, "{test}: {m:?}");
