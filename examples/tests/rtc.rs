@@ -8,10 +8,10 @@
 
 mod apps;
 
-use apps::{Server, free_port};
+use apps::{Server, free_port, optional_bin};
 
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,20 +36,13 @@ const KEYS: [&str; 11] = [
 /// The quic-go server binary: `$SIDEKICK_SIDEKICK_RTC_QUICGO` (the lab's override), else beside
 /// `sidekick-rtc`.
 fn quicgo_bin() -> Option<PathBuf> {
-    let p = std::env::var_os("SIDEKICK_SIDEKICK_RTC_QUICGO").map_or_else(
-        || Path::new(BIN).with_file_name("sidekick-rtc-quicgo"),
-        PathBuf::from,
-    );
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("SIDEKICK_REQUIRE_QUICGO").is_none(),
-        "{} missing (scripts/test.sh builds it with go)",
-        p.display()
-    );
-    eprintln!("skipped: {} not built (needs go)", p.display());
-    None
+    optional_bin(
+        "SIDEKICK_SIDEKICK_RTC_QUICGO",
+        BIN,
+        "sidekick-rtc-quicgo",
+        "SIDEKICK_REQUIRE_QUICGO",
+        "scripts/test.sh builds it with go",
+    )
 }
 
 fn server(stack: &str) -> (Server, SocketAddr) {

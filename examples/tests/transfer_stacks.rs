@@ -12,7 +12,7 @@
 
 mod apps;
 
-use apps::{Server, free_port, one_json_line};
+use apps::{Server, free_port, one_json_line, optional_bin};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,38 +24,24 @@ const NGTCP2_BIN: &str = env!("CARGO_BIN_EXE_sidekick-transfer-ngtcp2");
 const BYTES: u64 = 1_000_000;
 
 fn quicgo_bin() -> Option<PathBuf> {
-    let p = std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER_QUICGO").map_or_else(
-        || Path::new(BIN).with_file_name("sidekick-transfer-quicgo"),
-        PathBuf::from,
-    );
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("SIDEKICK_REQUIRE_QUICGO").is_none(),
-        "{} missing (scripts/build-quicgo.sh builds it)",
-        p.display()
-    );
-    eprintln!("skipped: {} not built (needs go)", p.display());
-    None
+    optional_bin(
+        "SIDEKICK_SIDEKICK_TRANSFER_QUICGO",
+        BIN,
+        "sidekick-transfer-quicgo",
+        "SIDEKICK_REQUIRE_QUICGO",
+        "scripts/build-quicgo.sh builds it; needs go",
+    )
 }
 
 /// The aioquic client's launcher (scripts/build-aioquic.sh writes it beside the Rust binaries).
 fn aioquic_bin() -> Option<PathBuf> {
-    let p = std::env::var_os("SIDEKICK_SIDEKICK_TRANSFER_AIOQUIC").map_or_else(
-        || Path::new(BIN).with_file_name("sidekick-transfer-aioquic"),
-        PathBuf::from,
-    );
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("SIDEKICK_REQUIRE_AIOQUIC").is_none(),
-        "{} missing (scripts/build-aioquic.sh sets it up)",
-        p.display()
-    );
-    eprintln!("skipped: {} not set up (needs python3-venv)", p.display());
-    None
+    optional_bin(
+        "SIDEKICK_SIDEKICK_TRANSFER_AIOQUIC",
+        BIN,
+        "sidekick-transfer-aioquic",
+        "SIDEKICK_REQUIRE_AIOQUIC",
+        "scripts/build-aioquic.sh sets it up; needs python3-venv",
+    )
 }
 
 fn ngtcp2_installed() -> bool {

@@ -1,9 +1,10 @@
 //! The application binaries under test, as the integration tests drive them: a guard that kills
-//! a server process, a free loopback port, and the one JSON report line a client prints with
-//! `--json`.
+//! a server process, a free loopback port, the one JSON report line a client prints with
+//! `--json`, and the binaries the project's scripts build outside cargo.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
@@ -48,4 +49,28 @@ pub fn one_json_line(out: &std::process::Output) -> serde_json::Value {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "exactly one JSON line: {stdout}");
     serde_json::from_str(lines[0]).unwrap()
+}
+
+/// A binary built outside cargo (quic-go's, aioquic's launcher): `$override_var` if set, else
+/// `name` beside `beside`. `None` when it does not exist, unless `$require_var` is set
+/// (scripts/test.sh), which makes a missing one fail with `hint`.
+pub fn optional_bin(
+    override_var: &str,
+    beside: &str,
+    name: &str,
+    require_var: &str,
+    hint: &str,
+) -> Option<PathBuf> {
+    let p = std::env::var_os(override_var)
+        .map_or_else(|| Path::new(beside).with_file_name(name), PathBuf::from);
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os(require_var).is_none(),
+        "{} missing ({hint})",
+        p.display()
+    );
+    eprintln!("skipped: {} not built ({hint})", p.display());
+    None
 }
