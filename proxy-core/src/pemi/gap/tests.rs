@@ -24,25 +24,30 @@ fn sent(n: u64, holding: bool) -> (GapTracker, Time) {
 /// dropped after it, and the packets the tracker names are retransmitted at once and arrive.
 /// Returns the packets named and how many replies were held.
 fn run(lost: &[u64], n: u64, holding: bool) -> (Vec<u64>, usize) {
-    let (named, held, _) = run_with(lost, n, holding, Receiver::PROMPT);
+    let (named, held, _) = run_with(lost, n, holding, Receiver::Prompt);
     (named, held)
 }
 
 /// How the simulated receiver acknowledges.
 #[derive(Clone, Copy)]
-struct Receiver {
-    /// ACK every this many packets (when no timer is set), and at once on a gap.
-    every: u32,
-    /// Instead: one ACK this long after the first packet not yet acknowledged, gap or not
-    /// (aioquic's receiver: `ack_at = now + 1 ms`, no immediate ACK on reordering).
-    timer: Option<Duration>,
+enum Receiver {
+    /// Every second packet, and at once on a gap (quinn, quiche, quic-go, ngtcp2).
+    Prompt,
+    /// One ACK this long after the first packet not yet acknowledged, gap or not (aioquic's
+    /// receiver: `ack_at = now + 1 ms`, no immediate ACK on reordering).
+    Timer(Duration),
 }
 
 impl Receiver {
-    const PROMPT: Receiver = Receiver {
-        every: 2,
-        timer: None,
-    };
+    /// 1.3 ms: packets are 1.2 ms apart, so each reply fits the packet after the one it answers.
+    const TIMER: Receiver = Receiver::Timer(Duration::from_micros(1_300));
+
+    fn timer(self) -> Option<Duration> {
+        match self {
+            Receiver::Prompt => None,
+            Receiver::Timer(d) => Some(d),
+        }
+    }
 }
 
 /// [`run`] with a given receiver; also returns how many packets were named walking back.
@@ -74,11 +79,11 @@ fn run_with(lost: &[u64], n: u64, holding: bool, rx: Receiver) -> (Vec<u64>, usi
                 timer_set = false;
                 events.insert((t + half, Ev::Reply(reply_len(&received))));
             }
-            Ev::Arrive(s) if rx.timer.is_some() => {
+            Ev::Arrive(s) if rx.timer().is_some() => {
                 received.insert(s);
                 if !timer_set {
                     timer_set = true;
-                    events.insert((t + rx.timer.unwrap_or_default(), Ev::AckTimer));
+                    events.insert((t + rx.timer().unwrap_or_default(), Ev::AckTimer));
                 }
             }
             Ev::Send(s) => {
@@ -91,7 +96,7 @@ fn run_with(lost: &[u64], n: u64, holding: bool, rx: Receiver) -> (Vec<u64>, usi
                 let in_order = received.last().is_none_or(|&l: &u64| s == l + 1);
                 received.insert(s);
                 since_ack += 1;
-                if since_ack >= rx.every || !in_order {
+                if since_ack >= 2 || !in_order {
                     since_ack = 0;
                     events.insert((t + half, Ev::Reply(reply_len(&received))));
                 }
@@ -124,14 +129,10 @@ fn names_losses_in_both_ack_positions() {
 /// (packets 1.2 ms apart): its replies fit the lag of the packet after the one they answer.
 #[test]
 fn a_timer_acking_receiver_gets_its_lost_packets_repaired() {
-    let rx = Receiver {
-        every: 1,
-        timer: Some(us(1_300)),
-    };
     // Each reply is paired with the packet after the one it answers, so each gap is first
     // blamed on the packet after the lost one; the gap outlives that repair and the walk
     // back repairs the lost one.
-    let (named, _, walked) = run_with(&[9, 21], 40, true, rx);
+    let (named, _, walked) = run_with(&[9, 21], 40, true, Receiver::TIMER);
     assert_eq!(named, vec![10, 9, 22, 21]);
     assert_eq!(walked, 2);
 }
@@ -140,11 +141,7 @@ fn a_timer_acking_receiver_gets_its_lost_packets_repaired() {
 /// each new gap names its candidate and the packet before it at once (no round lost).
 #[test]
 fn a_flow_whose_gaps_close_walking_back_names_pairs() {
-    let rx = Receiver {
-        every: 1,
-        timer: Some(us(1_300)),
-    };
-    let (named, _, walked) = run_with(&[9, 21, 33, 45, 57], 70, true, rx);
+    let (named, _, walked) = run_with(&[9, 21, 33, 45, 57], 70, true, Receiver::TIMER);
     assert_eq!(named, vec![10, 9, 22, 21, 34, 33, 46, 45, 58, 57]);
     // Three gaps walked back, the last two named in pairs.
     assert_eq!(walked, 3);
