@@ -63,7 +63,7 @@ class TransferProtocol(QuicConnectionProtocol):
         self.waiters = {}
         self.received = {}
         self.first_byte = None
-        self.finished = {}
+        self.complete_at = {}  # stream id -> bytes that complete its awaited data
 
     def connection_made(self, transport):
         # Count the datagrams the connection hands to the socket.
@@ -99,7 +99,7 @@ class TransferProtocol(QuicConnectionProtocol):
             # the request stream with STOP_SENDING and leave the FIN for later.
             length = headers.get(b"content-length")
             if length is not None and length.isdigit():
-                self.finished[event.stream_id] = int(length)
+                self.complete_at[event.stream_id] = int(length)
             if event.stream_ended:
                 self._stream_data(event.stream_id, b"", True)
         elif isinstance(event, DataReceived):
@@ -113,7 +113,7 @@ class TransferProtocol(QuicConnectionProtocol):
         fut = self.waiters.get(stream_id)
         if fut is None or fut.done():
             return
-        want = self.finished.get(stream_id)
+        want = self.complete_at.get(stream_id)
         if end or (want is not None and len(buf) >= want):
             fut.set_result(bytes(buf))
 
@@ -127,7 +127,7 @@ class TransferProtocol(QuicConnectionProtocol):
         fut = self._loop.create_future()
         self.waiters[stream_id] = fut
         if until_bytes is not None:
-            self.finished[stream_id] = until_bytes
+            self.complete_at[stream_id] = until_bytes
         return fut
 
     async def raw_download(self, nbytes):
