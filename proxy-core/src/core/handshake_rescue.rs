@@ -29,7 +29,12 @@
 //!    - *Silence*: no completion by `last kept + 2 r + slack`: a client holding the whole flight
 //!      answers within one `r` (its Finished and the request), so the missing completion shows
 //!      the client lacks part of the flight. Before any answer (`r` unknown: the client may have
-//!      got nothing at all), the wait is `no_answer_wait` after the last kept datagram. When the
+//!      got nothing at all), the wait is `no_answer_wait` after the last kept datagram. While
+//!      the client's answers hold Initial packets only, the wait is at most `r + slack` (or
+//!      `no_answer_wait`, if longer): Handshake packets are acknowledged as promptly as Initial
+//!      ones (RFC 9000 §13.2.1), and a client's `r` may include its own delay of its first ACK,
+//!      which `2 r` would count twice (the quic-go client's comes ~20 ms after the ServerHello on
+//!      a 1 ms last hop). When the
 //!      server's datagrams so far reach 3× the client's bytes (within 200 bytes), the server
 //!      may be blocked by its anti-amplification limit (RFC 9000 §8.1; a large certificate): then
 //!      the wait runs from the client's last datagram plus the proxy–server round trip, the time
@@ -43,8 +48,9 @@
 //!    last datagram on a 1 ms last hop, its ACK after 3 ms), which `2 r + slack` does not
 //!    cover. Per client address the rescue learns how much longer than `2 r` its completions
 //!    took, from completions that say so unambiguously: none replayed, or one that came back
-//!    sooner than a silence-triggered replay could have been answered (`replay + r`: the client
-//!    had the flight already, the round was spurious and is counted); never after a probe.
+//!    sooner than a silence-triggered replay could have been answered (`replay + r`) from a
+//!    client that had sent Handshake packets before the replay (it had the flight already, the
+//!    round was spurious and is counted); never after a probe.
 //!    Later handshakes of that client wait that much longer. A completion after a replay that
 //!    could have caused it teaches nothing, so real losses never lengthen the wait; the learned
 //!    time is capped (`max_client_wait`), and the table of clients has a cap and is charged to
@@ -204,6 +210,9 @@ struct Entry {
     server_rtt: Option<Duration>,
     /// The client's last datagram.
     last_client: Option<Time>,
+    /// The client's first datagram holding a Handshake packet: from then on it is known to hold
+    /// Handshake packets of the flight (it acknowledges them, RFC 9000 §13.2.1).
+    client_handshake: Option<Time>,
     deadline: Option<Time>,
     /// The time it is filed under in the timer index: its silence deadline or its end
     /// (`opened + hold`), whichever comes first.
@@ -234,8 +243,22 @@ impl Entry {
     fn arm(&mut self, cfg: &RescueConfig) {
         let Some(last) = self.last_kept else { return };
         if self.kept.iter().any(|(_, done)| !done) {
-            let mut due = match self.rtt {
-                Some(r) => last + 2 * r + cfg.slack + self.client_pace,
+            let answer_wait = self.rtt.map(|r| {
+                let full = 2 * r + cfg.slack;
+                if self.client_handshake.is_some() {
+                    full
+                } else {
+                    // Answers at the Initial level only so far: a client acknowledges Handshake
+                    // packets as promptly as Initial ones (RFC 9000 §13.2.1), so one of its round
+                    // trips after the last kept datagram (or the no-answer wait, if longer) shows
+                    // whether it got them. `r` may hold the client's own delay of its first ACK
+                    // (the quic-go client's comes about 20 ms after the ServerHello on a 1 ms last
+                    // hop), and doubling it would double that delay too.
+                    full.min(cfg.no_answer_wait.max(r + cfg.slack))
+                }
+            });
+            let mut due = match answer_wait {
+                Some(w) => last + w + self.client_pace,
                 None => last + cfg.no_answer_wait,
             };
             // A server at its anti-amplification limit (RFC 9000 §8.1) waits for the client's
@@ -246,8 +269,7 @@ impl Entry {
                 && let (Some(c), Some(rs)) = (self.last_client, self.server_rtt)
                 && c >= last
             {
-                due = due
-                    .max(c + rs + 2 * self.rtt.unwrap_or_default() + cfg.slack + self.client_pace);
+                due = due.max(c + rs + answer_wait.unwrap_or(cfg.slack) + self.client_pace);
             }
             self.deadline = Some(due);
         }
@@ -331,8 +353,13 @@ impl HandshakeRescue {
         };
         match e.replayed {
             None => {}
-            // Back sooner than the replay could have been answered: the client had the flight.
-            Some((at, true)) if now < at + r => self.stats.spurious_rounds += 1,
+            // Back sooner than the replay could have been answered, from a client that had shown
+            // it held Handshake packets before it: the client had the flight. (A client whose
+            // answers were Initial only may have lacked all of them; its `r` may hold its own
+            // ACK delay, so a quick completion after the replay proves nothing.)
+            Some((at, true)) if now < at + r && e.client_handshake.is_some_and(|h| h <= at) => {
+                self.stats.spurious_rounds += 1;
+            }
             // The replay may have been what completed it, or a probe showed the client missed
             // the flight (and its round trip then spans its probe timeout): nothing to learn.
             Some(_) => return,
@@ -424,6 +451,7 @@ impl HandshakeRescue {
                                 blocked: false,
                                 server_rtt: None,
                                 last_client: None,
+                                client_handshake: None,
                                 deadline: None,
                                 indexed: end,
                                 client_pace: self
@@ -440,6 +468,9 @@ impl HandshakeRescue {
                 e.client_bytes = e.client_bytes.saturating_add(frame.len());
                 e.last_client = Some(now);
                 let pkts = coalesced(payload, 8);
+                if pkts.iter().any(|k| matches!(k, PacketKind::Handshake)) {
+                    e.client_handshake.get_or_insert(now);
+                }
                 if !is_long || pkts.iter().any(|k| matches!(k, PacketKind::Short { .. })) {
                     self.stats.completed += 1;
                     if let Some(e) = self.close(&key, budget) {

@@ -58,6 +58,12 @@ fn client_ack() -> Vec<u8> {
     d
 }
 
+/// A client's Handshake-level ACK alone, unpadded (what Debian's ngtcp2 client answers the
+/// server's first datagram with: 61 bytes in the lab).
+fn client_handshake_ack() -> Vec<u8> {
+    long(2, &SCID, &[7; 8], 30)
+}
+
 fn short() -> Vec<u8> {
     let mut d = vec![0x40];
     d.extend_from_slice(&SCID);
@@ -433,14 +439,15 @@ fn completion() -> Vec<u8> {
 
 /// One handshake of flow `k` timed as Debian's ngtcp2 client against the quinn server in the lab
 /// (`lan.drop=none`, 26 Nov 2026, captured on the last hop): the server's two kept datagrams at
-/// 11.2 and 11.6 ms, the client's ACK at 13.9 ms (r = 2.7 ms), the silence wait ticked at 22.0
-/// ms, the client's completion (it held the whole flight) at 22.1 ms. Returns the replays.
+/// 11.2 and 11.6 ms, the client's ACK at 13.9 ms (r = 2.7 ms; a Handshake packet, as that client
+/// sends), the silence wait ticked at 22.0 ms, the client's completion (it held the whole
+/// flight) at 22.1 ms. Returns the replays.
 fn slow_client_handshake(g: &mut Rig, k: FlowKey) -> usize {
     let flight = server_flight();
     g.feed(0, Direction::FromClient, k, &client_initial(&ODCID));
     g.feed_us(11_200, Direction::ToClient, k, &flight[0]);
     g.feed_us(11_600, Direction::ToClient, k, &flight[1]);
-    g.feed_us(13_900, Direction::FromClient, k, &client_ack());
+    g.feed_us(13_900, Direction::FromClient, k, &client_handshake_ack());
     g.tick_us(22_000);
     let replays = g.drained().len();
     g.feed_us(22_100, Direction::FromClient, k, &completion());
@@ -607,4 +614,66 @@ proptest! {
         prop_assert_eq!(g.budget.reserved(), g.r.charged_bytes());
         prop_assert!(g.budget.reserved() <= CLIENT_PACE_BYTES);
     }
+}
+
+/// The quic-go client's timing in the lab (27 Nov 2026, the server's 2nd and 3rd datagrams lost
+/// on the last hop): the server's ServerHello alone in an Initial at 10 ms, its two Handshake
+/// datagrams at 11 and 12 ms, the client's Initial-only ACK 20 ms after the ServerHello on a
+/// 1 ms last hop.
+fn late_initial_ack(g: &mut Rig, k: FlowKey) {
+    g.feed(0, Direction::FromClient, k, &client_initial(&ODCID));
+    let server_hello = long(0, &[7; 8], &SCID, 1150);
+    g.feed(10, Direction::ToClient, k, &server_hello);
+    let flight = server_flight();
+    g.feed(11, Direction::ToClient, k, &flight[1]);
+    g.feed(12, Direction::ToClient, k, &flight[2]);
+    g.feed(30, Direction::FromClient, k, &client_ack());
+}
+
+/// A client whose answers hold Initial packets only waits one of its round trips (20 ms here,
+/// most of it the client's own ACK delay) after the flight, not two: the replay goes at 37 ms
+/// (12 + 20 + 5) instead of 57 ms (12 + 2 x 20 + 5). The completion that follows it 4 ms later is
+/// no sign that the client had the flight (it never said it held a Handshake packet), so no
+/// spurious round is counted and no pace is learned from it.
+#[test]
+fn initial_only_answers_wait_one_round_trip_and_teach_nothing() {
+    let mut g = Rig::new(1 << 20);
+    late_initial_ack(&mut g, key(1));
+    assert_eq!(g.r.poll_timeout(), Some(g.at(37)));
+    g.tick(36);
+    assert!(g.drained().is_empty());
+    g.tick(37);
+    assert_eq!(g.drained().len(), 3);
+    g.feed(41, Direction::FromClient, key(1), &completion());
+    assert!(g.r.is_empty());
+    assert_eq!(g.r.stats.silence_triggers, 1);
+    assert_eq!(g.r.stats.spurious_rounds, 0);
+    assert_eq!(g.r.stats.paces_learned, 0);
+    assert_eq!(g.r.client_pace(key(1).client.ip()), None);
+    // The client's next handshake is rescued as early.
+    late_initial_ack(&mut g, key(2));
+    assert_eq!(g.r.poll_timeout(), Some(g.at(37)));
+}
+
+/// Once the client has sent a Handshake packet it is known to hold Handshake packets of the
+/// flight and gets the full two round trips (a client's certificate check takes its time); and
+/// where `2 r + slack` is the shorter wait, an Initial-only answer keeps it.
+#[test]
+fn a_handshake_answer_keeps_the_two_round_trip_wait() {
+    let mut g = Rig::new(1 << 20);
+    late_initial_ack(&mut g, key(1));
+    g.feed(31, Direction::FromClient, key(1), &client_handshake_ack());
+    assert_eq!(g.r.poll_timeout(), Some(g.at(12 + 2 * 20 + 5)));
+    // r = 3 ms with an Initial-only answer: 2 r + slack (11 ms) is below the no-answer wait.
+    let mut g = Rig::new(1 << 20);
+    g.handshake_until_first_ack();
+    assert_eq!(g.r.poll_timeout(), Some(g.at(12 + 2 * 3 + 5)));
+    // A long last hop (r = 50 ms): one round trip and the slack, not the no-answer wait.
+    let mut g = Rig::new(1 << 20);
+    g.feed(0, Direction::FromClient, key(1), &client_initial(&ODCID));
+    for (i, d) in server_flight().iter().enumerate() {
+        g.feed(10 + i as u64, Direction::ToClient, key(1), d);
+    }
+    g.feed(60, Direction::FromClient, key(1), &client_ack());
+    assert_eq!(g.r.poll_timeout(), Some(g.at(12 + 50 + 5)));
 }
