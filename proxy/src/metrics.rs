@@ -631,7 +631,7 @@ fn handshake_rescue_families(
     counter(
         enc,
         "handshake_spurious_rounds",
-        "Silence-triggered replays answered sooner than a replay could be: the client held the flight.",
+        "Silence-triggered replays answered sooner than the client's measured round trip (it held the flight, or that round trip holds its ACK delay).",
         h.spurious_rounds,
     )?;
     counter(

@@ -47,13 +47,13 @@
 //!    it (the certificate check: Debian's ngtcp2 client on GnuTLS completes about 10 ms after the
 //!    last datagram on a 1 ms last hop, its ACK after 3 ms), which `2 r + slack` does not
 //!    cover. Per client address the rescue learns how much longer than `2 r` its completions
-//!    took, from completions that say so unambiguously: none replayed, or one that came back
-//!    sooner than a silence-triggered replay could have been answered (`replay + r`) from a
-//!    client that had sent Handshake packets before the replay (it had the flight already, the
-//!    round was spurious and is counted); never after a probe.
-//!    Later handshakes of that client wait that much longer. A completion after a replay that
-//!    could have caused it teaches nothing, so real losses never lengthen the wait; the learned
-//!    time is capped (`max_client_wait`), and the table of clients has a cap and is charged to
+//!    took, from rounds without a replay only, and its later handshakes wait that much longer.
+//!    A completion after a replay teaches nothing, even one back sooner than the replay could
+//!    have been answered (`replay + r`; counted as a spurious round when the client had sent
+//!    Handshake packets before the replay): `r` holds the client's own ACK delay, so a
+//!    completion the replay caused can look that fast, and learning from it would lengthen the
+//!    wait on every lossy handshake. So real losses never lengthen the wait. The learned time
+//!    is capped (`max_client_wait`), and the table of clients has a cap and is charged to
 //!    the memory budget (`client_pace`, which also hands lessons to the other cores).
 //!
 //! What a wrong guess costs: one duplicate of each kept datagram, which QUIC discards as a
@@ -146,8 +146,9 @@ pub struct RescueStats {
     pub instant_acks: u64,
     /// First server answers coalescing the ACK with the ServerHello (wait for certificate).
     pub wait_for_cert: u64,
-    /// Silence-triggered rounds found spurious: the client completed sooner than the replay
-    /// could have been answered (it held the flight and was still working on it).
+    /// Silence-triggered rounds that look spurious: the client, having sent Handshake packets,
+    /// completed sooner than the replay could have been answered as `r` times it (it held the
+    /// flight and was still working on it — or its `r` holds an ACK delay; module docs, step 7).
     pub spurious_rounds: u64,
     /// Completions that taught the client's pace (module docs, step 7).
     pub paces_learned: u64,
@@ -351,18 +352,19 @@ impl HandshakeRescue {
         let (Some(last), Some(r)) = (e.last_kept, e.rtt) else {
             return;
         };
-        match e.replayed {
-            None => {}
-            // Back sooner than the replay could have been answered, from a client that had shown
-            // it held Handshake packets before it: the client had the flight. (A client whose
-            // answers were Initial only may have lacked all of them; its `r` may hold its own
-            // ACK delay, so a quick completion after the replay proves nothing.)
-            Some((at, true)) if now < at + r && e.client_handshake.is_some_and(|h| h <= at) => {
+        if let Some((at, silence)) = e.replayed {
+            // A replayed round teaches nothing. Back sooner than the replay could have been
+            // answered (`replay + r`), from a client that had shown it held Handshake packets,
+            // the round looks spurious and is counted; but `r` holds the client's own delay of
+            // its first ACK, and a completion that the replay caused can come back within it
+            // (aioquic's: 3 ms after the replay, `r` 4–5 ms on a 1 ms last hop). Learning from
+            // such rounds lengthened the wait of a client with real losses by `slack` and more
+            // on every lossy handshake. After a probe the round trip spans the client's probe
+            // timeout: nothing to learn either.
+            if silence && now < at + r && e.client_handshake.is_some_and(|h| h <= at) {
                 self.stats.spurious_rounds += 1;
             }
-            // The replay may have been what completed it, or a probe showed the client missed
-            // the flight (and its round trip then spans its probe timeout): nothing to learn.
-            Some(_) => return,
+            return;
         }
         let sample = now
             .saturating_duration_since(last)
