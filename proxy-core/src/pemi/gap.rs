@@ -134,6 +134,12 @@ struct Repair {
     walked: u8,
 }
 
+/// The end of a repair's round started at `now`: the repair reaches the receiver after half a
+/// lag and its ACK comes back after a whole one; a little more covers the receiver's processing.
+fn round_end(now: Time, lag: Duration) -> Time {
+    now + lag * 3 / 2 + Duration::from_millis(1)
+}
+
 /// Older packets a gap that outlives its repair may try, one per expiry. A reply is paired with
 /// the last packet forwarded one floor before it; a receiver that delays its ACKs (aioquic's
 /// ACK every 1 ms, gap or not) answers an earlier one, so the packet named is too new — never
@@ -394,9 +400,7 @@ impl GapTracker {
                     named = also.seq;
                     out.also = Some(also);
                 }
-                // The repair reaches the receiver after half a lag and its ACK comes back after
-                // a whole one; a little more covers the receiver's processing.
-                let until = now + lag * 3 / 2 + Duration::from_millis(1);
+                let until = round_end(now, lag);
                 let base = self.repair.map_or(base, |h| h.base.min(base));
                 self.repair = Some(Repair {
                     until,
@@ -427,7 +431,7 @@ impl GapTracker {
         let GapLoss { seq, frame } = self.take_original_before(at)?;
         self.walks = self.walks.saturating_add(1);
         self.repair = Some(Repair {
-            until: now + lag * 3 / 2 + Duration::from_millis(1),
+            until: round_end(now, lag),
             named: seq,
             walked: h.walked + 1,
             ..h
