@@ -246,16 +246,24 @@ fn once_per_packet_and_caps() {
     assert!(g.ring.is_empty() && g.bytes == 0);
 }
 
-#[test]
-fn holds_until_the_gap_closes() {
+/// `n` packets sent (floor 2 ms, holding on), the reply to packet 1 at the base length, and
+/// packet 2 lost: the reply to 3 is 2 bytes longer, names 2 and is held. Returns the tracker,
+/// `t0` and the end of the hold.
+fn gap_at_2(n: u64) -> (GapTracker, Time, Time) {
     let rtt = us(2_000);
-    let (mut g, t0) = sent(6, true);
+    let (mut g, t0) = sent(n, true);
     assert!(g.on_reply(t0 + us(3_000), 34, rtt).hold_until.is_none());
-    // Packet 2 lost: the reply to 3 is 2 bytes longer and is held.
     let r = g.on_reply(t0 + us(5_000), 36, rtt);
     assert_eq!(r.lost.as_ref().map(|l| l.seq), Some(2));
     let until = r.hold_until.expect("held");
     assert!(until > t0 + us(5_000));
+    (g, t0, until)
+}
+
+#[test]
+fn holds_until_the_gap_closes() {
+    let rtt = us(2_000);
+    let (mut g, t0, until) = gap_at_2(6);
     // The reply to 5 still shows the gap: held as well.
     g.on_sent(t0 + us(5_000), 6, None, true, rtt);
     assert_eq!(g.on_reply(t0 + us(7_000), 36, rtt).hold_until, Some(until));
@@ -267,12 +275,7 @@ fn holds_until_the_gap_closes() {
 #[test]
 fn hold_expires() {
     let rtt = us(2_000);
-    let (mut g, t0) = sent(4, true);
-    let _ = g.on_reply(t0 + us(3_000), 34, rtt);
-    let until = g
-        .on_reply(t0 + us(5_000), 36, rtt)
-        .hold_until
-        .expect("held");
+    let (mut g, _, until) = gap_at_2(4);
     // The gap outlived its repair: the packet before the one named is tried, and held for
     // one more round; then the one before that.
     let mut until = until;
@@ -290,12 +293,7 @@ fn hold_expires() {
 #[test]
 fn a_gap_closed_by_its_repair_walks_nowhere() {
     let rtt = us(2_000);
-    let (mut g, t0) = sent(6, true);
-    let _ = g.on_reply(t0 + us(3_000), 34, rtt);
-    let until = g
-        .on_reply(t0 + us(5_000), 36, rtt)
-        .hold_until
-        .expect("held");
+    let (mut g, t0, until) = gap_at_2(6);
     // The repair's ACK closed it; a later reply of base length after `until` names nothing.
     assert_eq!(g.on_reply(t0 + us(6_000), 34, rtt).hold_until, None);
     let r = g.on_reply(until + us(1_000), 34, rtt);
