@@ -246,6 +246,10 @@ impl GapTracker {
         is_retx: bool,
         rtt: Duration,
     ) {
+        debug_assert!(
+            self.ring.back().is_none_or(|r| r.seq < seq),
+            "sequence numbers increase"
+        );
         self.prune(now, rtt);
         self.bytes += frame.as_ref().map_or(0, |f| f.len());
         self.ring.push_back(Recent {
@@ -427,7 +431,7 @@ impl GapTracker {
         if h.walked >= self.cfg.max_walk_back || !pays {
             return None;
         }
-        let at = self.ring.iter().position(|r| r.seq == h.named)?;
+        let at = self.ring.binary_search_by_key(&h.named, |r| r.seq).ok()?;
         let GapLoss { seq, frame } = self.take_original_before(at)?;
         self.walks = self.walks.saturating_add(1);
         self.repair = Some(Repair {

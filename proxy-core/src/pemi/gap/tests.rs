@@ -69,6 +69,9 @@ fn run_with(lost: &[u64], n: u64, holding: bool, rx: Receiver) -> (Vec<u64>, usi
     let mut since_ack = 0;
     let mut timer_set = false;
     let (mut named, mut held, mut walked) = (Vec::new(), 0, 0);
+    // The tracker numbers what it forwards in order (retransmissions included, as the engine
+    // does); the receiver sees packet numbers. `pn[k]` is the packet number of forward `k`.
+    let mut pn: Vec<u64> = Vec::new();
     let reply_len = |received: &std::collections::BTreeSet<u64>| {
         let largest = received.last().copied().unwrap_or(0);
         34 + 2 * (0..largest).filter(|x| !received.contains(x)).count()
@@ -87,7 +90,8 @@ fn run_with(lost: &[u64], n: u64, holding: bool, rx: Receiver) -> (Vec<u64>, usi
                 }
             }
             Ev::Send(s) => {
-                g.on_sent(t, s, Some(frame(1200)), false, floor);
+                g.on_sent(t, pn.len() as u64, Some(frame(1200)), false, floor);
+                pn.push(s);
                 if !lost.contains(&s) {
                     events.insert((t + half, Ev::Arrive(s)));
                 }
@@ -106,9 +110,11 @@ fn run_with(lost: &[u64], n: u64, holding: bool, rx: Receiver) -> (Vec<u64>, usi
                 held += usize::from(r.hold_until.is_some());
                 walked += usize::from(r.walked_back);
                 for l in r.lost.iter().chain(&r.also) {
-                    named.push(l.seq);
-                    g.on_sent(t, 1_000_000 + l.seq, None, true, floor);
-                    events.insert((t + half, Ev::Arrive(l.seq)));
+                    let s = pn[l.seq as usize];
+                    named.push(s);
+                    g.on_sent(t, pn.len() as u64, None, true, floor);
+                    pn.push(s);
+                    events.insert((t + half, Ev::Arrive(s)));
                 }
             }
         }
