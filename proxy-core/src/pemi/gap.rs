@@ -29,6 +29,16 @@
 //! the one named is retransmitted and the replies held one more round ([`MAX_WALK_BACK`] per
 //! gap, [`WALK_TRIAL`] walks per flow before walking must have closed gaps; a flow whose walks
 //! do close them names pairs from then on, [`PAIR_AFTER`]).
+//!
+//! Which packet a reply answers is found from its time: the last packet forwarded one lag
+//! before it. In a steady stream any lag `L + k · spacing` fits the reply times equally well,
+//! so the lag learned from them is only known modulo the packet spacing, and the path's RTT
+//! floor picks `k`. That is right for a receiver that answers at once and one spacing off for a
+//! receiver whose ACK waits on a timer longer than the spacing. The ends and starts of flights
+//! (packets after a silence) give the lag without that ambiguity: the last reply before the
+//! next flight answers the flight's last packet, and the first reply after a flight starts
+//! answers (at least) its first. A receiver that waits as long after a lone packet at both ends
+//! is a timer receiver, and its wait takes the floor's place ([`FlightLags`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -45,6 +55,93 @@ pub const RELEARN_AFTER: u32 = 32;
 
 /// Prompt replies after which the signal counts as measuring the flow.
 pub const MEASURING_AFTER: u64 = 8;
+
+/// The longest ACK wait learned from flight ends: a reply later than this beyond the floor
+/// after a flight's last packet is a delayed-ACK timer (RFC 9000 §13.2.1: `max_ack_delay`,
+/// 25 ms by default) that no gap-revealing reply waits for, and is not counted.
+pub const MAX_LEARNED_ACK_WAIT: Duration = Duration::from_millis(8);
+
+/// Flight ends kept, and needed before their lag is used.
+pub const FLIGHT_SAMPLES: usize = 16;
+/// See [`FLIGHT_SAMPLES`].
+pub const FLIGHT_SAMPLES_NEEDED: usize = 8;
+
+/// The receiver's waits beyond the floor at flight ends and flight starts, and from them the
+/// floor replies are paired with.
+///
+/// - **End**: the last reply after a flight answers its last packet. Its lag is at most the
+///   receiver's lag behind the packet that started its ACK (a last reply that also covers the
+///   packet before comes that much earlier after the last one), so the wait is read from the
+///   upper quartile.
+/// - **Start**: the first reply after a flight starts. A receiver that acknowledges every
+///   second packet answers the second one (a packet spacing later; a flight of one packet
+///   waits for its delayed-ACK timer, so the wait is read from the lower quartile); a timer
+///   receiver answers after its timer, as at the end.
+///
+/// Only when the two agree (within `2 ×` [`PROMPT_TOLERANCE`]) does the wait shift the pairing:
+/// a receiver that waits at flight ends for a delayed-ACK timer (ngtcp2: about an eighth of the
+/// RTT) still answers a gap at once (RFC 9000 §13.2.1), and a start tells it apart. The floor
+/// then moves by the end wait less `2 ×` [`PROMPT_TOLERANCE`], which still pairs a reply
+/// correctly when its lag jitters by that much; a lag more than a packet spacing above it does
+/// not happen while packets are further apart than that.
+#[derive(Debug, Clone, Default)]
+pub struct FlightLags {
+    ends: Waits,
+    starts: Waits,
+}
+
+/// The last [`FLIGHT_SAMPLES`] waits, the oldest overwritten first.
+#[derive(Debug, Clone, Default)]
+struct Waits {
+    waits: [Duration; FLIGHT_SAMPLES],
+    len: usize,
+    next: usize,
+}
+
+impl Waits {
+    fn record(&mut self, wait: Duration) {
+        self.waits[self.next] = wait;
+        self.next = (self.next + 1) % FLIGHT_SAMPLES;
+        self.len = (self.len + 1).min(FLIGHT_SAMPLES);
+    }
+
+    /// The `num / den` quantile, once [`FLIGHT_SAMPLES_NEEDED`] waits are known.
+    fn quantile(&self, num: usize, den: usize) -> Option<Duration> {
+        if self.len < FLIGHT_SAMPLES_NEEDED {
+            return None;
+        }
+        let mut w = self.waits;
+        let w = &mut w[..self.len];
+        w.sort_unstable();
+        Some(w[(self.len - 1) * num / den])
+    }
+}
+
+impl FlightLags {
+    /// Record the wait (lag beyond the floor) of a flight's last reply.
+    pub fn record_end(&mut self, wait: Duration) {
+        self.ends.record(wait);
+    }
+
+    /// Record the wait (lag beyond the floor) of the first reply after a flight started.
+    pub fn record_start(&mut self, wait: Duration) {
+        self.starts.record(wait);
+    }
+
+    /// The floor to pair replies with: `floor`, or `floor` plus the receiver's wait less
+    /// `2 ×` [`PROMPT_TOLERANCE`] once [`FLIGHT_SAMPLES_NEEDED`] flights have ended and started
+    /// and the waits at both ends (upper quartile of ends, lower quartile of starts) agree.
+    pub fn pairing_floor(&self, floor: Duration) -> Duration {
+        let (Some(end), Some(start)) = (self.ends.quantile(3, 4), self.starts.quantile(1, 4))
+        else {
+            return floor;
+        };
+        if end.abs_diff(start) > PROMPT_TOLERANCE * 2 {
+            return floor;
+        }
+        floor + end.saturating_sub(PROMPT_TOLERANCE * 2)
+    }
+}
 
 /// Settings of the gap signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +231,14 @@ struct Repair {
     walked: u8,
 }
 
+/// A reply's lag behind a packet less the floor, when it may be the receiver's wait before
+/// answering that packet: not below the floor (then it answered an earlier packet) and not
+/// beyond [`MAX_LEARNED_ACK_WAIT`].
+fn ack_wait(lag: Duration, floor: Duration) -> Option<Duration> {
+    lag.checked_sub(floor)
+        .filter(|w| *w <= MAX_LEARNED_ACK_WAIT)
+}
+
 /// The end of a repair's round started at `now`: the repair reaches the receiver after half a
 /// lag and its ACK comes back after a whole one; a little more covers the receiver's processing.
 fn round_end(now: Time, lag: Duration) -> Time {
@@ -187,6 +292,13 @@ pub struct GapTracker {
     lag_floor: Duration,
     /// ACK-sized replies in a row that were not prompt.
     unprompt_run: u32,
+    /// When the last original or copy was forwarded, and the last ACK-sized reply came.
+    last_sent: Option<Time>,
+    last_reply: Option<Time>,
+    /// When the current flight started, until its first ACK-sized reply.
+    flight_start: Option<Time>,
+    /// The receiver's wait learned from flight ends.
+    flight_lags: FlightLags,
     /// Gaps closed by their first repair, and by a walk back: once walks back have closed
     /// [`PAIR_AFTER`] gaps and more than first repairs have, each new gap names the packet
     /// before its candidate too (the flow's receiver answers earlier packets than the timing
@@ -222,6 +334,10 @@ impl GapTracker {
             prompt_replies: 0,
             lag_floor: Duration::ZERO,
             unprompt_run: 0,
+            last_sent: None,
+            last_reply: None,
+            flight_start: None,
+            flight_lags: FlightLags::default(),
             closed_first: 0,
             closed_walking: 0,
             walks: 0,
@@ -250,6 +366,8 @@ impl GapTracker {
             self.ring.back().is_none_or(|r| r.seq < seq),
             "sequence numbers increase"
         );
+        self.learn_flight_end(now, rtt);
+        self.last_sent = Some(now);
         self.prune(now, rtt);
         self.bytes += frame.as_ref().map_or(0, |f| f.len());
         self.ring.push_back(Recent {
@@ -308,6 +426,17 @@ impl GapTracker {
     /// spaced packets any lag `L + k · spacing` fits the reply times equally well; the floor is
     /// what picks the right `k`.
     pub fn on_reply(&mut self, now: Time, len: usize, floor: Duration) -> GapReply {
+        if len <= self.cfg.max_ack_len {
+            self.last_reply = Some(now);
+            if let Some(wait) = self
+                .flight_start
+                .take()
+                .and_then(|start| ack_wait(now.saturating_duration_since(start), floor))
+            {
+                self.flight_lags.record_start(wait);
+            }
+        }
+        let floor = self.flight_lags.pairing_floor(floor);
         // Relearn the lag when the floor it was learned against has moved (a first or a new
         // minimum calibration sample: the old alignment may be off by a packet), or when it no
         // longer fits any reply (the path's delay changed).
@@ -470,6 +599,25 @@ impl GapTracker {
             None => sample.saturating_sub(floor) <= floor / 4,
         };
         prompt.then_some(ix)
+    }
+
+    /// A packet forwarded at `now` after a silence of more than the floor and
+    /// [`MAX_LEARNED_ACK_WAIT`] starts a new flight: the last reply since the previous one
+    /// answered that flight's last packet, and its lag beyond `floor` is the receiver's wait.
+    fn learn_flight_end(&mut self, now: Time, floor: Duration) {
+        let Some(sent) = self.last_sent else {
+            return;
+        };
+        if now.saturating_duration_since(sent) <= floor + MAX_LEARNED_ACK_WAIT {
+            return;
+        }
+        self.flight_start = Some(now);
+        if let Some(reply) = self.last_reply
+            && reply > sent
+            && let Some(wait) = ack_wait(reply.saturating_duration_since(sent), floor)
+        {
+            self.flight_lags.record_end(wait);
+        }
     }
 
     /// Forget packets too old for any prompt reply to name: older than 4 lags + 10 ms, or the

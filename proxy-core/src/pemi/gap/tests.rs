@@ -52,6 +52,25 @@ impl Receiver {
 
 /// [`run`] with a given receiver; also returns how many packets were named walking back.
 fn run_with(lost: &[u64], n: u64, holding: bool, rx: Receiver) -> (Vec<u64>, usize, usize) {
+    let sends: Vec<Time> = (0..n).map(|s| Time::ZERO + us(s * 1_200)).collect();
+    run_sends(lost, &sends, holding, rx)
+}
+
+/// Send times of `flights` flights of `per_flight` packets 1.2 ms apart, a flight every 20 ms
+/// (a sender limited by its window).
+fn flights(flights: u64, per_flight: u64) -> Vec<Time> {
+    (0..flights * per_flight)
+        .map(|s| Time::ZERO + us(s / per_flight * 20_000 + s % per_flight * 1_200))
+        .collect()
+}
+
+/// [`run_with`] with packet `s` forwarded at `sends[s]`.
+fn run_sends(
+    lost: &[u64],
+    sends: &[Time],
+    holding: bool,
+    rx: Receiver,
+) -> (Vec<u64>, usize, usize) {
     #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
     enum Ev {
         Reply(usize),
@@ -59,11 +78,12 @@ fn run_with(lost: &[u64], n: u64, holding: bool, rx: Receiver) -> (Vec<u64>, usi
         Send(u64),
         AckTimer,
     }
-    let t0 = Time::ZERO;
     let half = us(1_150);
     let floor = half * 2;
-    let mut events: std::collections::BTreeSet<(Time, Ev)> =
-        (0..n).map(|s| (t0 + us(s * 1_200), Ev::Send(s))).collect();
+    let mut events: std::collections::BTreeSet<(Time, Ev)> = (0u64..)
+        .zip(sends)
+        .map(|(s, &t)| (t, Ev::Send(s)))
+        .collect();
     let mut g = GapTracker::new(GapConfig::default(), holding);
     let mut received = std::collections::BTreeSet::new();
     let mut since_ack = 0;
@@ -154,6 +174,85 @@ fn a_flow_whose_gaps_close_walking_back_names_pairs() {
     // A receiver that answers at once never walks back, so never pairs.
     let (named, _) = run(&[9, 21, 33, 45, 57], 70, true);
     assert_eq!(named, vec![9, 21, 33, 45, 57]);
+}
+
+/// A timer-acknowledging receiver behind a sender that sends in flights: each flight of 7 ends
+/// with a packet acknowledged alone, whose reply's lag (3.6 ms: the floor, the receiver's
+/// 1.3 ms timer) teaches the pairing the receiver's wait, so once 8 flights have ended every
+/// gap names its lost packet at once, with no walk back.
+#[test]
+fn flight_ends_teach_the_pairing_a_timer_receiver_s_wait() {
+    let lost: Vec<u64> = [12, 15, 18, 21, 24].iter().map(|f| f * 7 + 3).collect();
+    let (named, _, walked) = run_sends(&lost, &flights(30, 7), true, Receiver::TIMER);
+    assert_eq!(named, lost);
+    assert_eq!(walked, 0);
+    // The same flights, each one packet longer: every last packet is acknowledged with the
+    // one before it, so the flight ends teach nothing and the gaps walk back as before.
+    let lost: Vec<u64> = [12, 15, 18].iter().map(|f| f * 8 + 4).collect();
+    let (named, _, walked) = run_sends(&lost, &flights(30, 8), true, Receiver::TIMER);
+    assert_eq!(
+        named,
+        vec![
+            lost[0] + 1,
+            lost[0],
+            lost[1] + 1,
+            lost[1],
+            lost[2] + 1,
+            lost[2]
+        ]
+    );
+    assert_eq!(walked, 3);
+}
+
+/// A receiver that answers at once is paired as before when its sender sends in flights.
+#[test]
+fn flight_ends_leave_a_prompt_receiver_s_pairing_alone() {
+    for per_flight in [7, 8] {
+        let lost: Vec<u64> = [12, 15, 18, 21]
+            .iter()
+            .map(|f| f * per_flight + 3)
+            .collect();
+        let (named, _, walked) = run_sends(&lost, &flights(30, per_flight), true, Receiver::Prompt);
+        assert_eq!(named, lost, "{per_flight} packets per flight");
+        assert_eq!(walked, 0);
+    }
+}
+
+#[test]
+fn flight_lags_pair_with_the_wait_both_flight_ends_agree_on() {
+    let floor = us(2_000);
+    let mut f = FlightLags::default();
+    for _ in 0..FLIGHT_SAMPLES_NEEDED - 1 {
+        f.record_end(us(1_600));
+        f.record_start(us(1_500));
+    }
+    assert_eq!(f.pairing_floor(floor), floor);
+    f.record_end(us(1_600));
+    assert_eq!(f.pairing_floor(floor), floor, "too few starts");
+    f.record_start(us(1_500));
+    assert_eq!(f.pairing_floor(floor), us(3_100));
+    // Flight ends whose last reply covered the packet before too come a spacing sooner; while
+    // they are fewer than three in four, the wait stays.
+    for _ in 0..5 {
+        f.record_end(us(400));
+    }
+    assert_eq!(f.pairing_floor(floor), us(3_100));
+    // A delayed-ACK receiver: a long wait at flight ends, the second packet's prompt answer at
+    // starts (a spacing later): they disagree, and the floor stays.
+    // Its flights of one packet wait for that timer at the start too (one in four here).
+    let mut f = FlightLags::default();
+    for k in 0..FLIGHT_SAMPLES {
+        f.record_end(us(7_800));
+        f.record_start(us(if k % 4 == 0 { 7_700 } else { 1_400 }));
+    }
+    assert_eq!(f.pairing_floor(floor), floor);
+    // A receiver that answers at once: waits below the tolerance leave the floor as it is.
+    let mut f = FlightLags::default();
+    for k in 0..FLIGHT_SAMPLES as u64 * 2 {
+        f.record_end(us(100 + k * 10));
+        f.record_start(us(100 + k * 10));
+    }
+    assert_eq!(f.pairing_floor(floor), floor);
 }
 
 #[test]
