@@ -493,6 +493,12 @@ fn pemi_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), st
     )?;
     counter(
         enc,
+        "pemi_gap_timer_paired",
+        "Gap-signal retransmissions named with the receiver's learned ACK wait (a timer receiver).",
+        p.gap_timer_paired,
+    )?;
+    counter(
+        enc,
         "pemi_replies_held",
         "Replies held while a repaired gap was open.",
         p.replies_held,

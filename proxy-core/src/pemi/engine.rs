@@ -489,6 +489,7 @@ impl PemiEngine {
             if repairing {
                 self.stats.gap_retransmissions += 1;
                 self.stats.gap_walk_backs += u64::from(r.walked_back);
+                self.stats.gap_timer_paired += u64::from(r.timer_paired);
                 self.flowlets.mark_repaired(lost.seq);
             } else {
                 // Nothing repairs the gap: let the sender see it.

@@ -93,14 +93,14 @@ pub struct FlightLags {
 /// The last [`FLIGHT_SAMPLES`] waits, the oldest overwritten first.
 #[derive(Debug, Clone, Default)]
 struct Waits {
-    waits: [Duration; FLIGHT_SAMPLES],
+    samples: [Duration; FLIGHT_SAMPLES],
     len: usize,
     next: usize,
 }
 
 impl Waits {
     fn record(&mut self, wait: Duration) {
-        self.waits[self.next] = wait;
+        self.samples[self.next] = wait;
         self.next = (self.next + 1) % FLIGHT_SAMPLES;
         self.len = (self.len + 1).min(FLIGHT_SAMPLES);
     }
@@ -110,7 +110,7 @@ impl Waits {
         if self.len < FLIGHT_SAMPLES_NEEDED {
             return None;
         }
-        let mut w = self.waits;
+        let mut w = self.samples;
         let w = &mut w[..self.len];
         w.sort_unstable();
         Some(w[(self.len - 1) * num / den])
@@ -214,6 +214,9 @@ pub struct GapReply {
     /// `lost` is not a new gap's packet but an older one tried for a gap its first repair did
     /// not close ([`MAX_WALK_BACK`]).
     pub walked_back: bool,
+    /// `lost` was named with the pairing floor moved by the receiver's learned wait
+    /// ([`FlightLags`]).
+    pub timer_paired: bool,
 }
 
 /// A gap being repaired (its revealing replies are held when holding is on).
@@ -436,6 +439,7 @@ impl GapTracker {
                 self.flight_lags.record_start(wait);
             }
         }
+        let raw_floor = floor;
         let floor = self.flight_lags.pairing_floor(floor);
         // Relearn the lag when the floor it was learned against has moved (a first or a new
         // minimum calibration sample: the old alignment may be off by a packet), or when it no
@@ -525,6 +529,7 @@ impl GapTracker {
             Some((seq, frame)) => {
                 self.bytes -= frame.len();
                 out.lost = Some(GapLoss { seq, frame });
+                out.timer_paired = floor > raw_floor;
                 let mut named = seq;
                 if self.pairing()
                     && let Some(k) = cand

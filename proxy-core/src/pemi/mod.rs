@@ -222,6 +222,9 @@ pub struct PemiStats {
     /// Of those, the second packet named with a new gap once walks back have proven the flow's
     /// pairing late ([`gap::PAIR_AFTER`]).
     pub gap_paired: u64,
+    /// Of those, new gaps' packets named with the pairing moved by the receiver's learned ACK
+    /// wait (a timer receiver, [`gap::FlightLags`]).
+    pub gap_timer_paired: u64,
     /// Reply packets held while a gap the gap signal repairs was open.
     pub replies_held: u64,
     /// Flowlet resets after a large RTT deviation (App. A).
@@ -261,6 +264,7 @@ impl PemiStats {
             gap_retransmissions,
             gap_walk_backs,
             gap_paired,
+            gap_timer_paired,
             replies_held,
             rtt_resets,
             spin_samples,
