@@ -90,30 +90,34 @@ pub struct FlightLags {
     starts: Waits,
 }
 
-/// The last [`FLIGHT_SAMPLES`] waits, the oldest overwritten first.
+/// The last [`FLIGHT_SAMPLES`] waits, the oldest overwritten first, in microseconds (at most
+/// [`MAX_LEARNED_ACK_WAIT`], so 16 bits hold them: 34 bytes a set, kept small since every PEMI
+/// flow has two).
 #[derive(Debug, Clone, Default)]
 struct Waits {
-    samples: [Duration; FLIGHT_SAMPLES],
-    len: usize,
-    next: usize,
+    micros: [u16; FLIGHT_SAMPLES],
+    len: u8,
+    next: u8,
 }
 
 impl Waits {
     fn record(&mut self, wait: Duration) {
-        self.samples[self.next] = wait;
-        self.next = (self.next + 1) % FLIGHT_SAMPLES;
-        self.len = (self.len + 1).min(FLIGHT_SAMPLES);
+        let micros = u16::try_from(wait.as_micros()).unwrap_or(u16::MAX);
+        self.micros[usize::from(self.next)] = micros;
+        self.next = (self.next + 1) % FLIGHT_SAMPLES as u8;
+        self.len = (self.len + 1).min(FLIGHT_SAMPLES as u8);
     }
 
     /// The `num / den` quantile, once [`FLIGHT_SAMPLES_NEEDED`] waits are known.
     fn quantile(&self, num: usize, den: usize) -> Option<Duration> {
-        if self.len < FLIGHT_SAMPLES_NEEDED {
+        let len = usize::from(self.len);
+        if len < FLIGHT_SAMPLES_NEEDED {
             return None;
         }
-        let mut w = self.samples;
-        let w = &mut w[..self.len];
+        let mut w = self.micros;
+        let w = &mut w[..len];
         w.sort_unstable();
-        Some(w[(self.len - 1) * num / den])
+        Some(Duration::from_micros(u64::from(w[(len - 1) * num / den])))
     }
 }
 
