@@ -134,14 +134,16 @@ fn rust_servers_download_to_quicgo_and_ngtcp2_clients() {
 }
 
 /// A 2 MB download from the quinn server to the aioquic client through PEMI at 3 % loss on the
-/// last hop. aioquic acknowledges 1 ms after the first unacknowledged packet, gap or not, so the
-/// gap signal pairs its replies with a packet after the one they answer and first repairs the
-/// wrong packet: the gaps outlive those repairs and the signal walks back to the lost packets
-/// (then, once that has closed enough gaps, names pairs). Checks that the transfer completed,
-/// that PEMI walked back and that its retransmissions stayed within PEMI's budget.
+/// last hop. aioquic acknowledges 1 ms after the first unacknowledged packet, gap or not, so a
+/// reply that reveals a gap comes about a packet spacing later than the RTT floor predicts. The
+/// quinn sender is window-limited at this loss and sends in flights, whose ends and starts teach
+/// the gap signal the receiver's wait; the first gaps, before that, walk back. Checks that the
+/// transfer completed, that PEMI walked back and then named repairs with the learned wait
+/// (in 8 of 8 trials of the A/B run of 27 Nov, 24–44 such repairs each), and that its
+/// retransmissions stayed within PEMI's budget.
 #[test]
-fn pemi_walks_back_for_the_aioquic_client() {
-    let test = "pemi_walks_back_for_the_aioquic_client";
+fn pemi_learns_the_aioquic_client_s_wait() {
+    let test = "pemi_learns_the_aioquic_client_s_wait";
     if skip(test) {
         return;
     }
@@ -164,5 +166,9 @@ fn pemi_walks_back_for_the_aioquic_client() {
     assert_eq!(m["proxy_pemi_handshakes_total"], 1.0, "{test}: {m:?}");
     assert!(m["proxy_pemi_gap_signals_total"] >= 5.0, "{test}: {m:?}");
     assert!(m["proxy_pemi_gap_walk_backs_total"] >= 1.0, "{test}: {m:?}");
+    assert!(
+        m["proxy_pemi_gap_timer_paired_total"] >= 1.0,
+        "{test}: {m:?}"
+    );
     assert!(m["retx_amplification"] <= 1.1, "{test}: {m:?}");
 }
