@@ -304,7 +304,7 @@ pub struct GapTracker {
     last_reply: Option<Time>,
     /// When the current flight started, until its first ACK-sized reply.
     flight_start: Option<Time>,
-    /// The receiver's wait learned from flight ends.
+    /// The receiver's waits learned at flight ends and starts.
     flight_lags: FlightLags,
     /// Gaps closed by their first repair, and by a walk back: once walks back have closed
     /// [`PAIR_AFTER`] gaps and more than first repairs have, each new gap names the packet
@@ -373,7 +373,7 @@ impl GapTracker {
             self.ring.back().is_none_or(|r| r.seq < seq),
             "sequence numbers increase"
         );
-        self.learn_flight_end(now, rtt);
+        self.note_flight_start(now, rtt);
         self.last_sent = Some(now);
         self.prune(now, rtt);
         self.bytes += frame.as_ref().map_or(0, |f| f.len());
@@ -611,9 +611,10 @@ impl GapTracker {
     }
 
     /// A packet forwarded at `now` after a silence of more than the floor and
-    /// [`MAX_LEARNED_ACK_WAIT`] starts a new flight: the last reply since the previous one
-    /// answered that flight's last packet, and its lag beyond `floor` is the receiver's wait.
-    fn learn_flight_end(&mut self, now: Time, floor: Duration) {
+    /// [`MAX_LEARNED_ACK_WAIT`] starts a new flight (its first reply gives a start wait, taken
+    /// in [`Self::on_reply`]): the last reply since the previous one answered that flight's
+    /// last packet, and its lag beyond `floor` is an end wait.
+    fn note_flight_start(&mut self, now: Time, floor: Duration) {
         let Some(sent) = self.last_sent else {
             return;
         };
