@@ -88,6 +88,9 @@ pub const FLIGHT_SAMPLES_NEEDED: usize = 8;
 pub struct FlightLags {
     ends: Waits,
     starts: Waits,
+    /// The wait replies are paired with, derived when a wait is recorded (at flight
+    /// boundaries) rather than at every reply, which would sort both sets each time.
+    wait: Option<Duration>,
 }
 
 /// The last [`FLIGHT_SAMPLES`] waits, the oldest overwritten first, in microseconds (at most
@@ -125,25 +128,29 @@ impl FlightLags {
     /// Record the wait (lag beyond the floor) of a flight's last reply.
     pub fn record_end(&mut self, wait: Duration) {
         self.ends.record(wait);
+        self.update();
     }
 
     /// Record the wait (lag beyond the floor) of the first reply after a flight started.
     pub fn record_start(&mut self, wait: Duration) {
         self.starts.record(wait);
+        self.update();
     }
 
     /// The floor to pair replies with: `floor`, or `floor` plus the receiver's wait less
     /// `2 ×` [`PROMPT_TOLERANCE`] once [`FLIGHT_SAMPLES_NEEDED`] flights have ended and started
     /// and the waits at both ends (upper quartile of ends, lower quartile of starts) agree.
     pub fn pairing_floor(&self, floor: Duration) -> Duration {
-        let (Some(end), Some(start)) = (self.ends.quantile(3, 4), self.starts.quantile(1, 4))
-        else {
-            return floor;
+        floor + self.wait.unwrap_or_default()
+    }
+
+    fn update(&mut self) {
+        self.wait = match (self.ends.quantile(3, 4), self.starts.quantile(1, 4)) {
+            (Some(end), Some(start)) if end.abs_diff(start) <= PROMPT_TOLERANCE * 2 => {
+                Some(end.saturating_sub(PROMPT_TOLERANCE * 2))
+            }
+            _ => None,
         };
-        if end.abs_diff(start) > PROMPT_TOLERANCE * 2 {
-            return floor;
-        }
-        floor + end.saturating_sub(PROMPT_TOLERANCE * 2)
     }
 }
 
