@@ -129,3 +129,97 @@ pub(crate) fn add_element_metrics(m: &mut BTreeMap<String, f64>, link: &str, s: 
     }
     m.insert(format!("{link}_late_p99_us"), s.late_p99_us);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_json_and_derived_metrics() {
+        let mut m = BTreeMap::new();
+        let j: serde_json::Value = serde_json::from_str(
+            r#"{"stack":"quinn","goodput_mbps":7.5,"lost_packets":120,"sidekick":{"quacks":300,"active":true,"fallback":false,"state":"fallback","fallback_cause":"resends_unneeded","note":"Not A Word"}}"#,
+        )
+        .unwrap();
+        add_client_json(&mut m, &j);
+        assert_eq!(m["goodput_mbps"], 7.5);
+        // Named states of nested objects become 0/1 metrics; free text does not.
+        assert_eq!(m["sidekick_fallback_cause_resends_unneeded"], 1.0);
+        assert_eq!(m["sidekick_state_fallback"], 1.0);
+        assert!(!m.keys().any(|k| k.starts_with("sidekick_note")));
+        assert_eq!(m["sidekick_quacks"], 300.0);
+        assert_eq!(m["sidekick_active"], 1.0);
+        assert_eq!(m["sidekick_fallback"], 0.0);
+        assert!(!m.contains_key("stack"));
+        // sidekick-rtc's line: every numeric key is a metric; a percentile without samples
+        // (null) is left out.
+        let mut r = BTreeMap::new();
+        let j: serde_json::Value = serde_json::from_str(
+            r#"{"stack":"quinn","frames_sent":600,"frames_received":600,"frame_delay_p50_ms":27.5,"frame_delay_p90_ms":31.0,"frame_delay_p99_ms":80.25,"frame_jitter_p50_ms":0.5,"frame_jitter_p90_ms":2.0,"frame_jitter_p99_ms":null,"goodput_mbps":2.99,"duration_s":20.05}"#,
+        )
+        .unwrap();
+        add_client_json(&mut r, &j);
+        assert_eq!(r["frame_jitter_p90_ms"], 2.0);
+        assert_eq!(r["frame_delay_p90_ms"], 31.0);
+        assert_eq!(r["goodput_mbps"], 2.99);
+        assert_eq!(r["frames_received"], 600.0);
+        assert!(!r.contains_key("frame_jitter_p99_ms"));
+        assert_eq!(r.len(), 9);
+        m.insert("cli0_tx_packets".into(), 9000.0);
+        m.insert("proxy_quacks_sent_total".into(), 400.0);
+        m.insert("proxy_injected_total".into(), 2.0);
+        m.insert("proxy_resets_sent_total".into(), 3.0);
+        m.insert("lan0_up_dropped_loss".into(), 90.0);
+        m.insert("wan_up_dropped_queue".into(), 10.0);
+        m.insert("lan0_down_dropped_loss".into(), 1000.0);
+        derive_metrics(&mut m, "upload");
+        assert_eq!(m["client_pkts_sent"], 9000.0);
+        assert_eq!(m["proxy_pkts_sent"], 405.0);
+        assert!((m["sidekick_overhead_pct"] - 4.5).abs() < 1e-9);
+        // 120 declared lost, 100 dropped in the upload direction.
+        assert_eq!(m["spurious_retx"], 20.0);
+        // The sidekick repaired 60 of the drops early: 40 were missing, 80 declarations spurious.
+        m.insert("sidekick_retransmissions".into(), 60.0);
+        derive_metrics(&mut m, "upload");
+        assert_eq!(m["spurious_retx"], 80.0);
+        // Packrat: the proxy's retransmissions repair drops too.
+        let mut d = BTreeMap::from([
+            ("lost_packets".to_string(), 50.0),
+            ("lan0_down_dropped_loss".to_string(), 30.0),
+            ("proxy_retransmissions_total".to_string(), 25.0),
+        ]);
+        derive_metrics(&mut d, "download");
+        assert_eq!(d["spurious_retx"], 45.0);
+        assert!(!d.contains_key("retx_amplification"));
+        // Retransmission amplification: 1000 frames reached the box, 1050 went to the client.
+        d.insert("wan_down_delivered".into(), 1000.0);
+        d.insert("lan0_down_offered".into(), 1050.0);
+        derive_metrics(&mut d, "download");
+        assert!((d["retx_amplification"] - 1.05).abs() < 1e-9);
+        // PEMI's ICMP probes to the client are not retransmissions.
+        d.insert("lan0_down_offered".into(), 1070.0);
+        d.insert("proxy_pemi_icmp_probes_total".into(), 20.0);
+        derive_metrics(&mut d, "download");
+        assert!((d["retx_amplification"] - 1.05).abs() < 1e-9);
+        // Without a proxy: nothing sent by it; without the proxy's metrics, its final log line.
+        let mut e = BTreeMap::from([("lost_packets".to_string(), 5.0)]);
+        e.insert("lan0_down_dropped_loss".into(), 9.0);
+        derive_metrics(&mut e, "download");
+        assert_eq!(e["proxy_pkts_sent"], 0.0);
+        assert_eq!(e["spurious_retx"], 0.0);
+        let mut l = BTreeMap::from([("proxy_log_quacks".to_string(), 17.0)]);
+        derive_metrics(&mut l, "upload");
+        assert_eq!(l["proxy_pkts_sent"], 17.0);
+        // `both`: the drops of either direction count, against both senders' declarations
+        // (summed in `lost_packets`) and both repairs (Robin's resends, Packrat's).
+        let mut b = BTreeMap::from([
+            ("lost_packets".to_string(), 70.0),
+            ("lan0_down_dropped_loss".to_string(), 30.0),
+            ("lan0_up_dropped_loss".to_string(), 20.0),
+            ("sidekick_retransmissions".to_string(), 15.0),
+            ("proxy_retransmissions_total".to_string(), 25.0),
+        ]);
+        derive_metrics(&mut b, "both");
+        assert_eq!(b["spurious_retx"], 60.0);
+    }
+}
