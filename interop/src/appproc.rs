@@ -27,7 +27,7 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Starts `bin args` in network namespace `ns` (stderr piped, stdin closed).
+/// Starts `bin args` in network namespace `ns` (stderr piped, stdin closed, logs without colour).
 pub(crate) fn spawn_in(
     ns: &str,
     bin: &Path,
@@ -38,6 +38,8 @@ pub(crate) fn spawn_in(
         .args(["netns", "exec", ns])
         .arg(bin)
         .args(args)
+        // Plain log lines: a failed trial's error quotes them.
+        .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(Stdio::piped())
@@ -81,6 +83,39 @@ pub(crate) fn read_all<R: std::io::Read + Send + 'static>(
     })
 }
 
+/// Reads `r` to its end on a thread and keeps its last `max_lines` lines: a process whose log
+/// nobody reads in full (a trial's server) neither blocks on a full pipe nor grows the lab's
+/// memory, and a failed trial can still say what it logged last. Bytes that are not UTF-8 are
+/// replaced, not a reason to stop reading.
+pub(crate) fn read_tail<R: std::io::Read + Send + 'static>(
+    r: R,
+    max_lines: usize,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = std::collections::VecDeque::with_capacity(max_lines.min(64));
+        let mut reader = std::io::BufReader::new(r);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if max_lines == 0 {
+                        continue;
+                    }
+                    if lines.len() == max_lines {
+                        lines.pop_front();
+                    }
+                    let line = String::from_utf8_lossy(&buf);
+                    lines.push_back(line.trim_end().to_string());
+                }
+            }
+        }
+        lines.into()
+    })
+}
+
 /// What [`read_all`] read (empty if its thread panicked).
 pub(crate) fn join_reader(h: std::thread::JoinHandle<String>) -> String {
     h.join().unwrap_or_default()
@@ -99,6 +134,44 @@ mod tests {
         );
         assert_eq!(client_error("one\ntwo\n"), "two");
         assert_eq!(client_error(""), "");
+    }
+
+    #[test]
+    fn a_chatty_process_is_drained_and_its_last_lines_kept() {
+        // 300 kB of log (far beyond a pipe's 64 kB), a line that is not UTF-8, then the last
+        // line: the child must exit, and the tail must hold the last lines in order.
+        let mut child = Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 6000 ]; do echo \"line $i of a chatty log, padded to fifty\" >&2; i=$((i+1)); done; printf 'bad \\377 byte\\n' >&2; echo 'last words' >&2",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let tail = read_tail(child.stderr.take().expect("piped"), 3);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child blocked on its stderr"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert!(status.success());
+        let tail = tail.join().expect("reader");
+        assert_eq!(
+            tail,
+            vec![
+                "line 5999 of a chatty log, padded to fifty".to_string(),
+                "bad \u{fffd} byte".to_string(),
+                "last words".to_string(),
+            ]
+        );
     }
 
     #[test]

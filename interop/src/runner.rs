@@ -3,7 +3,7 @@
 //! every trial, and collects per-trial metrics and per-variant median/IQR.
 
 use crate::appproc::{
-    AppBins, KillOnDrop, client_error, find_bin, join_reader, read_all, spawn_in,
+    AppBins, KillOnDrop, client_error, find_bin, join_reader, read_all, read_tail, spawn_in,
 };
 use crate::apps::{app_args, app_binaries};
 use crate::proxyproc::ProxyProcess;
@@ -331,7 +331,14 @@ fn trial_inner(
     let port = 4433;
     let (mut server_args, mut args) = app_args(&scn.app, port);
     server_args.extend(scn.app.server_args.iter().cloned());
-    let _server = spawn_in(&topo.ns_server(), bin.server, &server_args, Stdio::null())?;
+    let mut server = spawn_in(&topo.ns_server(), bin.server, &server_args, Stdio::null())?;
+    // The server's log is drained while it runs (a full pipe would stop it mid-transfer) and its
+    // last lines go into a failed trial's error.
+    let server_log = server
+        .0
+        .stderr
+        .take()
+        .map(|e| read_tail(e, SERVER_LOG_LINES));
     std::thread::sleep(Duration::from_millis(300));
     args.extend(scn.app.client_args.iter().cloned());
     args.extend(v.client_args.iter().cloned());
@@ -363,7 +370,7 @@ fn trial_inner(
         .filter(|_| proxy_proc.is_some() && scn.app.bytes > 0)
         .map(|f| sender_before + (f * scn.app.bytes as f64) as u64);
     let mut last_poll = Instant::now();
-    let status = wait_client(&mut client, deadline, stop, || {
+    let waited = wait_client(&mut client, deadline, stop, || {
         if let Some(target) = kill_at
             && last_poll.elapsed() >= Duration::from_millis(100)
         {
@@ -377,7 +384,14 @@ fn trial_inner(
             }
         }
         Ok(())
-    })?;
+    });
+    let status = match waited {
+        Ok(s) => s,
+        Err(e) => {
+            drop(client);
+            return Err(with_server_log(e, server, server_log));
+        }
+    };
     let out = out_reader.map(join_reader).unwrap_or_default();
     let err = err_reader.map(join_reader).unwrap_or_default();
     let after = topo.counters()?;
@@ -396,10 +410,11 @@ fn trial_inner(
         collect_proxy_metrics(p, proxy_baseline.as_ref(), metrics);
     }
     if !status.success() {
-        return Err(LabError::Config(format!(
+        let e = LabError::Config(format!(
             "client exited with {status}: {}",
             client_error(&err)
-        )));
+        ));
+        return Err(with_server_log(e, server, server_log));
     }
     let line = out
         .lines()
@@ -411,6 +426,24 @@ fn trial_inner(
     add_client_json(metrics, &j);
     derive_metrics(metrics, &scn.app.direction);
     Ok(())
+}
+
+/// Lines of a trial server's log kept for a failed trial's error.
+const SERVER_LOG_LINES: usize = 8;
+
+/// `e` with what the trial's server logged last (it is stopped first, so its log is complete).
+fn with_server_log(
+    e: LabError,
+    server: KillOnDrop,
+    log: Option<std::thread::JoinHandle<Vec<String>>>,
+) -> LabError {
+    drop(server);
+    let lines = log.and_then(|h| h.join().ok()).unwrap_or_default();
+    if lines.is_empty() {
+        return e;
+    }
+    let said: String = lines.join(" | ").chars().take(600).collect();
+    LabError::Config(format!("{e}; the server logged: {said}"))
 }
 
 /// Waits for `client` to exit, running `meanwhile` every 20 ms; an interruption (`stop`) or the
