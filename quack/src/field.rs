@@ -436,6 +436,29 @@ impl Identifier for u32 {
         // coefficient to the next is one multiplication, a few folds and the multiplication
         // by −1/k.
         let m = coeffs.len();
+        // Up to 16 coefficients (the common thresholds) with every loop bound a constant.
+        let fixed = match m {
+            1 => newton_u32_fixed::<1>(sums, inverses, coeffs),
+            2 => newton_u32_fixed::<2>(sums, inverses, coeffs),
+            3 => newton_u32_fixed::<3>(sums, inverses, coeffs),
+            4 => newton_u32_fixed::<4>(sums, inverses, coeffs),
+            5 => newton_u32_fixed::<5>(sums, inverses, coeffs),
+            6 => newton_u32_fixed::<6>(sums, inverses, coeffs),
+            7 => newton_u32_fixed::<7>(sums, inverses, coeffs),
+            8 => newton_u32_fixed::<8>(sums, inverses, coeffs),
+            9 => newton_u32_fixed::<9>(sums, inverses, coeffs),
+            10 => newton_u32_fixed::<10>(sums, inverses, coeffs),
+            11 => newton_u32_fixed::<11>(sums, inverses, coeffs),
+            12 => newton_u32_fixed::<12>(sums, inverses, coeffs),
+            13 => newton_u32_fixed::<13>(sums, inverses, coeffs),
+            14 => newton_u32_fixed::<14>(sums, inverses, coeffs),
+            15 => newton_u32_fixed::<15>(sums, inverses, coeffs),
+            16 => newton_u32_fixed::<16>(sums, inverses, coeffs),
+            _ => false,
+        };
+        if fixed {
+            return;
+        }
         let mut newest = 0u64;
         for k in 1..=m {
             let (head, tail) = coeffs.split_at_mut(m - k + 1);
@@ -469,6 +492,61 @@ impl Identifier for u32 {
             .sum();
         Self::reduce(fold32(s as u64) + ((s >> 64) as u64) * 25)
     }
+}
+
+/// Newton's identities in the 32-bit field for exactly `M` coefficients (see the slice version
+/// in `<u32 as Identifier>::newton` for the bounds of the lazy reduction, which are the same).
+/// With `M` a constant both loops unroll and no trip count or bounds check is left per
+/// coefficient (at `m = 10` the slice version spent more instructions on those than on its 45
+/// products), and the newest coefficient enters through a precomputed factor, which shortens
+/// the dependency chain from one coefficient to the next — what bounds a fresh decode's time
+/// more than its instruction count does (quack/README.md, "Newton's identities unrolled").
+/// Returns `false` (and writes nothing) when the slices are shorter than `M`.
+#[inline(always)]
+fn newton_u32_fixed<const M: usize>(sums: &[u64], inverses: &[u64], coeffs: &mut [u64]) -> bool {
+    #[inline(always)]
+    fn fold_once(v: u64) -> u64 {
+        (v & 0xFFFF_FFFF) + (v >> 32) * 5
+    }
+    let p32 = <u32 as Identifier>::MODULUS;
+    let (Some(p), Some(inv), Some(out)) = (
+        sums.first_chunk::<M>(),
+        inverses.get(1..).and_then(|i| i.first_chunk::<M>()),
+        coeffs.first_chunk_mut::<M>(),
+    ) else {
+        return false;
+    };
+    // Both factors of every product are below 2^32 (canonical sums; coefficients folded below
+    // 2^32), so they are kept as u32: each product is one 32×32→64-bit multiplication.
+    let p: [u32; M] = core::array::from_fn(|i| p[i] as u32);
+    // c[j] = c_(j+1), below 2^32 (not necessarily below p) until the end.
+    let mut c = [0u32; M];
+    for k in 0..M {
+        // k·c_k = −(p_k + Σ_{i=1..k−1} c_(k−i)·p_i), here for c_(k+1): c[k−1−i] with p[i].
+        // Split as c_k = b_k + c_(k−1)·q_k with q_k = −p_1/k: b_k needs only the older
+        // coefficients and q_k none, so the chain from one coefficient to the next is one
+        // multiplication, an addition and three folds (instead of two multiplications and
+        // five folds).
+        let w = p32 - inv[k];
+        let mut s = u64::from(p[k]);
+        for i in (1..k).rev() {
+            s += fold_once(u64::from(c[k - 1 - i]) * u64::from(p[i]));
+        }
+        // fold32 leaves a value below 2^32.
+        let b = fold32(fold_once(fold_once(s)) * w);
+        c[k] = if k == 0 {
+            b
+        } else {
+            let q = fold32(u64::from(p[0]) * w);
+            // < 6·2^32 + 2^32: two folds bring it below 2^32.
+            fold_once(fold_once(fold_once(u64::from(c[k - 1]) * q) + b))
+        } as u32;
+    }
+    for (o, v) in out.iter_mut().zip(c) {
+        let v = u64::from(v);
+        *o = if v >= p32 { v - p32 } else { v };
+    }
+    true
 }
 
 /// `2^64 mod p` for `p = 2^64 - 59`.
@@ -673,35 +751,60 @@ mod tests {
         }
     }
 
+    /// The u32 Newton recurrence (lazy coefficients) equals the textbook recurrence in u128
+    /// arithmetic, for any power sums (consistent or not); every fourth sum from `edge` on is
+    /// one of the largest canonical values.
+    fn check_u32_newton(
+        raw: &[u64],
+        edge: u64,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let p = u32::MODULUS;
+        let sums: Vec<u64> = raw
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                if i as u64 % 4 == edge {
+                    p - 1 - v % 3
+                } else {
+                    v % p
+                }
+            })
+            .collect();
+        let m = sums.len();
+        let inverses: Vec<u64> = (0..=m as u64).map(u32::inv_mod).collect();
+        let mut got = vec![0; m];
+        u32::newton(&sums, &inverses, &mut got);
+        let pm = u128::from(p);
+        let mut want: Vec<u128> = Vec::new();
+        for k in 1..=m {
+            let mut s = u128::from(sums[k - 1]);
+            for i in 1..k {
+                s = (s + want[k - i - 1] * u128::from(sums[i - 1])) % pm;
+            }
+            want.push((pm - s) % pm * u128::from(inverses[k]) % pm);
+        }
+        let got: Vec<u128> = got.into_iter().map(u128::from).collect();
+        proptest::prop_assert_eq!(got, want);
+        Ok(())
+    }
+
     proptest::proptest! {
-        /// The u32 Newton recurrence (lazy coefficients, split dependency chain) equals the
-        /// textbook recurrence in u128 arithmetic, for any power sums (consistent or not).
+        /// Up to the largest threshold: the slice recurrence beyond 16 coefficients.
         #[test]
         fn u32_newton_matches_textbook(
             raw in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..=64),
             edge in 0u64..4,
         ) {
-            let p = u32::MODULUS;
-            let sums: Vec<u64> = raw
-                .iter()
-                .enumerate()
-                .map(|(i, &v)| if i as u64 % 4 == edge { p - 1 - v % 3 } else { v % p })
-                .collect();
-            let m = sums.len();
-            let inverses: Vec<u64> = (0..=m as u64).map(u32::inv_mod).collect();
-            let mut got = vec![0; m];
-            u32::newton(&sums, &inverses, &mut got);
-            let pm = u128::from(p);
-            let mut want: Vec<u128> = Vec::new();
-            for k in 1..=m {
-                let mut s = u128::from(sums[k - 1]);
-                for i in 1..k {
-                    s = (s + want[k - i - 1] * u128::from(sums[i - 1])) % pm;
-                }
-                want.push((pm - s) % pm * u128::from(inverses[k]) % pm);
-            }
-            let got: Vec<u128> = got.into_iter().map(u128::from).collect();
-            proptest::prop_assert_eq!(got, want);
+            check_u32_newton(&raw, edge)?;
+        }
+
+        /// Up to 16 coefficients: the fixed-size recurrence (`newton_u32_fixed`).
+        #[test]
+        fn u32_newton_of_few_coefficients_matches_textbook(
+            raw in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..=16),
+            edge in 0u64..4,
+        ) {
+            check_u32_newton(&raw, edge)?;
         }
     }
 }
