@@ -2,8 +2,10 @@
 //! draining their output and reading a failed client's error.
 
 use crate::topo::LabError;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// An application or proxy binary: `$SIDEKICK_<NAME>` (upper case, `-` → `_`) when that file
 /// exists, else `dir/name` when it exists.
@@ -83,37 +85,58 @@ pub(crate) fn read_all<R: std::io::Read + Send + 'static>(
     })
 }
 
+/// The last lines of a child's output, read on a thread ([`read_tail`]).
+pub(crate) struct LogTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl LogTail {
+    /// The lines read so far, once the writers have closed the pipe or `wait` has passed (a
+    /// grandchild that inherited the pipe may keep it open after the child is gone; the tail is
+    /// taken all the same).
+    pub(crate) fn lines(&self, wait: std::time::Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + wait;
+        while !self.reader.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
 /// Reads `r` to its end on a thread and keeps its last `max_lines` lines: a process whose log
 /// nobody reads in full (a trial's server) neither blocks on a full pipe nor grows the lab's
 /// memory, and a failed trial can still say what it logged last. Bytes that are not UTF-8 are
 /// replaced, not a reason to stop reading.
-pub(crate) fn read_tail<R: std::io::Read + Send + 'static>(
-    r: R,
-    max_lines: usize,
-) -> std::thread::JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
+pub(crate) fn read_tail<R: std::io::Read + Send + 'static>(r: R, max_lines: usize) -> LogTail {
+    let lines = Arc::new(Mutex::new(VecDeque::with_capacity(max_lines.min(64))));
+    let shared = Arc::clone(&lines);
+    let reader = std::thread::spawn(move || {
         use std::io::BufRead;
-        let mut lines = std::collections::VecDeque::with_capacity(max_lines.min(64));
         let mut reader = std::io::BufReader::new(r);
         let mut buf = Vec::new();
         loop {
             buf.clear();
             match reader.read_until(b'\n', &mut buf) {
                 Ok(0) | Err(_) => break,
+                Ok(_) if max_lines == 0 => {}
                 Ok(_) => {
-                    if max_lines == 0 {
-                        continue;
+                    let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+                    let mut l = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                    if l.len() == max_lines {
+                        l.pop_front();
                     }
-                    if lines.len() == max_lines {
-                        lines.pop_front();
-                    }
-                    let line = String::from_utf8_lossy(&buf);
-                    lines.push_back(line.trim_end().to_string());
+                    l.push_back(line);
                 }
             }
         }
-        lines.into()
-    })
+    });
+    LogTail { lines, reader }
 }
 
 /// What [`read_all`] read (empty if its thread panicked).
@@ -163,7 +186,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         };
         assert!(status.success());
-        let tail = tail.join().expect("reader");
+        let tail = tail.lines(std::time::Duration::from_secs(10));
         assert_eq!(
             tail,
             vec![
@@ -172,6 +195,31 @@ mod tests {
                 "last words".to_string(),
             ]
         );
+    }
+
+    #[test]
+    fn a_pipe_left_open_still_gives_its_tail() {
+        // A writer that says one line and then holds the pipe open (a grandchild that inherited
+        // it): the tail comes after the wait, not when the pipe closes.
+        struct OneLineThenSilence(bool);
+        impl std::io::Read for OneLineThenSilence {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if std::mem::replace(&mut self.0, true) {
+                    std::thread::sleep(std::time::Duration::from_secs(5));
+                    return Ok(0);
+                }
+                buf[..8].copy_from_slice(b"goodbye\n");
+                Ok(8)
+            }
+        }
+        let tail = read_tail(OneLineThenSilence(false), 4);
+        let t0 = std::time::Instant::now();
+        let mut lines = Vec::new();
+        while lines.is_empty() && t0.elapsed() < std::time::Duration::from_secs(2) {
+            lines = tail.lines(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(lines, vec!["goodbye".to_string()]);
+        assert!(t0.elapsed() < std::time::Duration::from_secs(3));
     }
 
     #[test]

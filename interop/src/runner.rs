@@ -3,7 +3,8 @@
 //! every trial, and collects per-trial metrics and per-variant median/IQR.
 
 use crate::appproc::{
-    AppBins, KillOnDrop, client_error, find_bin, join_reader, read_all, read_tail, spawn_in,
+    AppBins, KillOnDrop, LogTail, client_error, find_bin, join_reader, read_all, read_tail,
+    spawn_in,
 };
 use crate::apps::{app_args, app_binaries};
 use crate::proxyproc::ProxyProcess;
@@ -431,14 +432,13 @@ fn trial_inner(
 /// Lines of a trial server's log kept for a failed trial's error.
 const SERVER_LOG_LINES: usize = 8;
 
-/// `e` with what the trial's server logged last (it is stopped first, so its log is complete).
-fn with_server_log(
-    e: LabError,
-    server: KillOnDrop,
-    log: Option<std::thread::JoinHandle<Vec<String>>>,
-) -> LabError {
+/// `e` with what the trial's server logged last (it is stopped first, so its log is complete
+/// unless something it started still holds the pipe, which is waited for 1 s at most).
+fn with_server_log(e: LabError, server: KillOnDrop, log: Option<LogTail>) -> LabError {
     drop(server);
-    let lines = log.and_then(|h| h.join().ok()).unwrap_or_default();
+    let lines = log
+        .map(|l| l.lines(Duration::from_secs(1)))
+        .unwrap_or_default();
     if lines.is_empty() {
         return e;
     }
