@@ -100,20 +100,26 @@ impl LogTail {
         while !self.reader.is_finished() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        self.lines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect()
+        self.last(usize::MAX)
+    }
+
+    /// The last `n` lines read so far, oldest first.
+    pub(crate) fn last(&self, n: usize) -> Vec<String> {
+        let l = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
+        l.iter().skip(l.len().saturating_sub(n)).cloned().collect()
     }
 }
 
 /// Reads `r` to its end on a thread and keeps its last `max_lines` lines: a process whose log
 /// nobody reads in full (a trial's server) neither blocks on a full pipe nor grows the lab's
 /// memory, and a failed trial can still say what it logged last. Bytes that are not UTF-8 are
-/// replaced, not a reason to stop reading.
-pub(crate) fn read_tail<R: std::io::Read + Send + 'static>(r: R, max_lines: usize) -> LogTail {
+/// replaced, not a reason to stop reading. `on_line` sees every line as it is read (a caller
+/// waiting for a readiness message).
+pub(crate) fn read_tail<R: std::io::Read + Send + 'static>(
+    r: R,
+    max_lines: usize,
+    mut on_line: impl FnMut(&str) + Send + 'static,
+) -> LogTail {
     let lines = Arc::new(Mutex::new(VecDeque::with_capacity(max_lines.min(64))));
     let shared = Arc::clone(&lines);
     let reader = std::thread::spawn(move || {
@@ -124,9 +130,12 @@ pub(crate) fn read_tail<R: std::io::Read + Send + 'static>(r: R, max_lines: usiz
             buf.clear();
             match reader.read_until(b'\n', &mut buf) {
                 Ok(0) | Err(_) => break,
-                Ok(_) if max_lines == 0 => {}
                 Ok(_) => {
                     let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+                    on_line(&line);
+                    if max_lines == 0 {
+                        continue;
+                    }
                     let mut l = shared.lock().unwrap_or_else(PoisonError::into_inner);
                     if l.len() == max_lines {
                         l.pop_front();
@@ -173,7 +182,11 @@ mod tests {
             .stderr(Stdio::piped())
             .spawn()
             .expect("sh runs");
-        let tail = read_tail(child.stderr.take().expect("piped"), 3);
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&seen);
+        let tail = read_tail(child.stderr.take().expect("piped"), 3, move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let status = loop {
             if let Some(s) = child.try_wait().expect("wait") {
@@ -187,6 +200,8 @@ mod tests {
         };
         assert!(status.success());
         let tail = tail.lines(std::time::Duration::from_secs(10));
+        // Every line went past the callback, not only the kept ones.
+        assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 6_002);
         assert_eq!(
             tail,
             vec![
@@ -212,7 +227,7 @@ mod tests {
                 Ok(8)
             }
         }
-        let tail = read_tail(OneLineThenSilence(false), 4);
+        let tail = read_tail(OneLineThenSilence(false), 4, |_| {});
         let t0 = std::time::Instant::now();
         let mut lines = Vec::new();
         while lines.is_empty() && t0.elapsed() < std::time::Duration::from_secs(2) {

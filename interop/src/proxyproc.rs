@@ -6,14 +6,14 @@
 //! proxy behind; a lab process that is itself SIGKILLed leaves it to `sidekick-lab clean`, which
 //! kills every process inside a run's namespaces.
 
+use crate::appproc::{LogTail, read_tail};
 use crate::topo::LabError;
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Log lines of the proxy kept for error messages and the final statistics (the newest ones).
@@ -28,7 +28,7 @@ pub const STOP_GRACE: Duration = Duration::from_secs(3);
 /// A running proxy.
 pub struct ProxyProcess {
     child: Option<Child>,
-    log: Arc<Mutex<Vec<String>>>,
+    log: LogTail,
     ns: String,
     metrics: Option<SocketAddr>,
 }
@@ -138,29 +138,21 @@ impl ProxyProcess {
                 context: format!("starting {}", bin.display()),
                 source: e,
             })?;
-        let log = Arc::new(Mutex::new(Vec::new()));
         let (ready_tx, ready_rx) = mpsc::channel();
-        if let Some(err) = child.stderr.take() {
-            let log = Arc::clone(&log);
-            std::thread::spawn(move || {
-                let mut ready_tx = Some(ready_tx);
-                for line in BufReader::new(err).lines() {
-                    let Ok(line) = line else { break };
-                    if (line.contains("sniffing")
-                        || line.contains("bridging")
-                        || line.contains("splitting"))
-                        && let Some(tx) = ready_tx.take()
-                    {
-                        let _ = tx.send(());
-                    }
-                    let mut l = log.lock().unwrap_or_else(PoisonError::into_inner);
-                    if l.len() >= MAX_LOG_LINES {
-                        l.remove(0);
-                    }
-                    l.push(line);
-                }
-            });
-        }
+        let mut ready_tx = Some(ready_tx);
+        let err: Box<dyn std::io::Read + Send> = match child.stderr.take() {
+            Some(e) => Box::new(e),
+            None => Box::new(std::io::empty()),
+        };
+        let log = read_tail(err, MAX_LOG_LINES, move |line| {
+            if (line.contains("sniffing")
+                || line.contains("bridging")
+                || line.contains("splitting"))
+                && let Some(tx) = ready_tx.take()
+            {
+                let _ = tx.send(());
+            }
+        });
         let mut p = ProxyProcess {
             child: Some(child),
             log,
@@ -210,8 +202,7 @@ impl ProxyProcess {
 
     /// The last `n` log lines.
     pub fn log_tail(&self, n: usize) -> Vec<String> {
-        let l = self.log.lock().unwrap_or_else(PoisonError::into_inner);
-        l[l.len().saturating_sub(n)..].to_vec()
+        self.log.last(n)
     }
 
     /// Fetches the metrics endpoint from inside the namespace (`None` when metrics are off or the
@@ -250,22 +241,14 @@ impl ProxyProcess {
             }
         }
         let _ = child.wait();
-        // The reader thread sees EOF right after the exit; give it a moment to store the line.
-        let deadline = Instant::now() + Duration::from_millis(200);
-        loop {
-            if let Some(l) = self
-                .log_tail(MAX_LOG_LINES)
-                .iter()
-                .rev()
-                .find(|l| l.contains("stopped"))
-            {
-                return log_fields(l);
-            }
-            if Instant::now() > deadline {
-                return BTreeMap::new();
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // The reader sees EOF right after the exit; give it a moment to store the last line.
+        self.log
+            .lines(Duration::from_millis(200))
+            .iter()
+            .rev()
+            .find(|l| l.contains("stopped"))
+            .map(|l| log_fields(l))
+            .unwrap_or_default()
     }
 
     /// Kills the proxy at once (SIGKILL), as a crash would.

@@ -339,7 +339,7 @@ fn trial_inner(
         .0
         .stderr
         .take()
-        .map(|e| read_tail(e, SERVER_LOG_LINES));
+        .map(|e| read_tail(e, SERVER_LOG_LINES, |_| {}));
     std::thread::sleep(Duration::from_millis(300));
     args.extend(scn.app.client_args.iter().cloned());
     args.extend(v.client_args.iter().cloned());
