@@ -145,11 +145,12 @@ mod timer_receiver {
         let s = score(&records, &r, &drops);
         let st = r.stats;
         assert_eq!(s.really_lost, 20, "{s:?}");
-        // Measured: 12 of the 20 losses among 28 retransmissions, 19 of the 25 gap repairs
-        // named with the learned wait. Paired with the floor alone (the build before the
-        // wait was learned from flights) none of the 24 retransmissions was a lost packet.
-        assert!(st.gap_timer_paired >= 12, "{st:?}");
-        assert!(s.correct >= 10, "{s:?}");
-        assert!(s.precision() >= 0.35, "{s:?} {st:?}");
+        // Measured: 17 of the 20 losses among 48 retransmissions (the 10 % budget refused 3
+        // more), 46 of the 47 gap repairs named in the learned wait's windows. One packet
+        // paired per gap with the learned wait (the build before the windows): 12 of 28;
+        // paired with the floor alone: none of 24.
+        assert!(st.gap_timer_paired >= 30, "{st:?}");
+        assert!(s.correct >= 15, "{s:?}");
+        assert!(s.precision() >= 0.3, "{s:?} {st:?}");
     }
 }

@@ -499,6 +499,12 @@ fn pemi_families(enc: &mut DescriptorEncoder<'_>, c: &Counters) -> Result<(), st
     )?;
     counter(
         enc,
+        "pemi_gap_closed",
+        "Gaps a gap-signal repair closed within its round (the sender saw no hole).",
+        p.gap_closed,
+    )?;
+    counter(
+        enc,
         "pemi_replies_held",
         "Replies held while a repaired gap was open.",
         p.replies_held,

@@ -481,6 +481,7 @@ impl PemiEngine {
         let floor = self.receiver_rtt_floor().filter(|_| self.cfg.gap_signal)?;
         let r = self.gap.on_reply(now, len, floor);
         let mut hold = r.hold_until;
+        self.stats.gap_closed += u64::from(r.closed);
         self.stats.gap_signals += u64::from(!r.walked_back && (r.unnamed || r.lost.is_some()));
         let mut repairing = false;
         if let Some(lost) = r.lost {
@@ -497,12 +498,16 @@ impl PemiEngine {
                 hold = None;
             }
         }
-        if let Some(also) = r.also
-            && repairing
-            && self.retransmit(now, dir, &also.frame, out)
-        {
+        for also in r.also.iter().filter(|_| repairing) {
+            if !self.retransmit(now, dir, &also.frame, out) {
+                break;
+            }
             self.stats.gap_retransmissions += 1;
-            self.stats.gap_paired += 1;
+            if r.timer_paired {
+                self.stats.gap_timer_paired += 1;
+            } else {
+                self.stats.gap_paired += 1;
+            }
             self.flowlets.mark_repaired(also.seq);
         }
         hold

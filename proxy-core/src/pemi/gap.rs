@@ -39,12 +39,22 @@
 //! next flight answers the flight's last packet, and the first reply after a flight starts
 //! answers (at least) its first. A receiver that waits as long after a lone packet at both ends
 //! is a timer receiver, and its wait takes the floor's place ([`FlightLags`]).
+//!
+//! A timer receiver's replies are not paired with one packet: its timer and processing jitter
+//! by up to a packet spacing, so a reply may cover one packet more or less than its time says.
+//! What does hold is that a reply covers everything that arrived before it was sent, so a range
+//! new in it belongs to a packet between the previous reply's newest and its own, and those
+//! packets are named together ([`TIMER_WINDOW`] at most).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Time;
+
+mod receiver;
+use receiver::ReplyLengths;
+pub use receiver::{BASE_REPLIES, FLIGHT_SAMPLES, FLIGHT_SAMPLES_NEEDED, FlightLags};
 
 /// How far a prompt reply's lag may stray from the learned one (the receiver's processing
 /// jitter; a reply flushed by the ACK timer is milliseconds late).
@@ -61,108 +71,17 @@ pub const MEASURING_AFTER: u64 = 8;
 /// 25 ms by default) that no gap-revealing reply waits for, and is not counted.
 pub const MAX_LEARNED_ACK_WAIT: Duration = Duration::from_millis(8);
 
-/// Flight ends kept, and needed before their lag is used.
-pub const FLIGHT_SAMPLES: usize = 16;
-/// See [`FLIGHT_SAMPLES`].
-pub const FLIGHT_SAMPLES_NEEDED: usize = 8;
-
-/// The receiver's waits beyond the floor at flight ends and flight starts, and from them the
-/// floor replies are paired with.
-///
-/// - **End**: the last reply after a flight answers its last packet. Its lag is at most the
-///   receiver's lag behind the packet that started its ACK (a last reply that also covers the
-///   packet before comes that much earlier after the last one), so the wait is read from the
-///   upper quartile.
-/// - **Start**: the first reply after a flight starts. A receiver that acknowledges every
-///   second packet answers the second one (a packet spacing later; a flight of one packet
-///   waits for its delayed-ACK timer, so the wait is read from the lower quartile); a timer
-///   receiver answers after its timer, as at the end.
-///
-/// Only when the two agree (within `2 ×` [`PROMPT_TOLERANCE`]) does the wait shift the pairing:
-/// a receiver that waits at flight ends for a delayed-ACK timer (ngtcp2: about an eighth of the
-/// RTT) still answers a gap at once (RFC 9000 §13.2.1), and a start tells it apart. The floor
-/// then moves by the end wait less `2 ×` [`PROMPT_TOLERANCE`], which still pairs a reply
-/// correctly when its lag jitters by that much; a lag more than a packet spacing above it does
-/// not happen while packets are further apart than that.
-#[derive(Debug, Clone, Default)]
-pub struct FlightLags {
-    ends: Waits,
-    starts: Waits,
-    /// The wait replies are paired with, derived when a wait is recorded (at flight
-    /// boundaries) rather than at every reply, which would sort both sets each time.
-    wait: Option<Duration>,
-}
-
-/// The last [`FLIGHT_SAMPLES`] waits, the oldest overwritten first, in microseconds (at most
-/// [`MAX_LEARNED_ACK_WAIT`], so 16 bits hold them: 34 bytes a set, kept small since every PEMI
-/// flow has two).
-#[derive(Debug, Clone, Default)]
-struct Waits {
-    micros: [u16; FLIGHT_SAMPLES],
-    len: u8,
-    next: u8,
-}
-
-impl Waits {
-    fn record(&mut self, wait: Duration) {
-        let micros = u16::try_from(wait.as_micros()).unwrap_or(u16::MAX);
-        self.micros[usize::from(self.next)] = micros;
-        self.next = (self.next + 1) % FLIGHT_SAMPLES as u8;
-        self.len = (self.len + 1).min(FLIGHT_SAMPLES as u8);
-    }
-
-    /// The `num / den` quantile, once [`FLIGHT_SAMPLES_NEEDED`] waits are known.
-    fn quantile(&self, num: usize, den: usize) -> Option<Duration> {
-        let len = usize::from(self.len);
-        if len < FLIGHT_SAMPLES_NEEDED {
-            return None;
-        }
-        let mut w = self.micros;
-        let w = &mut w[..len];
-        w.sort_unstable();
-        Some(Duration::from_micros(u64::from(w[(len - 1) * num / den])))
-    }
-}
-
-impl FlightLags {
-    /// Record the wait (lag beyond the floor) of a flight's last reply.
-    pub fn record_end(&mut self, wait: Duration) {
-        self.ends.record(wait);
-        self.update();
-    }
-
-    /// Record the wait (lag beyond the floor) of the first reply after a flight started.
-    pub fn record_start(&mut self, wait: Duration) {
-        self.starts.record(wait);
-        self.update();
-    }
-
-    /// The floor to pair replies with: `floor`, or `floor` plus the receiver's wait less
-    /// `2 ×` [`PROMPT_TOLERANCE`] once [`FLIGHT_SAMPLES_NEEDED`] flights have ended and started
-    /// and the waits at both ends (upper quartile of ends, lower quartile of starts) agree.
-    pub fn pairing_floor(&self, floor: Duration) -> Duration {
-        floor + self.wait.unwrap_or_default()
-    }
-
-    fn update(&mut self) {
-        self.wait = match (self.ends.quantile(3, 4), self.starts.quantile(1, 4)) {
-            (Some(end), Some(start)) if end.abs_diff(start) <= PROMPT_TOLERANCE * 2 => {
-                Some(end.saturating_sub(PROMPT_TOLERANCE * 2))
-            }
-            _ => None,
-        };
-    }
-}
-
 /// Settings of the gap signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GapConfig {
     /// Longest reply treated as ACK-only; longer ones carry other frames (data, flow control)
     /// and neither signal nor move the baseline.
     pub max_ack_len: usize,
-    /// Smallest growth over the previous prompt reply that signals a new gap (one ACK range).
+    /// Bytes of one ACK range while its varints are small: ranges are counted in these steps
+    /// above the shortest recent reply, and one more than the previous reply has is a new gap.
     pub min_growth: usize,
-    /// Largest such growth (a range with 2-byte varints; more is another frame).
+    /// Largest growth over the previous reply that is one range (a range with 2-byte varints;
+    /// a byte more is allowed for the ACK Delay, more than that is another frame).
     pub max_growth: usize,
     /// Most recent protected packets kept (a cap on state).
     pub ring_packets: usize,
@@ -215,8 +134,9 @@ pub struct GapLoss {
 pub struct GapReply {
     /// The reply signals a new gap; the packet before the one it answers, when retransmittable.
     pub lost: Option<GapLoss>,
-    /// With [`GapTracker::pairing`]: the original packet before `lost`, named with it.
-    pub also: Option<GapLoss>,
+    /// Named with `lost`: the original packet before it ([`GapTracker::pairing`]), or the
+    /// rest of a timer receiver's window ([`TIMER_WINDOW`]).
+    pub also: Vec<GapLoss>,
     /// The reply signals a new gap but no packet could be named (answered, already repaired or
     /// not buffered).
     pub unnamed: bool,
@@ -225,8 +145,11 @@ pub struct GapReply {
     /// `lost` is not a new gap's packet but an older one tried for a gap its first repair did
     /// not close ([`MAX_WALK_BACK`]).
     pub walked_back: bool,
-    /// `lost` was named with the pairing floor moved by the receiver's learned wait
-    /// ([`FlightLags`]).
+    /// The open gap closed within its repair's round (this reply is less than one range over
+    /// the pre-gap length).
+    pub closed: bool,
+    /// `lost` (and `also`) were named as a timer receiver's window, from the pairing floor
+    /// moved by its learned wait ([`FlightLags`], [`TIMER_WINDOW`]).
     pub timer_paired: bool,
 }
 
@@ -234,7 +157,8 @@ pub struct GapReply {
 #[derive(Debug, Clone, Copy)]
 struct Repair {
     until: Time,
-    /// Reply length before the gap opened: a reply this short again means it closed.
+    /// Reply length before the gap opened: a reply less than one range over it means it
+    /// closed.
     base: usize,
     /// Length of the reply that revealed the gap: replies at least this long after `until`
     /// say the repair did not close it.
@@ -243,6 +167,8 @@ struct Repair {
     named: u64,
     /// Older packets already tried in its place ([`MAX_WALK_BACK`] at most).
     walked: u8,
+    /// Named as a timer receiver's window: its closing teaches the walk-back counts nothing.
+    window: bool,
 }
 
 /// A reply's lag behind a packet less the floor, when it may be the receiver's wait before
@@ -265,6 +191,11 @@ fn round_end(now: Time, lag: Duration) -> Time {
 /// too old, since the floor is a lower bound of the path's RTT — and the lost one lies before
 /// it.
 pub const MAX_WALK_BACK: u8 = 2;
+
+/// Most packets a timer receiver's gap names at once: the receiver's replies cover the 1–3
+/// packets since its previous one (aioquic at 10 Mbit/s), and the lost one is among those
+/// before the newest.
+pub const TIMER_WINDOW: usize = 3;
 
 /// Recent protected packets, the reply-length baseline and the hold state of one flow.
 ///
@@ -290,9 +221,8 @@ pub struct GapTracker {
     cfg: GapConfig,
     ring: VecDeque<Recent>,
     bytes: usize,
-    /// Lengths of the last two prompt replies (latest first).
-    base_len: Option<usize>,
-    prev_len: Option<usize>,
+    /// Lengths of the last replies the signal measured.
+    lens: ReplyLengths,
     /// Learned proxy → receiver → proxy lag of prompt replies (ACK delay ≈ 0).
     lag: Option<Duration>,
     repair: Option<Repair>,
@@ -339,8 +269,7 @@ impl GapTracker {
             cfg,
             ring: VecDeque::new(),
             bytes: 0,
-            base_len: None,
-            prev_len: None,
+            lens: ReplyLengths::default(),
             lag: None,
             repair: None,
             holding,
@@ -440,6 +369,7 @@ impl GapTracker {
     /// spaced packets any lag `L + k · spacing` fits the reply times equally well; the floor is
     /// what picks the right `k`.
     pub fn on_reply(&mut self, now: Time, len: usize, floor: Duration) -> GapReply {
+        let prev_reply = self.last_reply;
         if len <= self.cfg.max_ack_len {
             self.last_reply = Some(now);
             if let Some(wait) = self
@@ -466,21 +396,26 @@ impl GapTracker {
         let lag = self.lag.unwrap_or(floor);
         self.prune(now, lag.max(floor));
         let mut out = GapReply::default();
+        // A reply less than one range longer than the pre-gap length has no range the gap
+        // added: a byte more is its ACK Delay varint taking two bytes (aioquic's reply to a
+        // repair often is), as for a new gap's growth below.
+        let closes = |h: &Repair| len < h.base + self.cfg.min_growth;
         if let Some(h) = self.repair
-            && (now >= h.until || len <= h.base)
+            && (now >= h.until || closes(&h))
         {
             // Closed (or given up on): this reply goes at once, overtaking the held ones.
             self.repair = None;
             // Closed within its round: by the repair (a gap that closes later was closed by the
             // sender's own recovery or by the receiver forgetting old ranges).
-            if len <= h.base && now < h.until {
+            out.closed = closes(&h) && now < h.until;
+            if out.closed && !h.window {
                 if h.walked == 0 {
                     self.closed_first = self.closed_first.saturating_add(1);
                 } else {
                     self.closed_walking = self.closed_walking.saturating_add(1);
                 }
             }
-            if len > h.base && len >= h.open_len && len <= self.cfg.max_ack_len {
+            if !closes(&h) && len >= h.open_len && len <= self.cfg.max_ack_len {
                 // The repair's time is up and the gap is still there: the packet named was
                 // not the lost one. Try the original before it.
                 if let Some(lost) = self.walk_back(now, lag, h) {
@@ -496,10 +431,16 @@ impl GapTracker {
         if len > self.cfg.max_ack_len {
             return out;
         }
+        // With a learned wait the receiver is a timer receiver: its replies jitter by up to a
+        // packet spacing, so no single packet is paired with them (see `on_timer_reply`).
+        let timer = floor > raw_floor;
         let Some(ix) = self.prompt_trigger(now, floor) else {
             // Not answering a recent packet promptly: flushed by the receiver's ACK timer, whose
             // longer ACK Delay field may take a byte more; it sets no baseline.
             self.unprompt_run = self.unprompt_run.saturating_add(1);
+            if timer {
+                return self.on_timer_reply(now, len, floor, prev_reply, lag, out);
+            }
             return out;
         };
         self.unprompt_run = 0;
@@ -510,21 +451,12 @@ impl GapTracker {
         self.lag = Some(self.lag.map_or(sample, |l| (l * 7 + sample) / 8));
         self.ring[ix].replied = true;
         self.prompt_replies += 1;
-        let (latest, before) = (self.base_len.replace(len), self.prev_len);
-        self.prev_len = latest;
-        let Some(mut base) = latest else {
+        if timer {
+            return self.on_timer_reply(now, len, floor, prev_reply, lag, out);
+        }
+        let Some(base) = self.adds_range(len) else {
             return out;
         };
-        // A one-byte bump of the previous reply is its ACK Delay varint taking two bytes (a
-        // receiver that was slow to answer), not a range: measure against the one before it.
-        if let Some(b) = before
-            && base == b + 1
-        {
-            base = b;
-        }
-        if len < base + self.cfg.min_growth || len > base + self.cfg.max_growth {
-            return out;
-        }
         // A new gap: the packet before the answered one (originals only) is missing.
         let cand = (0..ix).rev().find(|&k| !self.ring[k].is_retx);
         let named = cand.and_then(|k| {
@@ -540,32 +472,124 @@ impl GapTracker {
             Some((seq, frame)) => {
                 self.bytes -= frame.len();
                 out.lost = Some(GapLoss { seq, frame });
-                out.timer_paired = floor > raw_floor;
                 let mut named = seq;
                 if self.pairing()
                     && let Some(k) = cand
                     && let Some(also) = self.take_original_before(k)
                 {
                     named = also.seq;
-                    out.also = Some(also);
+                    out.also.push(also);
                 }
-                let until = round_end(now, lag);
-                let base = self.repair.map_or(base, |h| h.base.min(base));
-                self.repair = Some(Repair {
-                    until,
-                    base,
-                    open_len: len,
-                    named,
-                    // A pair counts as walked: its closing says nothing about first repairs.
-                    walked: u8::from(out.also.is_some()),
-                });
-                if self.holding {
-                    out.hold_until = Some(until);
-                }
+                // A pair counts as walked: its closing says nothing about first repairs.
+                let walked = u8::from(!out.also.is_empty());
+                self.open_repair(now, lag, base, len, named, walked, false, &mut out);
             }
             None => out.unnamed = true,
         }
         out
+    }
+
+    /// Record an ACK-sized reply of `len` bytes measured by the signal; `Some(base)` when it
+    /// adds a range to the previous one, `base` being the length a reply returns to when the
+    /// gap closes ([`ReplyLengths`]).
+    fn adds_range(&mut self, len: usize) -> Option<usize> {
+        let (base, prev) = (self.lens.shortest(), self.lens.last());
+        self.lens.push(len);
+        let (base, prev) = (base?, prev?);
+        let step = self.cfg.min_growth.max(1);
+        let ranges = |l: usize| l.saturating_sub(base) / step;
+        (ranges(len) > ranges(prev) && len <= prev + self.cfg.max_growth + 1).then_some(base)
+    }
+
+    /// A reply from a timer receiver (its wait learned, [`FlightLags`]). Such a receiver
+    /// acknowledges everything that arrived before its timer fired, so a reply at `now` covers
+    /// the packets forwarded up to one pairing floor before it, and a range new in it belongs
+    /// to a packet forwarded after the previous reply's newest and before this one's: the
+    /// packets between the two are named together, at most [`TIMER_WINDOW`]. Every ACK-sized
+    /// reply counts, prompt or not: the pairing of one reply with one packet is what the
+    /// receiver's jitter (a Python receiver's: up to a packet spacing) makes unreliable.
+    fn on_timer_reply(
+        &mut self,
+        now: Time,
+        len: usize,
+        floor: Duration,
+        prev_reply: Option<Time>,
+        lag: Duration,
+        mut out: GapReply,
+    ) -> GapReply {
+        let Some(base) = self.adds_range(len) else {
+            return out;
+        };
+        let covered = |t: Time| {
+            t.checked_sub(floor)
+                .map_or(0, |t| self.ring.partition_point(|r| r.at <= t))
+        };
+        // `newest` is this reply's newest packet (it arrived); the window ends before it.
+        let Some(newest) = covered(now).checked_sub(1) else {
+            out.unnamed = true;
+            return out;
+        };
+        // The window starts after the previous reply's newest, taken with the receiver's full
+        // wait rather than the pairing's (a margin earlier): a packet forwarded just in time
+        // for that reply may instead have been lost, and a lost packet shows as a range only
+        // once a later one has arrived.
+        let after_prev = prev_reply
+            .and_then(|t| t.checked_sub(PROMPT_TOLERANCE * 2))
+            .map_or(0, covered);
+        let from = after_prev.max(newest.saturating_sub(TIMER_WINDOW));
+        let mut named: Vec<GapLoss> = Vec::new();
+        for k in from..newest {
+            let r = &mut self.ring[k];
+            if r.is_retx || r.retransmitted {
+                continue;
+            }
+            let Some(frame) = r.frame.take() else {
+                continue;
+            };
+            r.retransmitted = true;
+            self.bytes -= frame.len();
+            named.push(GapLoss { seq: r.seq, frame });
+        }
+        let mut named = named.into_iter();
+        let Some(first) = named.next() else {
+            out.unnamed = true;
+            return out;
+        };
+        let oldest = first.seq;
+        out.lost = Some(first);
+        out.also.extend(named);
+        out.timer_paired = true;
+        self.open_repair(now, lag, base, len, oldest, 0, true, &mut out);
+        out
+    }
+
+    /// Start (or widen) the repair of a gap whose reply of `len` bytes came at `now`, `base`
+    /// the length before it; `named` is the oldest packet retransmitted for it.
+    #[allow(clippy::too_many_arguments)]
+    fn open_repair(
+        &mut self,
+        now: Time,
+        lag: Duration,
+        base: usize,
+        len: usize,
+        named: u64,
+        walked: u8,
+        window: bool,
+        out: &mut GapReply,
+    ) {
+        let until = round_end(now, lag);
+        let base = self.repair.map_or(base, |h| h.base.min(base));
+        self.repair = Some(Repair {
+            until,
+            base,
+            open_len: len,
+            named,
+            walked,
+            window,
+        });
+        if self.holding {
+            out.hold_until = Some(until);
+        }
     }
 
     /// A repair `h` expired with its gap open: name the original packet forwarded before the

@@ -222,9 +222,12 @@ pub struct PemiStats {
     /// Of those, the second packet named with a new gap once walks back have proven the flow's
     /// pairing late ([`gap::PAIR_AFTER`]).
     pub gap_paired: u64,
-    /// Of those, new gaps' packets named with the pairing moved by the receiver's learned ACK
-    /// wait (a timer receiver, [`gap::FlightLags`]).
+    /// Of those, packets named in a timer receiver's window, from the pairing moved by its
+    /// learned ACK wait ([`gap::FlightLags`], [`gap::TIMER_WINDOW`]).
     pub gap_timer_paired: u64,
+    /// Gaps the gap signal repaired that closed within the repair's round (the receiver's
+    /// replies back at the pre-gap length): the repairs that hid a loss from the sender.
+    pub gap_closed: u64,
     /// Reply packets held while a gap the gap signal repairs was open.
     pub replies_held: u64,
     /// Flowlet resets after a large RTT deviation (App. A).
@@ -265,6 +268,7 @@ impl PemiStats {
             gap_walk_backs,
             gap_paired,
             gap_timer_paired,
+            gap_closed,
             replies_held,
             rtt_resets,
             spin_samples,
