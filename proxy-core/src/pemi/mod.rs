@@ -225,8 +225,8 @@ pub struct PemiStats {
     /// Of those, packets named in a timer receiver's window, from the pairing moved by its
     /// learned ACK wait ([`gap::FlightLags`], [`gap::TIMER_WINDOW`]).
     pub gap_timer_paired: u64,
-    /// Gaps the gap signal repaired that closed within the repair's round (the receiver's
-    /// replies back at the pre-gap length): the repairs that hid a loss from the sender.
+    /// Gaps the gap signal repaired that closed within the repair's round (a reply less than
+    /// one ACK range over the pre-gap length): the repairs that hid a loss from the sender.
     pub gap_closed: u64,
     /// Reply packets held while a gap the gap signal repairs was open.
     pub replies_held: u64,
