@@ -498,7 +498,8 @@ impl PemiEngine {
                 hold = None;
             }
         }
-        for also in r.also.iter().filter(|_| repairing) {
+        // Named with `lost`, and only worth sending when `lost` was.
+        for also in if repairing { &r.also[..] } else { &[] } {
             if !self.retransmit(now, dir, &also.frame, out) {
                 break;
             }

@@ -537,7 +537,6 @@ impl GapTracker {
             .and_then(|t| t.checked_sub(PROMPT_TOLERANCE * 2))
             .map_or(0, covered);
         let from = after_prev.max(newest.saturating_sub(TIMER_WINDOW));
-        let mut named: Vec<GapLoss> = Vec::new();
         for k in from..newest {
             let r = &mut self.ring[k];
             if r.is_retx || r.retransmitted {
@@ -548,16 +547,17 @@ impl GapTracker {
             };
             r.retransmitted = true;
             self.bytes -= frame.len();
-            named.push(GapLoss { seq: r.seq, frame });
+            let loss = GapLoss { seq: r.seq, frame };
+            // The oldest is `lost`, the rest go with it.
+            match out.lost {
+                None => out.lost = Some(loss),
+                Some(_) => out.also.push(loss),
+            }
         }
-        let mut named = named.into_iter();
-        let Some(first) = named.next() else {
+        let Some(oldest) = out.lost.as_ref().map(|l| l.seq) else {
             out.unnamed = true;
             return out;
         };
-        let oldest = first.seq;
-        out.lost = Some(first);
-        out.also.extend(named);
         out.timer_paired = true;
         self.open_repair(now, lag, base, len, oldest, 0, true, &mut out);
         out
