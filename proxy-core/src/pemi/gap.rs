@@ -44,7 +44,12 @@
 //! by up to a packet spacing, so a reply may cover one packet more or less than its time says.
 //! What does hold is that a reply covers everything that arrived before it was sent, so a range
 //! new in it belongs to a packet between the previous reply's newest and its own, and those
-//! packets are named together ([`TIMER_WINDOW`] at most).
+//! packets are named together ([`TIMER_WINDOW`] at most). A packet that armed a reply's timer
+//! is left out: such a receiver's reply comes one wait after the first packet since its
+//! previous reply, that wait is learned at flight starts, and a lost packet arms nothing. It
+//! matters behind a sender that skips packet numbers (RFC 9000 §21.4): each skipped number is a
+//! range that no loss made and no repair closes (s2n-quic with a small window skips about one
+//! per window), whose window would otherwise be retransmitted whole.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -114,6 +119,8 @@ struct Recent {
     frame: Option<Arc<[u8]>>,
     /// A prompt reply answered it.
     replied: bool,
+    /// It armed a timer receiver's reply, so it arrived ([`GapTracker::mark_armed`]).
+    armed: bool,
     /// Retransmitted by PEMI (by either inference).
     retransmitted: bool,
     /// PEMI's own copy, not an original.
@@ -191,6 +198,11 @@ fn round_end(now: Time, lag: Duration) -> Time {
 /// too old, since the floor is a lower bound of the path's RTT — and the lost one lies before
 /// it.
 pub const MAX_WALK_BACK: u8 = 2;
+
+/// How far from the floor plus the armed wait before a timer receiver's reply the packet that
+/// armed its timer may lie (the receiver's timer and processing jitter: recorded aioquic replies
+/// come 3.45–3.85 ms after the packet that armed them on a 2.05 ms path).
+pub const ARMED_TOLERANCE: Duration = Duration::from_micros(250);
 
 /// Most packets a timer receiver's gap names at once: the receiver's replies cover the 1–3
 /// packets since its previous one (aioquic at 10 Mbit/s), and the lost one is among those
@@ -318,6 +330,7 @@ impl GapTracker {
             at: now,
             frame,
             replied: false,
+            armed: false,
             retransmitted: false,
             is_retx,
         });
@@ -434,6 +447,9 @@ impl GapTracker {
         // With a learned wait the receiver is a timer receiver: its replies jitter by up to a
         // packet spacing, so no single packet is paired with them (see `on_timer_reply`).
         let timer = floor > raw_floor;
+        if timer {
+            self.mark_armed(now, raw_floor);
+        }
         let Some(ix) = self.prompt_trigger(now, floor) else {
             // Not answering a recent packet promptly: flushed by the receiver's ACK timer, whose
             // longer ACK Delay field may take a byte more; it sets no baseline.
@@ -539,7 +555,8 @@ impl GapTracker {
         let from = after_prev.max(newest.saturating_sub(TIMER_WINDOW));
         for k in from..newest {
             let r = &mut self.ring[k];
-            if r.is_retx || r.retransmitted {
+            // A packet whose own reply came (it armed the receiver's timer) arrived.
+            if r.is_retx || r.retransmitted || r.armed {
                 continue;
             }
             let Some(frame) = r.frame.take() else {
@@ -561,6 +578,31 @@ impl GapTracker {
         out.timer_paired = true;
         self.open_repair(now, lag, base, len, oldest, 0, true, &mut out);
         out
+    }
+
+    /// A timer receiver's reply at `now` was armed by the first packet to reach it since its
+    /// previous reply: the receiver starts its timer then, so the reply comes one armed wait
+    /// ([`FlightLags::armed_wait`], learned at flight starts) plus the floor after that packet,
+    /// and a lost packet arms nothing. The packet forwarded then (within [`ARMED_TOLERANCE`],
+    /// and alone there: of two, either may have armed it) arrived. Marking it keeps a gap's
+    /// window to the packets that may be missing — a range that no loss made (a sender that
+    /// skips packet numbers, RFC 9000 §21.4) then often names nothing at all.
+    fn mark_armed(&mut self, now: Time, raw_floor: Duration) {
+        let Some(armed) = self
+            .flight_lags
+            .armed_wait()
+            .and_then(|w| now.checked_sub(raw_floor + w))
+        else {
+            return;
+        };
+        let lo = armed.checked_sub(ARMED_TOLERANCE).unwrap_or(Time::ZERO);
+        let from = self.ring.partition_point(|r| r.at < lo);
+        let to = self
+            .ring
+            .partition_point(|r| r.at <= armed + ARMED_TOLERANCE);
+        if to == from + 1 {
+            self.ring[from].armed = true;
+        }
     }
 
     /// Start (or widen) the repair of a gap whose reply of `len` bytes came at `now`, `base`

@@ -36,6 +36,9 @@ pub struct FlightLags {
     /// The wait replies are paired with, derived when a wait is recorded (at flight
     /// boundaries) rather than at every reply, which would sort both sets each time.
     wait: Option<Duration>,
+    /// A timer receiver's median wait after the packet that armed its timer (the first of a
+    /// flight), while `wait` is in use.
+    armed: Option<Duration>,
 }
 
 /// The last [`FLIGHT_SAMPLES`] waits, the oldest overwritten first, in microseconds (at most
@@ -90,6 +93,12 @@ impl FlightLags {
         floor + self.wait.unwrap_or_default()
     }
 
+    /// A timer receiver's wait beyond the floor after the packet that armed its timer: the
+    /// median of the flight starts' waits, once the wait is in use ([`Self::pairing_floor`]).
+    pub fn armed_wait(&self) -> Option<Duration> {
+        self.armed
+    }
+
     fn update(&mut self) {
         // Once in use, the wait is kept while the two ends agree within twice the margin that
         // admitted it: a timer receiver's quartiles cross the margin now and then, and each
@@ -101,6 +110,7 @@ impl FlightLags {
             }
             _ => None,
         };
+        self.armed = self.wait.and(self.starts.quantile(1, 2));
     }
 }
 

@@ -76,6 +76,21 @@ fn run_sends(
     holding: bool,
     rx: Receiver,
 ) -> (Vec<u64>, usize, usize) {
+    run_skipping(lost, &[], sends, holding, rx)
+}
+
+/// [`run_sends`] by a sender that skips a packet number before each packet in `skips` (RFC
+/// 9000 §21.4): the receiver's ACKs carry a range for each skipped number that no packet ever
+/// fills.
+fn run_skipping(
+    lost: &[u64],
+    skips: &[u64],
+    sends: &[Time],
+    holding: bool,
+    rx: Receiver,
+) -> (Vec<u64>, usize, usize) {
+    // The packet number the receiver sees for packet `s`.
+    let number = |s: u64| s + skips.iter().filter(|&&k| k <= s).count() as u64;
     #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
     enum Ev {
         Reply(usize),
@@ -109,7 +124,7 @@ fn run_sends(
                 events.insert((t + half, Ev::Reply(reply_len(&received))));
             }
             Ev::Arrive(s) if rx.timer(0).is_some() => {
-                received.insert(s);
+                received.insert(number(s));
                 if !timer_set {
                     timer_set = true;
                     events.insert((t + rx.timer(timers).unwrap_or_default(), Ev::AckTimer));
@@ -124,8 +139,8 @@ fn run_sends(
                 }
             }
             Ev::Arrive(s) => {
-                let in_order = received.last().is_none_or(|&l: &u64| s == l + 1);
-                received.insert(s);
+                let in_order = received.last().is_none_or(|&l: &u64| number(s) == l + 1);
+                received.insert(number(s));
                 since_ack += 1;
                 if since_ack >= 2 || !in_order {
                     since_ack = 0;
@@ -234,6 +249,73 @@ fn a_jittery_timer_receiver_s_gaps_name_the_packets_since_its_previous_reply() {
             "seed {seed}: {named:?}"
         );
         assert_eq!(walked, 0, "seed {seed}");
+    }
+}
+
+/// A sender that skips packet numbers (s2n-quic, quic-go: RFC 9000 §21.4) makes its receiver
+/// report ranges no loss made. Behind such a sender a jittery timer receiver's gaps still name
+/// every lost packet.
+#[test]
+fn a_timer_receiver_behind_a_sender_that_skips_numbers_gets_its_losses_named() {
+    let flights_of_7 = flights(40, 7);
+    for seed in 0..9 {
+        let at = |f: &u64| f * 7 + 1 + (f + seed) % 5;
+        let lost: Vec<u64> = [12, 18, 24, 30, 36].iter().map(at).collect();
+        let skips: Vec<u64> = [14, 16, 20, 22, 26, 28, 32, 34, 38]
+            .iter()
+            .map(at)
+            .collect();
+        let rx = Receiver::Jittery(us(1_000), seed);
+        let (named, _, _) = run_skipping(&lost, &skips, &flights_of_7, true, rx);
+        for l in &lost {
+            assert!(named.contains(l), "seed {seed}: {l} not named in {named:?}");
+        }
+        // The window (3 packets) per gap, skipped numbers included; measured 13-21 here.
+        assert!(
+            named.len() <= (lost.len() + skips.len()) * TIMER_WINDOW,
+            "seed {seed}: {named:?}"
+        );
+    }
+}
+
+/// A tracker that has learned a timer receiver's wait: single-packet flights 20 ms apart on a
+/// 2 ms floor, each answered 1.5 ms beyond the floor. Returns it with the time after them.
+fn timer_receiver_tracker() -> (GapTracker, Time, Duration) {
+    let floor = us(2_000);
+    let mut g = GapTracker::new(GapConfig::default(), true);
+    let mut t = Time::ZERO;
+    for seq in 0..12 {
+        g.on_sent(t, seq, Some(frame(1200)), false, floor);
+        g.on_reply(t + us(3_500), 40, floor);
+        t += us(20_000);
+    }
+    (g, t, floor)
+}
+
+/// A timer receiver's reply comes one learned wait after the packet that armed its timer, and
+/// a lost packet arms nothing: a packet that armed a reply is not named for a later range —
+/// here one a skipped packet number made — while a packet that armed none is.
+#[test]
+fn a_packet_that_armed_a_timer_reply_is_not_named_for_a_later_range() {
+    for armer_lost in [false, true] {
+        let (mut g, t, floor) = timer_receiver_tracker();
+        // Packets 12 and 13, 1.2 ms apart. The receiver's reply to 12 comes 0.1 ms early (its
+        // timer jitters), so the next reply's window starts at 12; the reply to 13 carries a
+        // new range.
+        g.on_sent(t, 12, Some(frame(1200)), false, floor);
+        g.on_sent(t + us(1_200), 13, Some(frame(1200)), false, floor);
+        if !armer_lost {
+            let r = g.on_reply(t + us(3_400), 40, floor);
+            assert!(r.lost.is_none());
+        }
+        let r = g.on_reply(t + us(1_200 + 3_500), 42, floor);
+        let named: Vec<u64> = r.lost.iter().chain(&r.also).map(|l| l.seq).collect();
+        if armer_lost {
+            assert_eq!(named, vec![12], "{r:?}");
+        } else {
+            assert!(named.is_empty(), "{named:?}");
+            assert!(r.unnamed && r.hold_until.is_none(), "{r:?}");
+        }
     }
 }
 
