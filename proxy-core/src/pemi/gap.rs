@@ -200,8 +200,8 @@ fn round_end(now: Time, lag: Duration) -> Time {
 pub const MAX_WALK_BACK: u8 = 2;
 
 /// How far from the floor plus the armed wait before a timer receiver's reply the packet that
-/// armed its timer may lie (the receiver's timer and processing jitter: recorded aioquic replies
-/// come 3.45–3.85 ms after the packet that armed them on a 2.05 ms path).
+/// armed its timer may lie (the receiver's timer and processing jitter: 90 % of recorded aioquic
+/// replies came 3.52–3.87 ms after the packet that armed them, on a 2.05 ms path).
 pub const ARMED_TOLERANCE: Duration = Duration::from_micros(250);
 
 /// Most packets a timer receiver's gap names at once: the receiver's replies cover the 1–3
