@@ -62,7 +62,8 @@ pub struct TransferStack {
 
 /// The `transfer` stacks: quinn, quiche, s2n-quic (raw stream only, no SDK) and kernel TCP
 /// (`sidekick-transfer`), quic-go (`sidekick-transfer-quicgo`, examples/quic-go/transfer, built by
-/// scripts/build-quicgo.sh), ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's
+/// scripts/build-quicgo.sh; with `--stack x-net-quic` the same binary runs golang.org/x/net/quic),
+/// ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's
 /// `gtlsserver`/`gtlsclient`: HTTP/3 only, no upload measurement on its server), aioquic
 /// (`sidekick-transfer-aioquic`, a Python download client) and libcurl (`sidekick-curl`, a
 /// client over HTTP/3).
@@ -103,6 +104,16 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         client: Some("sidekick-transfer-quicgo"),
         raw: true,
         http3: true,
+        serves_uploads: true,
+        sdk: false,
+        client_uploads: true,
+    },
+    TransferStack {
+        name: X_NET_QUIC,
+        server: Some("sidekick-transfer-quicgo"),
+        client: Some("sidekick-transfer-quicgo"),
+        raw: true,
+        http3: false,
         serves_uploads: true,
         sdk: false,
         client_uploads: true,
@@ -161,6 +172,12 @@ pub const AIOQUIC: &str = "aioquic";
 
 /// The aioquic client's launcher (written by scripts/build-aioquic.sh beside the Rust binaries).
 pub const AIOQUIC_BINARY: &str = "sidekick-transfer-aioquic";
+
+/// The stack name of Go's own QUIC package, golang.org/x/net/quic (`sidekick-transfer-quicgo
+/// --stack x-net-quic`, built with the quic-go programs): the raw-stream protocol only, no
+/// transport counters in its reports; a stack none of the proxy's inference was developed
+/// against.
+pub const X_NET_QUIC: &str = "x-net-quic";
 
 /// The stack name of ngtcp2 (Debian's example programs, HTTP/3 only).
 pub const NGTCP2: &str = "ngtcp2";

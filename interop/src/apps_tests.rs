@@ -458,6 +458,38 @@ fn curl_client_command_lines() {
 }
 
 #[test]
+fn x_net_quic_runs_the_go_binary_on_the_raw_protocol_both_ways() {
+    for (srv, cli) in [
+        (X_NET_QUIC, X_NET_QUIC),
+        (X_NET_QUIC, "quinn"),
+        ("quinn", X_NET_QUIC),
+        (S2N_QUIC, X_NET_QUIC),
+        (X_NET_QUIC, AIOQUIC),
+    ] {
+        for dir in ["download", "upload"] {
+            let app = transfer_app(srv, Some(cli), false, dir);
+            if dir == "upload" && cli == AIOQUIC {
+                assert!(transfer_pair(&app, &[]).is_err());
+                continue;
+            }
+            assert!(transfer_pair(&app, &[]).is_ok(), "{srv} -> {cli} {dir}");
+            let (sargs, cargs) = app_args(&app, 4433);
+            assert_eq!(&sargs[..3], ["server", "--stack", srv]);
+            assert_eq!(&cargs[..3], ["client", "--stack", cli]);
+        }
+    }
+    let app = transfer_app(X_NET_QUIC, None, false, "download");
+    assert_eq!(
+        app_binaries(&app),
+        Some(("sidekick-transfer-quicgo", "sidekick-transfer-quicgo"))
+    );
+    // No HTTP/3 in golang.org/x/net/quic.
+    let e = transfer_pair(&transfer_app(X_NET_QUIC, Some("quinn"), true, "download"), &[])
+        .unwrap_err();
+    assert!(e.contains("app.stack") && e.contains("app.http3 = false"), "{e}");
+}
+
+#[test]
 fn aioquic_is_a_download_client_of_every_server() {
     for (srv, http3) in [
         ("quinn", true),

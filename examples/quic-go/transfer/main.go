@@ -1,11 +1,11 @@
 // Command sidekick-transfer-quicgo is sidekick-transfer (examples/src/bin/sidekick-transfer.rs)
-// on quic-go: bulk download and upload over the raw-stream protocol (ALPN "sidekick-transfer")
+// on quic-go, and with --stack x-net-quic on Go's golang.org/x/net/quic (xnet.go): bulk download and upload over the raw-stream protocol (ALPN "sidekick-transfer")
 // or over HTTP/3 (quic-go/http3: GET /download/N, POST /upload/N, GET /stats), with the same
 // one-line JSON report, so quic-go servers and clients interoperate with the quinn and quiche
 // ones in the lab (app.stack / app.client_stack = "quic-go").
 //
-//	sidekick-transfer-quicgo server [--stack quic-go] --listen IP:PORT [--once] [--http3]
-//	sidekick-transfer-quicgo client [--stack quic-go] --connect IP:PORT (--download N | --upload N)
+//	sidekick-transfer-quicgo server [--stack quic-go|x-net-quic] --listen IP:PORT [--once] [--http3]
+//	sidekick-transfer-quicgo client [--stack quic-go|x-net-quic] --connect IP:PORT (--download N | --upload N)
 //	                               [--json] [--timeout SECS] [--http3] [--cc cubic]
 package main
 
@@ -62,8 +62,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `Bulk transfer over QUIC on quic-go, interoperable with sidekick-transfer (quinn, quiche).
 
 Usage:
-  sidekick-transfer-quicgo server [--stack quic-go] --listen IP:PORT [--once] [--http3]
-  sidekick-transfer-quicgo client [--stack quic-go] --connect IP:PORT (--download N | --upload N)
+  sidekick-transfer-quicgo server [--stack quic-go|x-net-quic] --listen IP:PORT [--once] [--http3]
+  sidekick-transfer-quicgo client [--stack quic-go|x-net-quic] --connect IP:PORT (--download N | --upload N)
                                   [--json] [--timeout SECS] [--http3] [--cc cubic]
 `)
 }
@@ -77,15 +77,21 @@ type commonFlags struct {
 
 func addCommon(fs *flag.FlagSet) commonFlags {
 	return commonFlags{
-		stack: fs.String("stack", stackName, "QUIC implementation (only quic-go)"),
-		cc:    fs.String("cc", "cubic", "congestion controller (quic-go has CUBIC only)"),
+		stack: fs.String("stack", stackName, "QUIC implementation: quic-go, or x-net-quic (golang.org/x/net/quic, raw stream only)"),
+		cc:    fs.String("cc", "cubic", "congestion controller (quic-go has CUBIC only; x-net-quic runs NewReno whatever is asked)"),
 		http3: fs.Bool("http3", false, "speak HTTP/3 (ALPN h3) instead of the raw stream protocol"),
 	}
 }
 
 func (c commonFlags) check() error {
+	if *c.stack == xnetStack {
+		if *c.http3 {
+			return errors.New("--http3: golang.org/x/net/quic has no HTTP/3; x-net-quic speaks the raw stream protocol only")
+		}
+		return nil
+	}
 	if *c.stack != stackName {
-		return fmt.Errorf("--stack %s: this binary is the quic-go stack", *c.stack)
+		return fmt.Errorf("--stack %s: this binary runs quic-go or %s", *c.stack, xnetStack)
 	}
 	if *c.cc != "cubic" {
 		return fmt.Errorf("--cc %s: quic-go offers CUBIC only", *c.cc)
@@ -122,6 +128,9 @@ func serverMain(args []string, logger *slog.Logger) error {
 	tlsConf, err := selfSignedTLS(common.alpn(), *certBytes)
 	if err != nil {
 		return fmt.Errorf("certificate: %w", err)
+	}
+	if *common.stack == xnetStack {
+		return xnetServe(context.Background(), *listen, tlsConf, *once, logger)
 	}
 	ln, err := quic.ListenAddr(*listen, tlsConf, quicConfig())
 	if err != nil {
@@ -194,7 +203,13 @@ func clientMain(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*timeout*float64(time.Second)))
 	defer cancel()
-	rep, err := runClient(ctx, *connect, req, *common.http3)
+	var rep report
+	var err error
+	if *common.stack == xnetStack {
+		rep, err = xnetTransfer(ctx, *connect, req)
+	} else {
+		rep, err = runClient(ctx, *connect, req, *common.http3)
+	}
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	xquic "golang.org/x/net/quic"
 )
 
 // What examples/src/transfer/mod.rs encodes for the same values: Request { Upload, 10_000_000 }
@@ -162,6 +163,57 @@ func TestLoopbackTransfers(t *testing.T) {
 			t.Fatalf("server: %v", err)
 		}
 		ln.Close()
+	}
+}
+
+// TestXNetLoopbackTransfers runs golang.org/x/net/quic (--stack x-net-quic) over real UDP
+// sockets on loopback, both directions: its client against its server and against the quic-go
+// server, and the quic-go client against its server. Its reports leave the counters it does not
+// have out.
+func TestXNetLoopbackTransfers(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tlsConf, err := selfSignedTLS(alpnRaw, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ep, err := xquic.Listen("udp", "127.0.0.1:0", xnetConfig(tlsConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ep.Close(context.Background()) }()
+	go func() { _ = xnetServeEndpoint(ctx, ep, false, logger) }()
+	ln, err := quic.ListenAddr("127.0.0.1:0", tlsConf, quicConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { _ = serve(ctx, ln, false, false, logger) }()
+	xnetAddr, quicgoAddr := ep.LocalAddr().String(), ln.Addr().String()
+	for _, req := range []request{{download, 2_000_003}, {upload, 1_500_001}} {
+		for _, addr := range []string{xnetAddr, quicgoAddr} {
+			rep, err := xnetTransfer(ctx, addr, req)
+			if err != nil {
+				t.Fatalf("x-net-quic client to %s, %v: %v", addr, req.dir, err)
+			}
+			if rep.Stack != xnetStack || rep.Bytes != req.bytes || rep.GoodputMbps <= 0 {
+				t.Fatalf("report %+v for %+v", rep, req)
+			}
+			if rep.SentPackets != nil || rep.LostPackets != nil {
+				t.Fatalf("counters x/net/quic does not have: %+v", rep)
+			}
+			if (rep.TtfbMs != nil) != (req.dir == download) {
+				t.Fatalf("%v: ttfb %v", req.dir, rep.TtfbMs)
+			}
+		}
+		rep, err := runClient(ctx, xnetAddr, req, false)
+		if err != nil {
+			t.Fatalf("quic-go client to the x-net-quic server, %v: %v", req.dir, err)
+		}
+		if rep.Bytes != req.bytes || rep.Stack != stackName {
+			t.Fatalf("report %+v for %+v", rep, req)
+		}
 	}
 }
 

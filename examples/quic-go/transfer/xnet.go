@@ -1,0 +1,225 @@
+package main
+
+// The raw-stream protocol on Go's own QUIC package, golang.org/x/net/quic (--stack x-net-quic):
+// a second Go stack with its own loss recovery (NewReno), ACK policy and packet-number
+// skipping, none of which the proxy's inference was developed against. No HTTP/3 (the package
+// has none) and no transport counters (it exports none): its server's summary and its client's
+// report carry zeros and leave the sender's counters out.
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	xquic "golang.org/x/net/quic"
+)
+
+// xnetStack is the --stack name of golang.org/x/net/quic.
+const xnetStack = "x-net-quic"
+
+func xnetConfig(tlsConf *tls.Config) *xquic.Config {
+	// QUIC needs TLS 1.3 (RFC 9001 §4.2); quic-go raises the minimum itself, this package
+	// leaves it to the caller.
+	tlsConf = tlsConf.Clone()
+	tlsConf.MinVersion = tls.VersionTLS13
+	return &xquic.Config{
+		TLSConfig:      tlsConf,
+		MaxIdleTimeout: idleTimeout,
+		// The download's whole payload may sit in flight on the lab's slowest links.
+		MaxStreamReadBufferSize: 8 << 20,
+		MaxConnReadBufferSize:   8 << 20,
+	}
+}
+
+// xnetServe listens on addr and serves raw-stream transfers until ctx ends (or after the first
+// connection with once).
+func xnetServe(ctx context.Context, addr string, tlsConf *tls.Config, once bool, logger *slog.Logger) error {
+	ep, err := xquic.Listen("udp", addr, xnetConfig(tlsConf))
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	defer func() { _ = ep.Close(context.Background()) }()
+	logger.Info("listening", "addr", ep.LocalAddr().String(), "stack", xnetStack)
+	return xnetServeEndpoint(ctx, ep, once, logger)
+}
+
+// xnetServeEndpoint accepts connections on ep until ctx ends (or after the first with once)
+// and serves each.
+func xnetServeEndpoint(ctx context.Context, ep *xquic.Endpoint, once bool, logger *slog.Logger) error {
+	for {
+		conn, err := ep.Accept(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accepting: %w", err)
+		}
+		run := func() {
+			peer := conn.RemoteAddr().String()
+			if err := xnetServeConn(ctx, conn, logger); err != nil {
+				logger.Warn("connection failed", "peer", peer, "err", err)
+				conn.Abort(&xquic.ApplicationError{Code: 1, Reason: "server error"})
+			}
+		}
+		if once {
+			run()
+			return nil
+		}
+		go run()
+	}
+}
+
+// xnetServeConn serves one raw-stream transfer on conn and waits for the client to close.
+func xnetServeConn(ctx context.Context, conn *xquic.Conn, logger *slog.Logger) error {
+	peer := conn.RemoteAddr().String()
+	str, err := conn.AcceptStream(ctx)
+	if err != nil {
+		return fmt.Errorf("accepting stream: %w", err)
+	}
+	var hdr [requestLen]byte
+	if _, err := io.ReadFull(str, hdr[:]); err != nil {
+		return fmt.Errorf("reading request: %w", err)
+	}
+	req, err := decodeRequest(hdr[:])
+	if err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	logger.Info("request", "peer", peer, "direction", req.dir.String(), "bytes", req.bytes)
+	var sum summary
+	switch req.dir {
+	case download:
+		if err := writePattern(str, req.bytes); err != nil {
+			return fmt.Errorf("sending payload: %w", err)
+		}
+		if err := str.Flush(); err != nil {
+			return fmt.Errorf("sending payload: %w", err)
+		}
+		// The client finishes its side once it holds every byte.
+		if _, err := io.Copy(io.Discard, str); err != nil {
+			return fmt.Errorf("awaiting client FIN: %w", err)
+		}
+		sum.bytes = req.bytes
+	case upload:
+		got, first, last, err := readCounting(str, req.bytes)
+		if err != nil {
+			return fmt.Errorf("receiving payload: %w", err)
+		}
+		if got != req.bytes {
+			return fmt.Errorf("upload from %s: got %d of %d bytes", peer, got, req.bytes)
+		}
+		sum.bytes, sum.firstByteUnixNs, sum.lastByteUnixNs = got, first, last
+	}
+	if _, err := str.Write(sum.encode()); err != nil {
+		return fmt.Errorf("sending summary: %w", err)
+	}
+	str.CloseWrite()
+	wait, cancel := context.WithTimeout(ctx, closeWait)
+	defer cancel()
+	if err := conn.Wait(wait); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		var app *xquic.ApplicationError
+		if errors.As(err, &app) && app.Code == 0 {
+			logger.Info("connection closed", "peer", peer)
+			return nil
+		}
+		return fmt.Errorf("closing: %w", err)
+	} else if err != nil {
+		return errors.New("client did not close the connection")
+	}
+	logger.Info("connection closed", "peer", peer)
+	return nil
+}
+
+// xnetTransfer dials addr with golang.org/x/net/quic and runs one raw-stream transfer.
+func xnetTransfer(ctx context.Context, addr string, req request) (report, error) {
+	tlsConf := &tls.Config{
+		ServerName: "localhost",
+		// The lab's servers have self-signed certificates, as for the other clients.
+		InsecureSkipVerify: true, //nolint:gosec
+		NextProtos:         []string{alpnRaw},
+	}
+	// An endpoint of the server's address family: a dual-stack socket sends IPv4 peers'
+	// datagrams as v4-mapped IPv6, which the package does not unmap.
+	local := "0.0.0.0:0"
+	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().Is6() && !ap.Addr().Is4In6() {
+		local = "[::]:0"
+	}
+	ep, err := xquic.Listen("udp", local, nil)
+	if err != nil {
+		return report{}, fmt.Errorf("client endpoint: %w", err)
+	}
+	defer func() { _ = ep.Close(context.Background()) }()
+	dialed := time.Now()
+	conn, err := ep.Dial(ctx, "udp", addr, xnetConfig(tlsConf))
+	if err != nil {
+		return report{}, fmt.Errorf("handshake with %s: %w", addr, err)
+	}
+	d, stats, err := xnetRawTransfer(ctx, conn, req)
+	if err != nil {
+		conn.Abort(&xquic.ApplicationError{Code: 1, Reason: "client error"})
+		return report{}, err
+	}
+	conn.Abort(&xquic.ApplicationError{Code: 0, Reason: "done"})
+	rep := newReport(req.dir, req.bytes, dialed, d, stats)
+	rep.Stack = xnetStack
+	return rep, nil
+}
+
+// xnetRawTransfer is rawTransfer on a golang.org/x/net/quic connection.
+func xnetRawTransfer(ctx context.Context, conn *xquic.Conn, req request) (time.Duration, senderStats, error) {
+	str, err := conn.NewStream(ctx)
+	if err != nil {
+		return 0, senderStats{}, fmt.Errorf("opening stream: %w", err)
+	}
+	str.SetReadContext(ctx)
+	str.SetWriteContext(ctx)
+	start := time.Now()
+	startWall := unixNs(start)
+	if _, err := str.Write(req.encode()); err != nil {
+		return 0, senderStats{}, fmt.Errorf("sending request: %w", err)
+	}
+	// Counters the package does not export are left out of the report.
+	stats := senderStats{senderUnknown: true}
+	switch req.dir {
+	case download:
+		if err := str.Flush(); err != nil {
+			return 0, senderStats{}, fmt.Errorf("sending request: %w", err)
+		}
+		var got int64
+		if req.bytes > 0 {
+			var first [1]byte
+			if _, err := io.ReadFull(str, first[:]); err != nil {
+				return 0, senderStats{}, fmt.Errorf("server sent no payload: %w", err)
+			}
+			stats.firstByte, got = time.Now(), 1
+		}
+		n, err := io.CopyN(io.Discard, str, int64(req.bytes)-got)
+		if err != nil {
+			return 0, senderStats{}, fmt.Errorf("server finished after %d of %d bytes: %w", got+n, req.bytes, err)
+		}
+		d := time.Since(start)
+		str.CloseWrite()
+		if _, err := readSummary(str); err != nil {
+			return 0, senderStats{}, err
+		}
+		return d, stats, nil
+	default:
+		if err := writePattern(str, req.bytes); err != nil {
+			return 0, senderStats{}, fmt.Errorf("sending payload: %w", err)
+		}
+		str.CloseWrite()
+		sum, err := readSummary(str)
+		if err != nil {
+			return 0, senderStats{}, err
+		}
+		elapsed := time.Since(start)
+		if sum.bytes != req.bytes {
+			return 0, senderStats{}, fmt.Errorf("server received %d of %d bytes", sum.bytes, req.bytes)
+		}
+		return uploadDuration(startWall, sum, elapsed), stats, nil
+	}
+}
