@@ -484,9 +484,15 @@ fn x_net_quic_runs_the_go_binary_on_the_raw_protocol_both_ways() {
         Some(("sidekick-transfer-quicgo", "sidekick-transfer-quicgo"))
     );
     // No HTTP/3 in golang.org/x/net/quic.
-    let e = transfer_pair(&transfer_app(X_NET_QUIC, Some("quinn"), true, "download"), &[])
-        .unwrap_err();
-    assert!(e.contains("app.stack") && e.contains("app.http3 = false"), "{e}");
+    let e = transfer_pair(
+        &transfer_app(X_NET_QUIC, Some("quinn"), true, "download"),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("app.stack") && e.contains("app.http3 = false"),
+        "{e}"
+    );
 }
 
 #[test]
