@@ -265,9 +265,15 @@ pub fn transfer_pair(
             client.name
         ));
     }
-    if app.cert_bytes > 0 && !matches!(server.name, "quinn" | "quiche" | S2N_QUIC | QUIC_GO) {
+    if app.cert_bytes > 0
+        && !matches!(
+            server.name,
+            "quinn" | "quiche" | S2N_QUIC | QUIC_GO | X_NET_QUIC
+        )
+    {
         return Err(format!(
-            "app.cert_bytes needs a quinn, quiche, s2n-quic or quic-go server, not app.stack = {:?}",
+            "app.cert_bytes needs a quinn, quiche, s2n-quic, quic-go or x-net-quic server, not \
+             app.stack = {:?}",
             server.name
         ));
     }

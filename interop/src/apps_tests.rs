@@ -231,7 +231,7 @@ fn impossible_transfer_pairs_are_refused_naming_the_keys() {
     let e = err(&transfer_app(CURL, None, true, "download"), &[]);
     assert!(e.contains("has no server"), "{e}");
     // The SDK only on quinn, quiche and curl clients; the handshake experiments' server
-    // options: a padded certificate on quinn, quiche and quic-go servers, the ServerHello
+    // options: a padded certificate on quinn, quiche, quic-go and x-net-quic servers, the ServerHello
     // delay on sidekick-transfer's only.
     assert_no_sdk_client_and_no_hello_delay(QUIC_GO, "quinn", true);
     // Both options on a quiche server.
@@ -242,6 +242,10 @@ fn impossible_transfer_pairs_are_refused_naming_the_keys() {
     let mut app = transfer_app(NGTCP2, Some("quinn"), true, "download");
     app.cert_bytes = 1212;
     assert!(err(&app, &[]).contains("app.cert_bytes"));
+    // The Go binary pads its certificate on either of its stacks.
+    let mut app = transfer_app(X_NET_QUIC, Some("quinn"), false, "download");
+    app.cert_bytes = 5113;
+    assert!(transfer_pair(&app, &[]).is_ok());
     // What can run does.
     assert!(transfer_pair(&transfer_app("quiche", Some(NGTCP2), true, "upload"), &[]).is_ok());
     assert!(
