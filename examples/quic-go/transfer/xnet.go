@@ -3,8 +3,8 @@ package main
 // The raw-stream protocol on Go's own QUIC package, golang.org/x/net/quic (--stack x-net-quic):
 // a second Go stack with its own loss recovery (NewReno), ACK policy and packet-number
 // skipping, none of which the proxy's inference was developed against. No HTTP/3 (the package
-// has none) and no transport counters (it exports none): its server's summary and its client's
-// report carry zeros and leave the sender's counters out.
+// has none) and no transport counters (it exports none): its server's summary carries zeros
+// for them, and its client's report leaves the sender's counters out.
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 // xnetStack is the --stack name of golang.org/x/net/quic.
 const xnetStack = "x-net-quic"
 
+// xnetConfig is the endpoint and connection configuration of both sides.
 func xnetConfig(tlsConf *tls.Config) *xquic.Config {
 	// QUIC needs TLS 1.3 (RFC 9001 §4.2); quic-go raises the minimum itself, this package
 	// leaves it to the caller.
@@ -120,18 +121,18 @@ func xnetServeConn(ctx context.Context, conn *xquic.Conn, logger *slog.Logger) e
 	str.CloseWrite()
 	wait, cancel := context.WithTimeout(ctx, closeWait)
 	defer cancel()
-	if err := conn.Wait(wait); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		var app *xquic.ApplicationError
-		if errors.As(err, &app) && app.Code == 0 {
-			logger.Info("connection closed", "peer", peer)
-			return nil
-		}
-		return fmt.Errorf("closing: %w", err)
-	} else if err != nil {
+	err = conn.Wait(wait)
+	var app *xquic.ApplicationError
+	switch {
+	case err == nil, errors.As(err, &app) && app.Code == 0:
+		// NO_ERROR, or the clients' application close with code 0.
+		logger.Info("connection closed", "peer", peer)
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
 		return errors.New("client did not close the connection")
+	default:
+		return fmt.Errorf("closing: %w", err)
 	}
-	logger.Info("connection closed", "peer", peer)
-	return nil
 }
 
 // xnetTransfer dials addr with golang.org/x/net/quic and runs one raw-stream transfer.
