@@ -144,32 +144,37 @@ func serverMain(args []string, logger *slog.Logger) error {
 // serve accepts connections until ctx ends (or after the first with once) and serves each.
 func serve(ctx context.Context, ln *quic.Listener, once, http3 bool, logger *slog.Logger) error {
 	h3 := newH3Server(logger)
+	return acceptLoop(ctx, ln.Accept, once, func(conn *quic.Conn) {
+		peer := conn.RemoteAddr().String()
+		var err error
+		if http3 {
+			err = h3.ServeQUICConn(conn)
+		} else {
+			err = serveRaw(conn, logger)
+		}
+		if err != nil {
+			logger.Warn("connection failed", "peer", peer, "err", err)
+			_ = conn.CloseWithError(1, "server error")
+		}
+	})
+}
+
+// acceptLoop accepts connections with accept until ctx ends (or after the first with once) and
+// serves each with serveConn, on its own goroutine unless once (either Go stack).
+func acceptLoop[C any](ctx context.Context, accept func(context.Context) (C, error), once bool, serveConn func(C)) error {
 	for {
-		conn, err := ln.Accept(ctx)
+		conn, err := accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("accepting: %w", err)
 		}
-		run := func() {
-			peer := conn.RemoteAddr().String()
-			var err error
-			if http3 {
-				err = h3.ServeQUICConn(conn)
-			} else {
-				err = serveRaw(conn, logger)
-			}
-			if err != nil {
-				logger.Warn("connection failed", "peer", peer, "err", err)
-				_ = conn.CloseWithError(1, "server error")
-			}
-		}
 		if once {
-			run()
+			serveConn(conn)
 			return nil
 		}
-		go run()
+		go serveConn(conn)
 	}
 }
 

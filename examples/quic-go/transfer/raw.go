@@ -20,6 +20,26 @@ func serveRaw(conn *quic.Conn, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("accepting stream: %w", err)
 	}
+	if err := answerRequest(str, peer, logger, nil, func() summary { return connSummary(conn) }); err != nil {
+		return err
+	}
+	if err := str.Close(); err != nil {
+		return fmt.Errorf("finishing stream: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		logger.Info("connection closed", "peer", peer, "reason", context.Cause(ctx))
+		return nil
+	case <-time.After(closeWait):
+		return errors.New("client did not close the connection")
+	}
+}
+
+// answerRequest is the server's side of one raw-stream transfer on str, on either Go stack: the
+// request, the payload sent (download) or counted (upload), and the summary, whose transport
+// counters come from counters() once the data has gone. flush, when not nil, sends what str
+// holds back (golang.org/x/net/quic sends small writes only when flushed; quic-go at once).
+func answerRequest(str io.ReadWriter, peer string, logger *slog.Logger, flush func() error, counters func() summary) error {
 	var hdr [requestLen]byte
 	if _, err := io.ReadFull(str, hdr[:]); err != nil {
 		return fmt.Errorf("reading request: %w", err)
@@ -35,11 +55,16 @@ func serveRaw(conn *quic.Conn, logger *slog.Logger) error {
 		if err := writePattern(str, req.bytes); err != nil {
 			return fmt.Errorf("sending payload: %w", err)
 		}
+		if flush != nil {
+			if err := flush(); err != nil {
+				return fmt.Errorf("sending payload: %w", err)
+			}
+		}
 		// The client finishes its side once it holds every byte.
 		if _, err := io.Copy(io.Discard, str); err != nil {
 			return fmt.Errorf("awaiting client FIN: %w", err)
 		}
-		sum = connSummary(conn)
+		sum = counters()
 		sum.bytes = req.bytes
 	case upload:
 		got, first, last, err := readCounting(str, req.bytes)
@@ -49,22 +74,13 @@ func serveRaw(conn *quic.Conn, logger *slog.Logger) error {
 		if got != req.bytes {
 			return fmt.Errorf("upload from %s: got %d of %d bytes", peer, got, req.bytes)
 		}
-		sum = connSummary(conn)
+		sum = counters()
 		sum.bytes, sum.firstByteUnixNs, sum.lastByteUnixNs = got, first, last
 	}
 	if _, err := str.Write(sum.encode()); err != nil {
 		return fmt.Errorf("sending summary: %w", err)
 	}
-	if err := str.Close(); err != nil {
-		return fmt.Errorf("finishing stream: %w", err)
-	}
-	select {
-	case <-ctx.Done():
-		logger.Info("connection closed", "peer", peer, "reason", context.Cause(ctx))
-		return nil
-	case <-time.After(closeWait):
-		return errors.New("client did not close the connection")
-	}
+	return nil
 }
 
 // writePattern writes n bytes of the payload pattern to w.
@@ -114,35 +130,11 @@ func rawTransfer(ctx context.Context, conn *quic.Conn, req request) (time.Durati
 	if dl, ok := ctx.Deadline(); ok {
 		_ = str.SetDeadline(dl)
 	}
-	start := time.Now()
-	startWall := unixNs(start)
-	if _, err := str.Write(req.encode()); err != nil {
-		return 0, senderStats{}, fmt.Errorf("sending request: %w", err)
+	d, sum, firstByte, err := rawExchange(str, req, nil, str.Close)
+	if err != nil {
+		return 0, senderStats{}, err
 	}
-	switch req.dir {
-	case download:
-		// The first byte alone first: its arrival is the time to first byte.
-		var firstByte time.Time
-		var got int64
-		if req.bytes > 0 {
-			var first [1]byte
-			if _, err := io.ReadFull(str, first[:]); err != nil {
-				return 0, senderStats{}, fmt.Errorf("server sent no payload: %w", err)
-			}
-			firstByte, got = time.Now(), 1
-		}
-		n, err := io.CopyN(io.Discard, str, int64(req.bytes)-got)
-		if err != nil {
-			return 0, senderStats{}, fmt.Errorf("server finished after %d of %d bytes: %w", got+n, req.bytes, err)
-		}
-		d := time.Since(start)
-		if err := str.Close(); err != nil {
-			return 0, senderStats{}, fmt.Errorf("finishing stream: %w", err)
-		}
-		sum, err := readSummary(str)
-		if err != nil {
-			return 0, senderStats{}, err
-		}
+	if req.dir == download {
 		return d, senderStats{
 			sentPackets:         sum.sentPackets,
 			lostPackets:         sum.lostPackets,
@@ -150,28 +142,72 @@ func rawTransfer(ctx context.Context, conn *quic.Conn, req request) (time.Durati
 			receiverSentPackets: conn.ConnectionStats().PacketsSent,
 			firstByte:           firstByte,
 		}, nil
-	default:
-		if err := writePattern(str, req.bytes); err != nil {
-			return 0, senderStats{}, fmt.Errorf("sending payload: %w", err)
+	}
+	own := connSummary(conn)
+	return d, senderStats{
+		sentPackets:         own.sentPackets,
+		lostPackets:         own.lostPackets,
+		retransmissions:     own.retransmissions,
+		receiverSentPackets: sum.sentPackets,
+	}, nil
+}
+
+// rawExchange is the client's side of one raw-stream transfer on str, on either Go stack: the
+// goodput interval (download: request to last byte; upload: uploadDuration), the server's
+// summary, and when a download's first payload byte arrived. flush, when not nil, sends what
+// str holds back (as for answerRequest); finish sends the client's FIN.
+func rawExchange(str io.ReadWriter, req request, flush, finish func() error) (time.Duration, summary, time.Time, error) {
+	start := time.Now()
+	startWall := unixNs(start)
+	if _, err := str.Write(req.encode()); err != nil {
+		return 0, summary{}, time.Time{}, fmt.Errorf("sending request: %w", err)
+	}
+	switch req.dir {
+	case download:
+		if flush != nil {
+			if err := flush(); err != nil {
+				return 0, summary{}, time.Time{}, fmt.Errorf("sending request: %w", err)
+			}
 		}
-		if err := str.Close(); err != nil {
-			return 0, senderStats{}, fmt.Errorf("finishing stream: %w", err)
+		// The first byte alone first: its arrival is the time to first byte.
+		var firstByte time.Time
+		var got int64
+		if req.bytes > 0 {
+			var first [1]byte
+			if _, err := io.ReadFull(str, first[:]); err != nil {
+				return 0, summary{}, time.Time{}, fmt.Errorf("server sent no payload: %w", err)
+			}
+			firstByte, got = time.Now(), 1
+		}
+		n, err := io.CopyN(io.Discard, str, int64(req.bytes)-got)
+		if err != nil {
+			return 0, summary{}, time.Time{}, fmt.Errorf("server finished after %d of %d bytes: %w", got+n, req.bytes, err)
+		}
+		d := time.Since(start)
+		if err := finish(); err != nil {
+			return 0, summary{}, time.Time{}, fmt.Errorf("finishing stream: %w", err)
 		}
 		sum, err := readSummary(str)
 		if err != nil {
-			return 0, senderStats{}, err
+			return 0, summary{}, time.Time{}, err
+		}
+		return d, sum, firstByte, nil
+	default:
+		if err := writePattern(str, req.bytes); err != nil {
+			return 0, summary{}, time.Time{}, fmt.Errorf("sending payload: %w", err)
+		}
+		if err := finish(); err != nil {
+			return 0, summary{}, time.Time{}, fmt.Errorf("finishing stream: %w", err)
+		}
+		sum, err := readSummary(str)
+		if err != nil {
+			return 0, summary{}, time.Time{}, err
 		}
 		elapsed := time.Since(start)
 		if sum.bytes != req.bytes {
-			return 0, senderStats{}, fmt.Errorf("server received %d of %d bytes", sum.bytes, req.bytes)
+			return 0, summary{}, time.Time{}, fmt.Errorf("server received %d of %d bytes", sum.bytes, req.bytes)
 		}
-		own := connSummary(conn)
-		return uploadDuration(startWall, sum, elapsed), senderStats{
-			sentPackets:         own.sentPackets,
-			lostPackets:         own.lostPackets,
-			retransmissions:     own.retransmissions,
-			receiverSentPackets: sum.sentPackets,
-		}, nil
+		return uploadDuration(startWall, sum, elapsed), sum, time.Time{}, nil
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -52,27 +51,13 @@ func xnetServe(ctx context.Context, addr string, tlsConf *tls.Config, once bool,
 // xnetServeEndpoint accepts connections on ep until ctx ends (or after the first with once)
 // and serves each.
 func xnetServeEndpoint(ctx context.Context, ep *xquic.Endpoint, once bool, logger *slog.Logger) error {
-	for {
-		conn, err := ep.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("accepting: %w", err)
+	return acceptLoop(ctx, ep.Accept, once, func(conn *xquic.Conn) {
+		peer := conn.RemoteAddr().String()
+		if err := xnetServeConn(ctx, conn, logger); err != nil {
+			logger.Warn("connection failed", "peer", peer, "err", err)
+			conn.Abort(&xquic.ApplicationError{Code: 1, Reason: "server error"})
 		}
-		run := func() {
-			peer := conn.RemoteAddr().String()
-			if err := xnetServeConn(ctx, conn, logger); err != nil {
-				logger.Warn("connection failed", "peer", peer, "err", err)
-				conn.Abort(&xquic.ApplicationError{Code: 1, Reason: "server error"})
-			}
-		}
-		if once {
-			run()
-			return nil
-		}
-		go run()
-	}
+	})
 }
 
 // xnetServeConn serves one raw-stream transfer on conn and waits for the client to close.
@@ -82,41 +67,8 @@ func xnetServeConn(ctx context.Context, conn *xquic.Conn, logger *slog.Logger) e
 	if err != nil {
 		return fmt.Errorf("accepting stream: %w", err)
 	}
-	var hdr [requestLen]byte
-	if _, err := io.ReadFull(str, hdr[:]); err != nil {
-		return fmt.Errorf("reading request: %w", err)
-	}
-	req, err := decodeRequest(hdr[:])
-	if err != nil {
-		return fmt.Errorf("request: %w", err)
-	}
-	logger.Info("request", "peer", peer, "direction", req.dir.String(), "bytes", req.bytes)
-	var sum summary
-	switch req.dir {
-	case download:
-		if err := writePattern(str, req.bytes); err != nil {
-			return fmt.Errorf("sending payload: %w", err)
-		}
-		if err := str.Flush(); err != nil {
-			return fmt.Errorf("sending payload: %w", err)
-		}
-		// The client finishes its side once it holds every byte.
-		if _, err := io.Copy(io.Discard, str); err != nil {
-			return fmt.Errorf("awaiting client FIN: %w", err)
-		}
-		sum.bytes = req.bytes
-	case upload:
-		got, first, last, err := readCounting(str, req.bytes)
-		if err != nil {
-			return fmt.Errorf("receiving payload: %w", err)
-		}
-		if got != req.bytes {
-			return fmt.Errorf("upload from %s: got %d of %d bytes", peer, got, req.bytes)
-		}
-		sum.bytes, sum.firstByteUnixNs, sum.lastByteUnixNs = got, first, last
-	}
-	if _, err := str.Write(sum.encode()); err != nil {
-		return fmt.Errorf("sending summary: %w", err)
+	if err := answerRequest(str, peer, logger, str.Flush, func() summary { return summary{} }); err != nil {
+		return err
 	}
 	str.CloseWrite()
 	wait, cancel := context.WithTimeout(ctx, closeWait)
@@ -178,49 +130,14 @@ func xnetRawTransfer(ctx context.Context, conn *xquic.Conn, req request) (time.D
 	}
 	str.SetReadContext(ctx)
 	str.SetWriteContext(ctx)
-	start := time.Now()
-	startWall := unixNs(start)
-	if _, err := str.Write(req.encode()); err != nil {
-		return 0, senderStats{}, fmt.Errorf("sending request: %w", err)
+	finish := func() error {
+		str.CloseWrite()
+		return nil
+	}
+	d, _, firstByte, err := rawExchange(str, req, str.Flush, finish)
+	if err != nil {
+		return 0, senderStats{}, err
 	}
 	// Counters the package does not export are left out of the report.
-	stats := senderStats{senderUnknown: true}
-	switch req.dir {
-	case download:
-		if err := str.Flush(); err != nil {
-			return 0, senderStats{}, fmt.Errorf("sending request: %w", err)
-		}
-		var got int64
-		if req.bytes > 0 {
-			var first [1]byte
-			if _, err := io.ReadFull(str, first[:]); err != nil {
-				return 0, senderStats{}, fmt.Errorf("server sent no payload: %w", err)
-			}
-			stats.firstByte, got = time.Now(), 1
-		}
-		n, err := io.CopyN(io.Discard, str, int64(req.bytes)-got)
-		if err != nil {
-			return 0, senderStats{}, fmt.Errorf("server finished after %d of %d bytes: %w", got+n, req.bytes, err)
-		}
-		d := time.Since(start)
-		str.CloseWrite()
-		if _, err := readSummary(str); err != nil {
-			return 0, senderStats{}, err
-		}
-		return d, stats, nil
-	default:
-		if err := writePattern(str, req.bytes); err != nil {
-			return 0, senderStats{}, fmt.Errorf("sending payload: %w", err)
-		}
-		str.CloseWrite()
-		sum, err := readSummary(str)
-		if err != nil {
-			return 0, senderStats{}, err
-		}
-		elapsed := time.Since(start)
-		if sum.bytes != req.bytes {
-			return 0, senderStats{}, fmt.Errorf("server received %d of %d bytes", sum.bytes, req.bytes)
-		}
-		return uploadDuration(startWall, sum, elapsed), stats, nil
-	}
+	return d, senderStats{senderUnknown: true, firstByte: firstByte}, nil
 }
