@@ -119,31 +119,38 @@ fn walking_back_on_the_recording() {
     assert!(gap.retransmitted * 10 <= gap.protected + 10, "{gap:?}");
 }
 
+/// A whole-download recording replayed as the timer-receiver tests do: no walking back (a
+/// recording answers no repair, and each gap is named once), the live proxy's ICMP calibration
+/// on these paths (2.05 ms) handed to the engine.
+fn replay_whole_download(
+    trace: &str,
+    drops: &str,
+) -> (Score, sidekick_proxy_core::pemi::PemiStats) {
+    let records = parse_trace(trace).unwrap();
+    let drops = parse_drops(drops);
+    let cfg = PemiConfig {
+        enforce_delay: false,
+        gap_walk_back: 0,
+        ..PemiConfig::default()
+    };
+    let r = replay_calibrated(&records, cfg, Some(std::time::Duration::from_micros(2_050)));
+    (score(&records, &r, &drops), r.stats)
+}
+
 /// A second recording: a whole 2 MB quinn download to the aioquic client (HTTP/3, 1 % loss on
 /// the last hop, lab scenario pemi-file, the proxy in bridge mode with PEMI off, so no repair
 /// shaped the replies). aioquic acknowledges 1 ms after the first unacknowledged packet, gap or
 /// not: the reply that shows a gap comes about a packet spacing later than the RTT floor
-/// predicts. The live proxy's ICMP calibration (2.05 ms on this path) is handed to the replay.
+/// predicts.
 mod timer_receiver {
     use super::*;
-    use std::time::Duration;
 
     const TRACE: &str = include_str!("data/pemi-quinn-aioquic-download.trace");
     const DROPS: &str = include_str!("data/pemi-quinn-aioquic-download.drops");
 
     #[test]
     fn flights_teach_the_signal_an_aioquic_receiver_s_wait() {
-        let records = parse_trace(TRACE).unwrap();
-        let drops = parse_drops(DROPS);
-        // No walking back: a recording answers no repair, and each gap is named once.
-        let cfg = PemiConfig {
-            enforce_delay: false,
-            gap_walk_back: 0,
-            ..PemiConfig::default()
-        };
-        let r = replay_calibrated(&records, cfg, Some(Duration::from_micros(2_050)));
-        let s = score(&records, &r, &drops);
-        let st = r.stats;
+        let (s, st) = replay_whole_download(TRACE, DROPS);
         assert_eq!(s.really_lost, 20, "{s:?}");
         // Measured: 17 of the 20 losses among 48 retransmissions (the 10 % budget refused 3
         // more), 46 of the 47 gap repairs named in the learned wait's windows. One packet
@@ -163,23 +170,13 @@ mod timer_receiver {
 /// losses.
 mod skipping_sender {
     use super::*;
-    use std::time::Duration;
 
     const TRACE: &str = include_str!("data/pemi-s2n-aioquic-download.trace");
     const DROPS: &str = include_str!("data/pemi-s2n-aioquic-download.drops");
 
     #[test]
     fn armed_packets_leave_the_budget_for_the_losses() {
-        let records = parse_trace(TRACE).unwrap();
-        let drops = parse_drops(DROPS);
-        let cfg = PemiConfig {
-            enforce_delay: false,
-            gap_walk_back: 0,
-            ..PemiConfig::default()
-        };
-        let r = replay_calibrated(&records, cfg, Some(Duration::from_micros(2_050)));
-        let s = score(&records, &r, &drops);
-        let st = r.stats;
+        let (s, st) = replay_whole_download(TRACE, DROPS);
         assert_eq!(s.really_lost, 19, "{s:?}");
         assert!(st.gap_timer_paired >= 100, "{st:?}");
         // Measured: 11 of the 19 losses among 138 retransmissions, the budget refusing 4 more;
