@@ -9,7 +9,9 @@ need_apt=()
 # jq: scripts/test.sh reads the lab test executables from cargo's JSON messages.
 # libclang-dev: bindgen in the boring-sys crate (the BoringSSL of quiche >= 0.25) loads libclang.
 # python3-venv: the aioquic client's environment (scripts/build-aioquic.sh, aioquic from PyPI).
-for pkg in build-essential cmake pkg-config perl jq libssl-dev libclang-dev iproute2 nftables ethtool iputils-ping procps fonts-dejavu-core ngtcp2-client ngtcp2-server libvpx-dev chromium python3-venv; do
+# openjdk-17-jdk-headless, maven: the kwik transfer application (scripts/build-kwik.sh, kwik from
+# Maven Central).
+for pkg in build-essential cmake pkg-config perl jq libssl-dev libclang-dev iproute2 nftables ethtool iputils-ping procps fonts-dejavu-core ngtcp2-client ngtcp2-server libvpx-dev chromium python3-venv openjdk-17-jdk-headless maven; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

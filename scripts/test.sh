@@ -51,9 +51,11 @@ stage "go: the quic-go RTC server and transfer (examples/quic-go)"
 bash scripts/build-quicgo.sh
 # The aioquic download client (Python, from PyPI) in a virtual environment under target/.
 bash scripts/build-aioquic.sh
+# The kwik transfer application (Java, kwik from Maven Central), built under target/.
+bash scripts/build-kwik.sh
 # examples/tests/rtc.rs and transfer_stacks.rs run them against the quinn and quiche binaries
 # (and ngtcp2's, which scripts/setup.sh installs); here a missing binary fails.
-export SIDEKICK_REQUIRE_QUICGO=1 SIDEKICK_REQUIRE_NGTCP2=1 SIDEKICK_REQUIRE_AIOQUIC=1
+export SIDEKICK_REQUIRE_QUICGO=1 SIDEKICK_REQUIRE_NGTCP2=1 SIDEKICK_REQUIRE_AIOQUIC=1 SIDEKICK_REQUIRE_KWIK=1
 
 stage "cargo test --no-run: the workspace's test build"
 cargo test --workspace --locked --no-run
@@ -90,7 +92,7 @@ if [ "$(id -u)" -eq 0 ]; then
     # in this namespace). The executables are those `cargo test --workspace` just built (same
     # feature set: nothing is rebuilt); `cargo test` itself would hold the build directory.
     #   lying_proxy (~330 s): every lie against upload, download, curl and both WebRTC calls.
-    #   lab (~145 s), lab_stacks (~50 s: one download per quic-go / ngtcp2 pair), lab_webrtc
+    #   lab (~145 s), lab_stacks (~75 s: one download per quic-go / ngtcp2 pair, kwik through PEMI), lab_webrtc
     #   (~40 s), netns_hardening (~8 s: capabilities dropped, sd_notify, bridge mode failing
     #   open), netns_reload (SIGHUP reloads the live keys in every worker, sessions kept).
     lane_a=(lying_proxy)

@@ -5,9 +5,11 @@
 //! against the quinn server, and s2n-quic (`--stack s2n-quic`) against itself, against the quinn
 //! and quiche servers and as the server of the quinn, quiche and quic-go clients; downloads and
 //! uploads of 1 MB; and the aioquic client (Python, `sidekick-transfer-aioquic`) downloading
-//! from the quinn, quiche, s2n-quic and quic-go servers. The quic-go binary is skipped when
-//! absent unless `SIDEKICK_REQUIRE_QUICGO=1` (scripts/test.sh); ngtcp2's programs likewise unless
-//! `SIDEKICK_REQUIRE_NGTCP2=1`, aioquic's launcher unless `SIDEKICK_REQUIRE_AIOQUIC=1`.
+//! from the quinn, quiche, s2n-quic and quic-go servers; kwik (Java, `sidekick-transfer-kwik`)
+//! as client and server of the raw-stream stacks. The quic-go binary is skipped when absent
+//! unless `SIDEKICK_REQUIRE_QUICGO=1` (scripts/test.sh); ngtcp2's programs likewise unless
+//! `SIDEKICK_REQUIRE_NGTCP2=1`, aioquic's launcher unless `SIDEKICK_REQUIRE_AIOQUIC=1`, kwik's
+//! unless `SIDEKICK_REQUIRE_KWIK=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod apps;
@@ -41,6 +43,17 @@ fn aioquic_bin() -> Option<PathBuf> {
         "sidekick-transfer-aioquic",
         "SIDEKICK_REQUIRE_AIOQUIC",
         "scripts/build-aioquic.sh sets it up; needs python3-venv",
+    )
+}
+
+/// The kwik launcher (scripts/build-kwik.sh writes it beside the Rust binaries).
+fn kwik_bin() -> Option<PathBuf> {
+    optional_bin(
+        "SIDEKICK_SIDEKICK_TRANSFER_KWIK",
+        BIN,
+        "sidekick-transfer-kwik",
+        "SIDEKICK_REQUIRE_KWIK",
+        "scripts/build-kwik.sh builds it; needs a JDK and Maven",
     )
 }
 
@@ -331,4 +344,60 @@ fn aioquic_client_against_every_server() {
         String::from_utf8_lossy(&out.stderr).contains("downloads only"),
         "{out:?}"
     );
+}
+
+/// kwik (Java, from Maven Central; `sidekick-transfer-kwik`) as the client of the quinn,
+/// quiche, s2n-quic and quic-go servers and as the server of their clients and of aioquic's,
+/// on the raw stream, both directions (aioquic downloads only), each report with the data
+/// sender's counters; HTTP/3 and the SDK are refused with the reason.
+#[test]
+fn kwik_against_the_raw_stream_stacks() {
+    let Some(kwik) = kwik_bin() else { return };
+    let go = quicgo_bin();
+    let mut servers: Vec<(PathBuf, &[&str])> = vec![
+        (PathBuf::from(BIN), &["--stack", "quinn"]),
+        (PathBuf::from(BIN), &["--stack", "quiche"]),
+        (PathBuf::from(BIN), &["--stack", "s2n-quic"]),
+    ];
+    servers.extend(go.clone().map(|g| (g, &[][..])));
+    for (bin, args) in &servers {
+        let (_srv, addr) = start(bin, args);
+        for dir in ["download", "upload"] {
+            let v = transfer(&kwik, "kwik", addr, dir, false);
+            check_sender_counters(&v, dir);
+        }
+    }
+    // The JVM binds the server's port some 0.5 s after it starts; `start` waits 0.5 s and the
+    // first client's Initials may wait out a PTO, which the timeout allows.
+    let (_srv, addr) = start(&kwik, &[]);
+    let mut clients = vec![
+        (PathBuf::from(BIN), "quinn"),
+        (PathBuf::from(BIN), "quiche"),
+        (PathBuf::from(BIN), "s2n-quic"),
+        (kwik.clone(), "kwik"),
+    ];
+    clients.extend(go.map(|g| (g, "quic-go")));
+    for (bin, stack) in &clients {
+        for dir in ["download", "upload"] {
+            let v = transfer(bin, stack, addr, dir, false);
+            check_sender_counters(&v, dir);
+        }
+    }
+    if let Some(aio) = aioquic_bin() {
+        let v = transfer(&aio, "aioquic", addr, "download", false);
+        check_sender_counters(&v, "download");
+    }
+    for (args, why) in [
+        (&["--http3"][..], "no HTTP/3"),
+        (&["--sidekick"][..], "no kwik integration"),
+    ] {
+        let out = Command::new(&kwik)
+            .args(["client", "--connect", &addr.to_string(), "--download", "10"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
 }
