@@ -63,7 +63,7 @@ pub struct TransferStack {
 /// The `transfer` stacks: quinn, quiche, s2n-quic (raw stream only, no SDK) and kernel TCP
 /// (`sidekick-transfer`), quic-go (`sidekick-transfer-quicgo`, examples/quic-go/transfer, built by
 /// scripts/build-quicgo.sh; with `--stack x-net-quic` the same binary runs golang.org/x/net/quic),
-/// ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's
+/// kwik (`sidekick-transfer-kwik`, Java, raw stream only), ngtcp2 (`sidekick-transfer-ngtcp2`, driving Debian's
 /// `gtlsserver`/`gtlsclient`: HTTP/3 only, no upload measurement on its server), aioquic
 /// (`sidekick-transfer-aioquic`, a Python download client) and libcurl (`sidekick-curl`, a
 /// client over HTTP/3).
@@ -112,6 +112,16 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         name: X_NET_QUIC,
         server: Some("sidekick-transfer-quicgo"),
         client: Some("sidekick-transfer-quicgo"),
+        raw: true,
+        http3: false,
+        serves_uploads: true,
+        sdk: false,
+        client_uploads: true,
+    },
+    TransferStack {
+        name: KWIK,
+        server: Some(KWIK_BINARY),
+        client: Some(KWIK_BINARY),
         raw: true,
         http3: false,
         serves_uploads: true,
@@ -178,6 +188,16 @@ pub const AIOQUIC_BINARY: &str = "sidekick-transfer-aioquic";
 /// transport counters in its reports; a stack none of the proxy's inference was developed
 /// against.
 pub const X_NET_QUIC: &str = "x-net-quic";
+
+/// The stack name of kwik (Java, from Maven Central): `sidekick-transfer-kwik`
+/// (examples/kwik, built by scripts/build-kwik.sh), server and client on the raw-stream
+/// protocol only (kwik has no HTTP/3), a stack none of the proxy's inference was developed
+/// against.
+pub const KWIK: &str = "kwik";
+
+/// The kwik transfer application's launcher (written by scripts/build-kwik.sh beside the Rust
+/// binaries).
+pub const KWIK_BINARY: &str = "sidekick-transfer-kwik";
 
 /// The stack name of ngtcp2 (Debian's example programs, HTTP/3 only).
 pub const NGTCP2: &str = "ngtcp2";

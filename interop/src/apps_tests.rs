@@ -500,6 +500,53 @@ fn x_net_quic_runs_the_go_binary_on_the_raw_protocol_both_ways() {
 }
 
 #[test]
+fn kwik_runs_the_java_launcher_on_the_raw_protocol_both_ways() {
+    for (srv, cli) in [
+        (KWIK, KWIK),
+        (KWIK, "quinn"),
+        ("quinn", KWIK),
+        (S2N_QUIC, KWIK),
+        (KWIK, X_NET_QUIC),
+        (KWIK, AIOQUIC),
+    ] {
+        for dir in ["download", "upload"] {
+            let app = transfer_app(srv, Some(cli), false, dir);
+            if dir == "upload" && cli == AIOQUIC {
+                assert!(transfer_pair(&app, &[]).is_err());
+                continue;
+            }
+            assert!(transfer_pair(&app, &[]).is_ok(), "{srv} -> {cli} {dir}");
+            let (sargs, cargs) = app_args(&app, 4433);
+            assert_eq!(&sargs[..3], ["server", "--stack", srv]);
+            assert_eq!(&cargs[..3], ["client", "--stack", cli]);
+        }
+    }
+    assert_eq!(
+        app_binaries(&transfer_app(KWIK, Some("quinn"), false, "download")),
+        Some((KWIK_BINARY, "sidekick-transfer"))
+    );
+    // kwik has no HTTP/3, no SDK and no padded certificate.
+    let e = transfer_pair(&transfer_app(KWIK, Some("quinn"), true, "download"), &[]).unwrap_err();
+    assert!(
+        e.contains("app.stack") && e.contains("app.http3 = false"),
+        "{e}"
+    );
+    let e = transfer_pair(
+        &transfer_app("quinn", Some(KWIK), false, "download"),
+        &["--sidekick".into()],
+    )
+    .unwrap_err();
+    assert!(e.contains("no sidekick SDK"), "{e}");
+    let mut app = transfer_app(KWIK, Some("quinn"), false, "download");
+    app.cert_bytes = 5113;
+    assert!(
+        transfer_pair(&app, &[])
+            .unwrap_err()
+            .contains("app.cert_bytes")
+    );
+}
+
+#[test]
 fn aioquic_is_a_download_client_of_every_server() {
     for (srv, http3) in [
         ("quinn", true),

@@ -340,6 +340,15 @@ fn trial_inner(
         .stderr
         .take()
         .map(|e| read_tail(e, SERVER_LOG_LINES, |_| {}));
+    // A server on a managed runtime (kwik's JVM) binds its port some 0.5 s after it starts;
+    // a client that came sooner would lose its first Initials and wait out a PTO.
+    if scn.app.kind == "transfer" {
+        let bound = crate::sys::wait_port_bound(&topo.ns_server(), port, SERVER_BIND_TIMEOUT)
+            .map_err(|e| LabError::Config(format!("waiting for the server's port: {e}")))?;
+        if !bound {
+            tracing::warn!(port, "the transfer server did not bind its port in time");
+        }
+    }
     std::thread::sleep(Duration::from_millis(300));
     args.extend(scn.app.client_args.iter().cloned());
     args.extend(v.client_args.iter().cloned());
@@ -431,6 +440,9 @@ fn trial_inner(
 
 /// Lines of a trial server's log kept for a failed trial's error.
 const SERVER_LOG_LINES: usize = 8;
+
+/// How long a trial waits for its transfer server to bind its port.
+const SERVER_BIND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `e` with what the trial's server logged last (it is stopped first, so its log is complete
 /// unless something it started still holds the pipe, which is waited for 1 s at most).

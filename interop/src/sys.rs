@@ -1,6 +1,6 @@
 //! Thin wrappers over the Linux system calls the lab needs and `std` does not offer:
 //! `setns` into a named network namespace, AF_PACKET raw sockets, `ppoll`, timer slack and
-//! process liveness checks.
+//! process liveness checks, and whether a port is bound in a namespace.
 // The lab must enter network namespaces and open AF_PACKET sockets, which only exist as raw
 // system calls (libc FFI); every unsafe block below states why it is sound.
 #![allow(unsafe_code)]
@@ -40,6 +40,45 @@ pub fn in_netns<T: Send + 'static>(
     })
     .join()
     .map_err(|_| io::Error::other("namespace thread panicked"))?
+}
+
+/// Whether a socket of the calling thread's network namespace is bound to local `port`: a UDP
+/// socket, or a TCP socket listening (`/proc/thread-self/net/{udp,udp6,tcp,tcp6}`, read in the
+/// thread's own namespace, unlike `/proc/self/net`).
+pub fn port_bound(port: u16) -> bool {
+    ["udp", "udp6", "tcp", "tcp6"].iter().any(|table| {
+        std::fs::read_to_string(format!("/proc/thread-self/net/{table}"))
+            .is_ok_and(|text| table_has_port(&text, port, table.starts_with("tcp")))
+    })
+}
+
+/// Whether a `/proc/net/{udp,tcp}[6]` table lists a socket on local `port` (TCP: listening,
+/// state 0A).
+fn table_has_port(text: &str, port: u16, tcp: bool) -> bool {
+    let want = format!("{port:04X}");
+    text.lines().skip(1).any(|line| {
+        let mut cols = line.split_whitespace();
+        let local = cols.nth(1).unwrap_or_default();
+        let state = cols.nth(1).unwrap_or_default();
+        local.rsplit(':').next() == Some(want.as_str()) && (!tcp || state == "0A")
+    })
+}
+
+/// Waits until a socket of namespace `ns` is bound to `port` ([`port_bound`]), polling every
+/// 10 ms; false if `timeout` passed first.
+pub fn wait_port_bound(ns: &str, port: u16, timeout: Duration) -> io::Result<bool> {
+    in_netns(ns, move || {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if port_bound(port) {
+                return Ok(true);
+            }
+            if std::time::Instant::now() > deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
 }
 
 /// Reduces the calling thread's timer slack to 1 ns so that sleeps wake on time
@@ -339,5 +378,37 @@ pub fn set_normal() {
     // SAFETY: sched_setscheduler on the calling thread with a valid sched_param.
     unsafe {
         libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UDP: &str = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+  712: 00000000:1151 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 123 2 0000000000000000 0
+";
+    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1151 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 20 4 30 10 -1
+   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 100 0 0 10 0
+";
+
+    #[test]
+    fn a_udp_socket_on_the_port_counts_and_a_tcp_socket_only_when_listening() {
+        assert!(table_has_port(UDP, 4433, false));
+        assert!(!table_has_port(UDP, 4434, false));
+        // 4433 is only a connected socket's local port here; 22 listens.
+        assert!(!table_has_port(TCP, 4433, true));
+        assert!(table_has_port(TCP, 22, true));
+        assert!(!table_has_port("", 4433, false));
+    }
+
+    #[test]
+    fn a_bound_socket_of_this_namespace_is_seen() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = sock.local_addr().unwrap().port();
+        assert!(port_bound(port));
+        drop(sock);
+        assert!(!port_bound(port));
     }
 }
