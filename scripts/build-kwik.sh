@@ -23,7 +23,8 @@ sum="$(find examples/kwik -type f \( -name '*.java' -o -name pom.xml \) -print0 
 jar="$kwik/build/sidekick-transfer-kwik.jar"
 if [ ! -f "$jar" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
     rm -rf "$kwik/lib"
-    mvn -q -B -Dstyle.color=never -f examples/kwik/pom.xml -Dkwik.out="$kwik" package
+    # The local repository under target/ as well: a cached target directory keeps it.
+    mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$kwik/m2" -f examples/kwik/pom.xml -Dkwik.out="$kwik" package
     echo "$sum" > "$stamp"
 fi
 keys="$kwik/server.p12"
