@@ -44,8 +44,8 @@ public final class Main {
     static final String STACK = "kwik";
     static final String ALPN = "sidekick-transfer";
     static final int IDLE_TIMEOUT_S = 30;
-    /** How long a server waits for its client to close after the last reply. */
-    static final long CLOSE_WAIT_S = 60;
+    /** How long a --once server lingers after its transfer: its client closes meanwhile. */
+    static final long ONCE_LINGER_MS = 2_000;
     /** Flow-control windows: a download's whole payload may sit in flight on the lab's links. */
     static final long RECEIVE_BUFFER = 8L << 20;
 
@@ -185,7 +185,7 @@ public final class Main {
         if (once) {
             firstServed.await();
             // The client closes the connection once it has the summary; give it that time.
-            Thread.sleep(Math.min(CLOSE_WAIT_S * 1000, 2_000));
+            Thread.sleep(ONCE_LINGER_MS);
             connector.close();
             return;
         }
