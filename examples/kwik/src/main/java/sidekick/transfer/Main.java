@@ -17,7 +17,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 
 import tech.kwik.core.QuicClientConnection;
 import tech.kwik.core.QuicConnection;
@@ -35,7 +34,7 @@ import tech.kwik.core.server.ServerConnector;
  * "sidekick-transfer"; kwik has no HTTP/3), both directions, the same one-line JSON report.
  *
  * <pre>
- * sidekick-transfer-kwik server [--stack kwik] --listen IP:PORT [--once] [--keystore FILE]
+ * sidekick-transfer-kwik server [--stack kwik] --listen IP:PORT [--once] --keystore FILE
  * sidekick-transfer-kwik client [--stack kwik] --connect IP:PORT (--download N | --upload N)
  *                               [--json] [--timeout SECS] [--cc cubic|newreno]
  * </pre>
@@ -78,7 +77,7 @@ public final class Main {
     static void usage() {
         System.err.println("Bulk transfer over QUIC on kwik, interoperable with sidekick-transfer.\n\n"
                 + "Usage:\n"
-                + "  sidekick-transfer-kwik server [--stack kwik] --listen IP:PORT [--once] [--keystore FILE]\n"
+                + "  sidekick-transfer-kwik server [--stack kwik] --listen IP:PORT [--once] --keystore FILE\n"
                 + "  sidekick-transfer-kwik client [--stack kwik] --connect IP:PORT (--download N | --upload N)\n"
                 + "                                [--json] [--timeout SECS] [--cc cubic|newreno]");
     }
@@ -145,9 +144,13 @@ public final class Main {
         if (listen == null) {
             throw new IllegalArgumentException("--listen is required");
         }
+        String keystore = flags.get("--keystore");
+        if (keystore == null) {
+            throw new IllegalArgumentException("--keystore is required (the launcher passes it)");
+        }
         boolean once = flags.containsKey("--once");
         InetSocketAddress addr = parseAddr("--listen", listen);
-        KeyStore keys = keyStore(flags.get("--keystore"));
+        KeyStore keys = keyStore(Path.of(keystore));
         ServerConnectionConfig config = ServerConnectionConfig.builder()
                 .maxIdleTimeoutInSeconds(IDLE_TIMEOUT_S)
                 .maxOpenPeerInitiatedBidirectionalStreams(16)
@@ -244,31 +247,11 @@ public final class Main {
     static final char[] KEY_PASSWORD = "sidekick".toCharArray();
 
     /**
-     * The server's key and self-signed certificate (P-256, CN localhost; the clients accept any):
-     * from --keystore (PKCS#12, alias and password "sidekick", as scripts/build-kwik.sh makes
-     * it) or, without one, made now by the JDK's keytool.
+     * The server's key and self-signed certificate (P-256, CN localhost; the clients accept any),
+     * PKCS#12 with alias and password "sidekick": scripts/build-kwik.sh makes it once and its
+     * launcher passes it as --keystore.
      */
-    static KeyStore keyStore(String path) throws Exception {
-        Path file;
-        if (path != null) {
-            file = Path.of(path);
-        } else {
-            Path dir = Files.createTempDirectory("sidekick-kwik");
-            file = dir.resolve("server.p12");
-            Process p = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "keytool").toString(),
-                    "-genkeypair", "-alias", KEY_ALIAS, "-keyalg", "EC", "-groupname", "secp256r1",
-                    "-dname", "CN=localhost", "-ext", "SAN=dns:localhost", "-validity", "2",
-                    "-storetype", "PKCS12", "-keystore", file.toString(),
-                    "-storepass", new String(KEY_PASSWORD))
-                    .redirectErrorStream(true)
-                    .start();
-            p.getInputStream().readAllBytes();
-            if (!p.waitFor(30, TimeUnit.SECONDS) || p.exitValue() != 0) {
-                throw new IOException("keytool could not make a certificate");
-            }
-            file.toFile().deleteOnExit();
-            dir.toFile().deleteOnExit();
-        }
+    static KeyStore keyStore(Path file) throws Exception {
         KeyStore ks = KeyStore.getInstance("PKCS12");
         try (InputStream in = Files.newInputStream(file)) {
             ks.load(in, KEY_PASSWORD);

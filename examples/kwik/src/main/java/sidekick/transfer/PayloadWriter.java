@@ -16,7 +16,9 @@ import java.io.OutputStream;
  * kick: the kicker makes one every {@value #KICK_MS} ms while the payload is written and until
  * the caller says it has been delivered. A zero-length write leaves an empty buffer in kwik's
  * send queue, harmless between data but fatal right before the end of the stream (the FIN is
- * never sent), so the kicker stops before the stream's last bytes are written.
+ * never sent), so the kicker stops before the stream's last bytes are written. The kicker's
+ * writes run beside the payload's, which kwik's send buffer does not promise to order; an empty
+ * write adds nothing to order (a concurrent queue and an atomic byte count take it).
  *
  * <p>Call order: {@link #write}, then either {@link #stop} once the peer has everything and
  * before the next write (server), or {@link #finish} (client: the last piece and the FIN).
