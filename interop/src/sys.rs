@@ -67,18 +67,21 @@ fn table_has_port(text: &str, port: u16, tcp: bool) -> bool {
 /// Waits until a socket of namespace `ns` is bound to `port` ([`port_bound`]), polling every
 /// 10 ms; false if `timeout` passed first.
 pub fn wait_port_bound(ns: &str, port: u16, timeout: Duration) -> io::Result<bool> {
-    in_netns(ns, move || {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if port_bound(port) {
-                return Ok(true);
-            }
-            if std::time::Instant::now() > deadline {
-                return Ok(false);
-            }
-            std::thread::sleep(Duration::from_millis(10));
+    in_netns(ns, move || Ok(poll_port_bound(port, timeout)))
+}
+
+/// [`wait_port_bound`] in the calling thread's namespace.
+fn poll_port_bound(port: u16, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if port_bound(port) {
+            return true;
         }
-    })
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Reduces the calling thread's timer slack to 1 ns so that sleeps wake on time
@@ -401,6 +404,29 @@ mod tests {
         assert!(!table_has_port(TCP, 4433, true));
         assert!(table_has_port(TCP, 22, true));
         assert!(!table_has_port("", 4433, false));
+    }
+
+    #[test]
+    fn the_wait_ends_when_the_port_is_bound_or_at_the_timeout() {
+        // A free port, bound 100 ms after the wait starts.
+        let port = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let binder = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let sock = std::net::UdpSocket::bind(("127.0.0.1", port)).unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+            drop(sock);
+        });
+        let start = std::time::Instant::now();
+        assert!(poll_port_bound(port, Duration::from_secs(5)));
+        assert!(start.elapsed() >= Duration::from_millis(100));
+        binder.join().unwrap();
+        let start = std::time::Instant::now();
+        assert!(!poll_port_bound(port, Duration::from_millis(50)));
+        assert!(start.elapsed() >= Duration::from_millis(50));
     }
 
     #[test]
