@@ -58,6 +58,8 @@ pub struct TransferStack {
     pub sdk: bool,
     /// As a client, uploads too (not only downloads).
     pub client_uploads: bool,
+    /// As a server, pads its certificate to `app.cert_bytes` (`--cert-bytes`).
+    pub pads_certificate: bool,
 }
 
 /// The `transfer` stacks: quinn, quiche, s2n-quic (raw stream only, no SDK) and kernel TCP
@@ -77,6 +79,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: true,
         sdk: true,
         client_uploads: true,
+        pads_certificate: true,
     },
     TransferStack {
         name: "quiche",
@@ -87,6 +90,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: true,
         sdk: true,
         client_uploads: true,
+        pads_certificate: true,
     },
     TransferStack {
         name: S2N_QUIC,
@@ -97,6 +101,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: true,
         sdk: false,
         client_uploads: true,
+        pads_certificate: true,
     },
     TransferStack {
         name: QUIC_GO,
@@ -107,6 +112,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: true,
         sdk: false,
         client_uploads: true,
+        pads_certificate: true,
     },
     TransferStack {
         name: X_NET_QUIC,
@@ -117,6 +123,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: true,
         sdk: false,
         client_uploads: true,
+        pads_certificate: true,
     },
     TransferStack {
         name: KWIK,
@@ -127,6 +134,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: true,
         sdk: false,
         client_uploads: true,
+        pads_certificate: false,
     },
     TransferStack {
         name: NGTCP2,
@@ -137,6 +145,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: false,
         sdk: false,
         client_uploads: true,
+        pads_certificate: false,
     },
     TransferStack {
         name: TCP,
@@ -147,6 +156,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: true,
         sdk: false,
         client_uploads: true,
+        pads_certificate: false,
     },
     TransferStack {
         name: AIOQUIC,
@@ -157,6 +167,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: false,
         sdk: false,
         client_uploads: false,
+        pads_certificate: false,
     },
     TransferStack {
         name: CURL,
@@ -167,6 +178,7 @@ pub const TRANSFER_STACKS: &[TransferStack] = &[
         serves_uploads: false,
         sdk: true,
         client_uploads: true,
+        pads_certificate: false,
     },
 ];
 
@@ -285,15 +297,15 @@ pub fn transfer_pair(
             client.name
         ));
     }
-    if app.cert_bytes > 0
-        && !matches!(
-            server.name,
-            "quinn" | "quiche" | S2N_QUIC | QUIC_GO | X_NET_QUIC
-        )
-    {
+    if app.cert_bytes > 0 && !server.pads_certificate {
+        let padding: Vec<_> = TRANSFER_STACKS
+            .iter()
+            .filter(|s| s.pads_certificate)
+            .map(|s| s.name)
+            .collect();
         return Err(format!(
-            "app.cert_bytes needs a quinn, quiche, s2n-quic, quic-go or x-net-quic server, not \
-             app.stack = {:?}",
+            "app.cert_bytes needs a server that pads its certificate ({}), not app.stack = {:?}",
+            padding.join(", "),
             server.name
         ));
     }
