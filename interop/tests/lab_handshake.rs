@@ -137,19 +137,15 @@ fn rescue_without_loss_changes_nothing() {
     }
 }
 
-/// An instant-ACK server: the quic-go server acknowledges the quic-go client's first Initial at
-/// once when its ClientHello spans two Initials (ReACKed QUICer (IMC '24) §2), so its first
-/// datagram is the ACK alone and the ServerHello comes in the next. The paper's IACK rule (the
-/// server's 2nd and 3rd datagrams lost) costs end to end a probe timeout; the rescue, which was
-/// built against the "wait for certificate" servers of quinn and quiche, must spare it here too.
+/// An instant-ACK server: the quic-go client's ClientHello spans two Initials, and the quiche
+/// server acknowledges the first at once (ReACKed QUICer (IMC '24) §2), so its first datagram
+/// is the ACK alone and the ServerHello comes in the next. The paper's IACK rule (the server's
+/// 2nd and 3rd datagrams lost) then costs end to end a probe timeout; the rescue must spare it.
 ///
-/// Whether quic-go sends the instant ACK is its own timing: it processes every datagram it has
-/// before answering, so when the client's two Initials (1 ms apart at 10 Mbit/s) reach it
-/// together — a loaded machine — it answers both with one flight and the IACK rule drops other
-/// datagrams, which quic-go recovers in about 75 ms without a timeout (seen in every e2e trial
-/// of a CI run, and locally with two busy loops beside the test). The premise is therefore
-/// judged per trial: a rescue trial counts when the proxy's tracker saw the instant ACK, an e2e
-/// trial shows the probe timeout the rule causes when it took over 200 ms.
+/// The quiche server answers each datagram as it reads it, so its instant ACK does not depend
+/// on the machine's timing: it came in 8 of 8 trials idle and under two busy loops (28 Nov
+/// 2026). The quic-go server batches what it has read before answering and sent one to the
+/// same client in 1 of 12 trials of a CI run, which is why this test no longer rests on it.
 #[test]
 fn rescue_spares_the_pto_behind_an_instant_ack() {
     let test = "rescue_spares_the_pto_behind_an_instant_ack";
@@ -170,82 +166,21 @@ fn rescue_spares_the_pto_behind_an_instant_ack() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let sets = [
-        "app.stack=quic-go".to_string(),
+        "app.stack=quiche".to_string(),
         "app.client_stack=quic-go".into(),
         "app.cert_bytes=1212".into(),
         "lan.drop=down:2,down:3".into(),
     ];
-    let metric = |t: &runner::Trial, m: &str| {
-        t.metrics
-            .get(m)
-            .copied()
-            .unwrap_or_else(|| panic!("{test}: a trial without {m}"))
-    };
-    // (ttfb ms, replays, flows) of the rescue trials behind an instant ACK; e2e ttfb ms.
-    let (mut rescued, mut e2e) = (Vec::new(), Vec::new());
-    for round in 1..=4 {
-        let r = run(test, &sets, 3);
-        for v in &r.variants {
-            for t in &v.trials {
-                match v.name.as_str() {
-                    "e2e" => e2e.push(metric(t, "ttfb_ms")),
-                    _ if metric(t, "proxy_handshake_instant_acks_total") >= 1.0 => {
-                        rescued.push((
-                            metric(t, "ttfb_ms"),
-                            metric(t, "proxy_handshake_replays_total"),
-                            metric(t, "proxy_handshake_flows_total"),
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let paid_pto = e2e.iter().filter(|&&ms| ms > 200.0).count();
-        eprintln!(
-            "{test}: after round {round}: {} rescue trials behind an instant ACK, {paid_pto} of {} \
-             e2e trials paid a probe timeout",
-            rescued.len(),
-            e2e.len()
-        );
-        if rescued.len() >= 3 && paid_pto >= 1 {
-            break;
+    let r = run(test, &sets, 3);
+    // The premise, in every rescue trial: the proxy's tracker saw the instant ACK.
+    for v in r.variants.iter().filter(|v| v.name == "rescue") {
+        for t in &v.trials {
+            let iacks = t.metrics.get("proxy_handshake_instant_acks_total");
+            assert!(
+                iacks.is_some_and(|&n| n >= 1.0),
+                "{test}: a rescue trial without an instant ACK from the server ({iacks:?})"
+            );
         }
     }
-    assert!(
-        rescued.len() >= 2,
-        "{test}: in four rounds the quic-go server answered with an instant ACK in {} rescue \
-         trials",
-        rescued.len()
-    );
-    // Behind an instant ACK the rescue replayed, to the one flow, and no trial paid a probe
-    // timeout (the lossless handshake takes about 31 ms here, a PTO is >= 200 ms).
-    for &(ttfb, replays, flows) in &rescued {
-        assert!(ttfb < 150.0, "{test}: a rescue trial took {ttfb} ms");
-        assert!(replays >= 1.0, "{test}: a rescue trial replayed nothing");
-        assert_eq!(flows, 1.0, "{test}: replays to more than the one flow");
-    }
-    let worst = rescued.iter().map(|r| r.0).fold(0.0, f64::max);
-    let pto: Vec<f64> = e2e.iter().copied().filter(|&ms| ms > 200.0).collect();
-    match pto.iter().copied().reduce(f64::min) {
-        Some(least) => assert!(
-            worst < least / 2.0,
-            "{test}: rescue up to {worst} ms vs e2e probe timeouts from {least} ms"
-        ),
-        None => eprintln!(
-            "{test}: no e2e trial paid the probe timeout (quic-go sent no instant ACK end to end \
-             on this machine's timing); the rescue's trials are judged by their own times"
-        ),
-    }
-    let median_of = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (rescue_median, e2e_median) = (
-        median_of(rescued.iter().map(|r| r.0).collect()),
-        median_of(e2e),
-    );
-    assert!(
-        rescue_median < e2e_median,
-        "{test}: rescue median {rescue_median} ms vs e2e median {e2e_median} ms"
-    );
+    assert_pto_spared(test, &r);
 }
