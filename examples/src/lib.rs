@@ -18,17 +18,27 @@
 //! - [`wire`], [`nack`], [`stats`], [`media_session`], [`media_io`]: shared wire format, NACK
 //!   bookkeeping, statistics, the media sessions sans IO and their tokio adapters.
 
+#[cfg(feature = "stacks")]
 pub mod cli;
+#[cfg(feature = "stacks")]
 pub mod fec;
+#[cfg(feature = "stacks")]
 pub mod media;
+#[cfg(feature = "stacks")]
 pub mod media_io;
+#[cfg(feature = "stacks")]
 pub mod media_session;
+#[cfg(feature = "stacks")]
 pub mod media_sidekick;
+#[cfg(feature = "stacks")]
 pub mod multicast;
+#[cfg(feature = "stacks")]
 pub mod nack;
 pub mod rtc;
 pub mod stats;
+#[cfg(feature = "stacks")]
 pub mod tcp_split;
+#[cfg(feature = "stacks")]
 pub mod tcp_sys;
 pub mod transfer;
 pub mod webrtc;

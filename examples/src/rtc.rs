@@ -39,7 +39,9 @@
 //!
 //! The report ([`RtcReport`]) has percentiles p50/p90/p99 (nearest rank, [`crate::stats`]).
 
+#[cfg(feature = "stacks")]
 pub mod quiche_stack;
+#[cfg(feature = "stacks")]
 pub mod quinn_stack;
 
 use std::collections::BTreeMap;

@@ -26,23 +26,36 @@
 //! Transport statistics in the report come from the *data sender's* connection: the server's
 //! (carried in the [`Summary`]) for a download, the client's own for an upload.
 
+#[cfg(feature = "stacks")]
 pub mod cert;
+#[cfg(feature = "stacks")]
 pub mod ngtcp2;
+#[cfg(feature = "stacks")]
 mod quiche_both;
+#[cfg(feature = "stacks")]
 mod quiche_h3;
+#[cfg(feature = "stacks")]
 mod quiche_outbox;
+#[cfg(feature = "stacks")]
 mod quiche_sidekick;
+#[cfg(feature = "stacks")]
 pub mod quiche_stack;
+#[cfg(feature = "stacks")]
 mod quinn_h3;
+#[cfg(feature = "stacks")]
 pub mod quinn_stack;
+#[cfg(feature = "stacks")]
 pub mod s2n_stack;
+#[cfg(feature = "stacks")]
 pub mod sidekick;
+#[cfg(feature = "stacks")]
 pub mod tcp_stack;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+#[cfg(feature = "stacks")]
 pub use self::sidekick::SidekickCounters;
 
 /// ALPN shared by the stacks so that a client of one talks to a server of another.
@@ -111,6 +124,7 @@ pub enum Cc {
     Bbr,
 }
 
+#[cfg(feature = "stacks")]
 /// Transport options shared by the stacks.
 #[derive(Debug, Clone, Copy)]
 pub struct TransportOptions {
@@ -145,6 +159,7 @@ pub struct TransportOptions {
     pub hello_delay: Duration,
 }
 
+#[cfg(feature = "stacks")]
 impl Default for TransportOptions {
     fn default() -> Self {
         Self {
@@ -305,6 +320,7 @@ pub fn fuzz_parse(data: &[u8]) {
     }
 }
 
+#[cfg(feature = "stacks")]
 /// The one-line JSON report of a client run.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TransferReport {
@@ -377,6 +393,7 @@ pub struct SenderStats {
     pub sender_unknown: bool,
 }
 
+#[cfg(feature = "stacks")]
 impl TransferReport {
     /// Build a report from measured values.
     pub fn new(
@@ -512,6 +529,7 @@ pub fn udp_socket(addr: std::net::SocketAddr) -> std::io::Result<std::net::UdpSo
     Ok(s.into())
 }
 
+#[cfg(feature = "stacks")]
 /// The unspecified address (port 0) of `peer`'s family: where a client socket binds.
 pub(crate) fn unspecified_for(peer: std::net::SocketAddr) -> std::net::SocketAddr {
     use std::net::{Ipv4Addr, Ipv6Addr};

@@ -11,16 +11,25 @@
 //! - [`rtp_lens`]: what the sidekick reads from SRTP without keys (RTP sequence numbers).
 //! - [`signal`], [`call`]: offer/answer and the report over a small local HTTP endpoint.
 //! - [`browser`], [`vp8`]: a real browser (headless Chromium) as the far peer, receiving real
-//!   VP8 frames (libvpx) and reporting its `getStats()`.
+//!   VP8 frames (libvpx) and reporting its `getStats()` ([`browser_stats`]).
 
+#[cfg(feature = "stacks")]
 pub mod browser;
+pub mod browser_stats;
+#[cfg(feature = "stacks")]
 pub mod call;
+#[cfg(feature = "stacks")]
 pub mod dtls;
+#[cfg(feature = "stacks")]
 pub mod peer;
+#[cfg(feature = "stacks")]
 pub mod playout;
+#[cfg(feature = "stacks")]
 pub mod rekey;
 pub mod rtp_lens;
+#[cfg(feature = "stacks")]
 pub mod sidekick;
 pub mod signal;
 pub mod source;
+#[cfg(feature = "stacks")]
 pub mod vp8;

@@ -282,7 +282,7 @@ pub fn fuzz_parse(data: &[u8]) {
     let _ = super::source::PayloadHeader::parse(data);
     let _ = super::signal::parse_request(data, 1 << 16);
     let _ = super::signal::parse_response(data, 1 << 16);
-    let _ = super::browser::parse_stats_post(data);
+    let _ = super::browser_stats::parse_stats_post(data);
 }
 
 #[cfg(test)]
