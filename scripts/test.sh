@@ -3,11 +3,12 @@
 # This is what CI runs (.ci/run). Lab tests need root (network namespaces); without root they are
 # reported as skipped, in CI they run.
 #
-# The fuzz smoke runs beside the lab tests at nice 19: those mostly wait on emulated links and
-# real-time calls (in a cold run here the foreground used a sixth of the two cores during them),
-# while the fuzz builds are CPU-bound. Its log and result come at the end. (Clippy beside
-# `cargo test` as well cost a loopback test its timing: quinn_sidekick's proxy-death test fell
-# back on inconsistent quACKs once in three runs, so clippy stays in front.)
+# The fuzz smoke and clippy run beside the lab lanes at nice 19: those mostly wait on emulated
+# links and real-time calls (in a cold run here the foreground used a sixth of the two cores
+# during them), while the builds are CPU-bound. Their logs and results come after the lanes, and
+# the lab tests that measure the machine run after them, alone. (Clippy beside `cargo test` cost
+# a loopback test its timing: quinn_sidekick's proxy-death test fell back on inconsistent quACKs
+# once in three runs; so not there. Without root there are no lanes and clippy runs in front.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,8 +44,11 @@ bash scripts/setup.sh
 stage "cargo fmt --check"
 cargo fmt --all --check
 
-stage "cargo clippy"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+clippy=(cargo clippy --workspace --all-targets --locked -- -D warnings)
+if [ "$(id -u)" -ne 0 ]; then
+    stage "cargo clippy"
+    "${clippy[@]}"
+fi
 
 stage "go: the quic-go RTC server and transfer (examples/quic-go)"
 (cd examples/quic-go && test -z "$(gofmt -l .)" && go vet ./... && go test ./...)
@@ -77,7 +81,7 @@ cargo test --workspace --locked
 # idle time only.
 stage "lab tests (network namespaces, root), the fuzz smoke beside them (nice 19)"
 background fuzz-smoke bash -c 'source scripts/fuzz.sh && fuzz_smoke'
-fuzz_rc=0 fuzz_finished=0
+fuzz_rc=0 fuzz_finished=0 clippy_rc=0
 if [ "$(id -u)" -eq 0 ]; then
     # The lab tests launch sidekick-transfer and sidekick-proxy from the same debug build that
     # `cargo test --workspace` just made (it builds every package's binaries for its integration
@@ -119,6 +123,8 @@ if [ "$(id -u)" -eq 0 ]; then
     mapfile -t args_alone < <(lane_args "${alone[@]}")
     [ "${#args_a[@]}" -eq $((2 * ${#lane_a[@]})) ] && [ "${#args_b[@]}" -eq $((2 * ${#lane_b[@]})) ] &&
         [ "${#args_alone[@]}" -eq $((2 * ${#alone[@]})) ] || { echo "lab tests: executables missing"; exit 1; }
+    # Clippy only now: it holds the build directory's lock, which the listing above needs.
+    background clippy "${clippy[@]}"
     lab_failed=0
     setsid -w bash scripts/lab-lane.sh "$target/lab-lane-a.log" "${args_a[@]}" &
     background_pid[lab-lane-a]=$!
@@ -131,11 +137,11 @@ if [ "$(id -u)" -eq 0 ]; then
         cat "$target/lab-lane-$lane.log"
         lab_failed=$((lab_failed + rc))
     done
-    # Alone means without the fuzz smoke too: cold, its build outlasts the lanes (by about 100 s
-    # here), and the handshake rescue's TTFB, timed beside it, once came out 86–150 ms instead
-    # of 30.
+    # Alone means without the fuzz smoke and clippy too: the handshake rescue's TTFB, timed
+    # beside a cold fuzz build, once came out 86–150 ms instead of 30.
     finish fuzz-smoke || fuzz_rc=$?
     fuzz_finished=1
+    finish clippy || clippy_rc=$?
     stage "lab tests that measure the machine, alone"
     rc=0
     bash scripts/lab-lane.sh "$target/lab-alone.log" "${args_alone[@]}" || rc=$?
@@ -157,4 +163,5 @@ if [ "$fuzz_finished" -eq 0 ]; then
     finish fuzz-smoke || fuzz_rc=$?
 fi
 stage "done"
+[ "$clippy_rc" -eq 0 ] || { echo "cargo clippy: FAILED (log above)"; exit "$clippy_rc"; }
 exit "$fuzz_rc"
