@@ -124,8 +124,8 @@ pub enum Cc {
     Bbr,
 }
 
-#[cfg(feature = "stacks")]
 /// Transport options shared by the stacks.
+#[cfg(feature = "stacks")]
 #[derive(Debug, Clone, Copy)]
 pub struct TransportOptions {
     /// Congestion controller.
@@ -320,8 +320,8 @@ pub fn fuzz_parse(data: &[u8]) {
     }
 }
 
-#[cfg(feature = "stacks")]
 /// The one-line JSON report of a client run.
+#[cfg(feature = "stacks")]
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TransferReport {
     /// Client stack.
@@ -529,8 +529,8 @@ pub fn udp_socket(addr: std::net::SocketAddr) -> std::io::Result<std::net::UdpSo
     Ok(s.into())
 }
 
-#[cfg(feature = "stacks")]
 /// The unspecified address (port 0) of `peer`'s family: where a client socket binds.
+#[cfg(feature = "stacks")]
 pub(crate) fn unspecified_for(peer: std::net::SocketAddr) -> std::net::SocketAddr {
     use std::net::{Ipv4Addr, Ipv6Addr};
     if peer.is_ipv4() {
