@@ -18,28 +18,27 @@
 //! - [`wire`], [`nack`], [`stats`], [`media_session`], [`media_io`]: shared wire format, NACK
 //!   bookkeeping, statistics, the media sessions sans IO and their tokio adapters.
 
-#[cfg(feature = "stacks")]
-pub mod cli;
-#[cfg(feature = "stacks")]
-pub mod fec;
-#[cfg(feature = "stacks")]
-pub mod media;
-#[cfg(feature = "stacks")]
-pub mod media_io;
-#[cfg(feature = "stacks")]
-pub mod media_session;
-#[cfg(feature = "stacks")]
-pub mod media_sidekick;
-#[cfg(feature = "stacks")]
-pub mod multicast;
-#[cfg(feature = "stacks")]
-pub mod nack;
+/// Items that need the QUIC, WebRTC and media stacks: compiled with the feature `stacks` (on by
+/// default). Without it the library holds the wire formats alone, which is what the fuzz targets
+/// (examples/fuzz) build.
+macro_rules! with_stacks {
+    ($($item:item)*) => { $( #[cfg(feature = "stacks")] $item )* };
+}
+
+with_stacks! {
+    pub mod cli;
+    pub mod fec;
+    pub mod media;
+    pub mod media_io;
+    pub mod media_session;
+    pub mod media_sidekick;
+    pub mod multicast;
+    pub mod nack;
+    pub mod tcp_split;
+    pub mod tcp_sys;
+}
 pub mod rtc;
 pub mod stats;
-#[cfg(feature = "stacks")]
-pub mod tcp_split;
-#[cfg(feature = "stacks")]
-pub mod tcp_sys;
 pub mod transfer;
 pub mod webrtc;
 pub mod wire;

@@ -39,10 +39,10 @@
 //!
 //! The report ([`RtcReport`]) has percentiles p50/p90/p99 (nearest rank, [`crate::stats`]).
 
-#[cfg(feature = "stacks")]
-pub mod quiche_stack;
-#[cfg(feature = "stacks")]
-pub mod quinn_stack;
+with_stacks! {
+    pub mod quiche_stack;
+    pub mod quinn_stack;
+}
 
 use std::collections::BTreeMap;
 use std::time::Duration;

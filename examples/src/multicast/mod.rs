@@ -13,7 +13,7 @@
 //! (bound to the group's port, shared with other receivers on the host) and a unicast socket for
 //! its HELLO, NACKs and SUMMARY, the server's resends and the sidekick's discovery.
 //!
-//! Session: receivers send HELLO (every [`HELLO_EVERY`]) until media flows; the server waits
+//! Session: receivers send HELLO (every [`HELLO_EVERY`](crate::media_session::HELLO_EVERY)) until media flows; the server waits
 //! `join_wait` after the first HELLO, then streams DATA to the group for the requested duration,
 //! answers NACKs, then sends FIN to the group every 100 ms until every receiver it knows has sent
 //! its SUMMARY, answering each SUMMARY with its own counters ([`ServerCounters`] as JSON).

@@ -26,30 +26,20 @@
 //! Transport statistics in the report come from the *data sender's* connection: the server's
 //! (carried in the [`Summary`]) for a download, the client's own for an upload.
 
-#[cfg(feature = "stacks")]
-pub mod cert;
-#[cfg(feature = "stacks")]
-pub mod ngtcp2;
-#[cfg(feature = "stacks")]
-mod quiche_both;
-#[cfg(feature = "stacks")]
-mod quiche_h3;
-#[cfg(feature = "stacks")]
-mod quiche_outbox;
-#[cfg(feature = "stacks")]
-mod quiche_sidekick;
-#[cfg(feature = "stacks")]
-pub mod quiche_stack;
-#[cfg(feature = "stacks")]
-mod quinn_h3;
-#[cfg(feature = "stacks")]
-pub mod quinn_stack;
-#[cfg(feature = "stacks")]
-pub mod s2n_stack;
-#[cfg(feature = "stacks")]
-pub mod sidekick;
-#[cfg(feature = "stacks")]
-pub mod tcp_stack;
+with_stacks! {
+    pub mod cert;
+    pub mod ngtcp2;
+    mod quiche_both;
+    mod quiche_h3;
+    mod quiche_outbox;
+    mod quiche_sidekick;
+    pub mod quiche_stack;
+    mod quinn_h3;
+    pub mod quinn_stack;
+    pub mod s2n_stack;
+    pub mod sidekick;
+    pub mod tcp_stack;
+}
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -13,23 +13,17 @@
 //! - [`browser`], [`vp8`]: a real browser (headless Chromium) as the far peer, receiving real
 //!   VP8 frames (libvpx) and reporting its `getStats()` ([`browser_stats`]).
 
-#[cfg(feature = "stacks")]
-pub mod browser;
+with_stacks! {
+    pub mod browser;
+    pub mod call;
+    pub mod dtls;
+    pub mod peer;
+    pub mod playout;
+    pub mod rekey;
+    pub mod sidekick;
+    pub mod vp8;
+}
 pub mod browser_stats;
-#[cfg(feature = "stacks")]
-pub mod call;
-#[cfg(feature = "stacks")]
-pub mod dtls;
-#[cfg(feature = "stacks")]
-pub mod peer;
-#[cfg(feature = "stacks")]
-pub mod playout;
-#[cfg(feature = "stacks")]
-pub mod rekey;
 pub mod rtp_lens;
-#[cfg(feature = "stacks")]
-pub mod sidekick;
 pub mod signal;
 pub mod source;
-#[cfg(feature = "stacks")]
-pub mod vp8;

@@ -1,6 +1,6 @@
 //! One WebRTC peer: [`PeerCore`], str0m and the call's logic without I/O (explicit `now`, the
 //! datagrams it sends polled out), and [`Peer`], the tokio loop that owns the UDP sockets and
-//! the clock ([`io`]). With `--sidekick` the core also runs the SDK
+//! the clock (its private `io` module). With `--sidekick` the core also runs the SDK
 //! ([`super::sidekick::WebrtcSidekick`]).
 //!
 //! str0m runs in RTP mode: the sender writes the RTP packets of each frame itself (VP8 payload
