@@ -79,7 +79,7 @@ cargo test --workspace --locked
 # seconds. The examples' targets are the costly part of a cold build (their instrumented build
 # pulls in quiche, quinn, h3, str0m and tokio: docs/fuzzing.md); beside the lab tests that costs
 # idle time only.
-stage "lab tests (network namespaces, root), the fuzz smoke beside them (nice 19)"
+stage "lab tests (network namespaces, root), the fuzz smoke and clippy beside them (nice 19)"
 background fuzz-smoke bash -c 'source scripts/fuzz.sh && fuzz_smoke'
 fuzz_rc=0 fuzz_finished=0 clippy_rc=0
 if [ "$(id -u)" -eq 0 ]; then
