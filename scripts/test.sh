@@ -76,9 +76,8 @@ stage "cargo test"
 cargo test --workspace --locked
 
 # The fuzz smoke: every cargo-fuzz target of every crate builds and survives its seeds for a few
-# seconds. The examples' targets are the costly part of a cold build (their instrumented build
-# pulls in quiche, quinn, h3, str0m and tokio: docs/fuzzing.md); beside the lab tests that costs
-# idle time only.
+# seconds (the examples' targets build the wire formats without the stacks: docs/fuzzing.md);
+# beside the lab tests that costs idle time only.
 stage "lab tests (network namespaces, root), the fuzz smoke and clippy beside them (nice 19)"
 background fuzz-smoke bash -c 'source scripts/fuzz.sh && fuzz_smoke'
 fuzz_rc=0 fuzz_finished=0 clippy_rc=0

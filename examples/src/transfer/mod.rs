@@ -39,14 +39,12 @@ with_stacks! {
     pub mod s2n_stack;
     pub mod sidekick;
     pub mod tcp_stack;
+    pub use self::sidekick::SidekickCounters;
 }
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-
-#[cfg(feature = "stacks")]
-pub use self::sidekick::SidekickCounters;
 
 /// ALPN shared by the stacks so that a client of one talks to a server of another.
 pub const ALPN: &[u8] = b"sidekick-transfer";
