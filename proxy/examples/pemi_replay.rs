@@ -12,6 +12,7 @@
 //! sets `PemiConfig::loss_penalty_spacing` (0 = the paper's plain DP); `--no-gap` turns the
 //! reply-length gap signal off (timing-only inference, the paper's), `--timing` lets the
 //! timing inference retransmit while the gap signal measures the flow too (off by default),
+//! `--no-second-guess` sets `PemiConfig::gap_second_guess_share` to 0,
 //! `--calibrate-us N` hands the engine a receiver-side calibration sample of N µs every 50 ms
 //! (what the live proxy's ICMP probes measure; a trace does not record them).
 
@@ -41,6 +42,8 @@ fn main() -> anyhow::Result<()> {
             calibration = Some(std::time::Duration::from_micros(v));
         } else if a == "--no-gap" {
             cfg.gap_signal = false;
+        } else if a == "--no-second-guess" {
+            cfg.gap_second_guess_share = 0;
         } else if a == "--timing" {
             cfg.timing_retx = true;
         } else if a == "--budget" {
@@ -54,7 +57,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let path = trace
-        .context("usage: pemi_replay TRACE [DROPS...] [--budget F] [--penalty F] [--no-gap] [--timing] [--calibrate-us N]")?;
+        .context("usage: pemi_replay TRACE [DROPS...] [--budget F] [--penalty F] [--no-gap] [--no-second-guess] [--timing] [--calibrate-us N]")?;
     let text = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
     let records = parse_trace(&text).with_context(|| format!("parse {path}"))?;
     let r = replay_calibrated(&records, cfg, calibration);

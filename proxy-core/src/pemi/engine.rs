@@ -630,6 +630,7 @@ pub fn starts_connection(payload: &[u8]) -> bool {
 fn gap_config(cfg: &PemiConfig) -> GapConfig {
     GapConfig {
         max_walk_back: cfg.gap_walk_back,
+        second_guess_share: cfg.gap_second_guess_share,
         ..GapConfig::default()
     }
 }

@@ -28,7 +28,10 @@
 //! one that arrived. A gap that outlives its repair therefore *walks back*: the original before
 //! the one named is retransmitted and the replies held one more round ([`MAX_WALK_BACK`] per
 //! gap, [`WALK_TRIAL`] walks per flow before walking must have closed gaps; a flow whose walks
-//! do close them names pairs from then on, [`PAIR_AFTER`]).
+//! do close them names pairs from then on, [`PAIR_AFTER`]). A receiver that acknowledges every
+//! second packet and not at once on reordering answers the second packet after a loss, so when
+//! the packet before the candidate also came after the previous reply's packet, it is named too
+//! (a second guess, at most one per [`SECOND_GUESS_SHARE`] packets of the flow).
 //!
 //! Which packet a reply answers is found from its time: the last packet forwarded one lag
 //! before it. In a steady stream any lag `L + k · spacing` fits the reply times equally well,
@@ -95,6 +98,9 @@ pub struct GapConfig {
     /// Older packets a gap that outlives its repair may try ([`MAX_WALK_BACK`]; 0: none, and
     /// no pairs either).
     pub max_walk_back: u8,
+    /// At most one second guess per this many protected packets of the flow
+    /// ([`SECOND_GUESS_SHARE`]; 0: none).
+    pub second_guess_share: u64,
 }
 
 impl Default for GapConfig {
@@ -106,6 +112,7 @@ impl Default for GapConfig {
             ring_packets: 256,
             ring_bytes: 256 * 1024,
             max_walk_back: MAX_WALK_BACK,
+            second_guess_share: SECOND_GUESS_SHARE,
         }
     }
 }
@@ -141,8 +148,9 @@ pub struct GapLoss {
 pub struct GapReply {
     /// The reply signals a new gap; the packet before the one it answers, when retransmittable.
     pub lost: Option<GapLoss>,
-    /// Named with `lost`: the original packet before it ([`GapTracker::pairing`]), or the
-    /// rest of a timer receiver's window ([`TIMER_WINDOW`]).
+    /// Named with `lost`: the original packet before it ([`GapTracker::pairing`], or a second
+    /// guess, [`SECOND_GUESS_SHARE`]), or the rest of a timer receiver's window
+    /// ([`TIMER_WINDOW`]).
     pub also: Vec<GapLoss>,
     /// The reply signals a new gap but no packet could be named (answered, already repaired or
     /// not buffered).
@@ -174,7 +182,8 @@ struct Repair {
     named: u64,
     /// Older packets already tried in its place ([`MAX_WALK_BACK`] at most).
     walked: u8,
-    /// Named as a timer receiver's window: its closing teaches the walk-back counts nothing.
+    /// Named as a timer receiver's window or with a second guess ([`SECOND_GUESS_SHARE`]): its
+    /// closing teaches the walk-back counts nothing.
     window: bool,
 }
 
@@ -266,6 +275,12 @@ pub struct GapTracker {
     /// gap that outlives its repair is one the repair could not close — the repair lost, or a
     /// reply grown for another reason — and walking back only costs packets and held replies).
     walks: u32,
+    /// The packet the previous prompt reply answered: it arrived, and so did everything the
+    /// receiver acknowledged with it.
+    last_answered: Option<u64>,
+    /// Second packets named beside a gap's candidate because both came after the previous
+    /// prompt reply's packet ([`SECOND_GUESS_SHARE`]).
+    second_guesses: u32,
 }
 
 /// Walks back a flow may take before walking back must have proven itself (see `walks`).
@@ -273,6 +288,19 @@ pub const WALK_TRIAL: u32 = 4;
 
 /// Gaps a walk back must have closed before new gaps name two packets at once.
 pub const PAIR_AFTER: u32 = 3;
+
+/// Most second guesses a flow may send, as a share of its protected packets (1 in this many).
+///
+/// A receiver that acknowledges every second packet and not at once on reordering (kwik; RFC
+/// 9000 §13.2.1 asks for an immediate ACK, and quinn, quiche, quic-go and ngtcp2 send one)
+/// reveals a gap with its ACK of the second packet to arrive after it, so the packet before the
+/// one a gap reply answers has arrived about half the time and the lost one lies a packet
+/// earlier. Both came after the previous prompt reply's packet, which bounds where the loss can
+/// be; naming the older one too finds it, and costs a packet where the receiver did answer at
+/// once. The share keeps that cost a bound, whatever the receiver: behind a sender that skips
+/// packet numbers (RFC 9000 §21.4) gaps that no loss made are frequent, and second guesses stop
+/// at 2 % of the flow's packets.
+pub const SECOND_GUESS_SHARE: u64 = 50;
 
 impl GapTracker {
     /// An empty tracker; `holding` enables holding of gap-revealing replies (bridge mode only).
@@ -296,6 +324,8 @@ impl GapTracker {
             closed_first: 0,
             closed_walking: 0,
             walks: 0,
+            last_answered: None,
+            second_guesses: 0,
         }
     }
 
@@ -467,6 +497,7 @@ impl GapTracker {
         self.lag = Some(self.lag.map_or(sample, |l| (l * 7 + sample) / 8));
         self.ring[ix].replied = true;
         self.prompt_replies += 1;
+        let last_answered = self.last_answered.replace(self.ring[ix].seq);
         if timer {
             return self.on_timer_reply(now, len, floor, prev_reply, lag, out);
         }
@@ -489,16 +520,22 @@ impl GapTracker {
                 self.bytes -= frame.len();
                 out.lost = Some(GapLoss { seq, frame });
                 let mut named = seq;
-                if self.pairing()
+                let pairing = self.pairing();
+                let second_guess =
+                    !pairing && cand.is_some_and(|k| self.second_guess_fits(k, last_answered));
+                if (pairing || second_guess)
                     && let Some(k) = cand
                     && let Some(also) = self.take_original_before(k)
                 {
                     named = also.seq;
                     out.also.push(also);
+                    self.second_guesses += u32::from(second_guess);
                 }
-                // A pair counts as walked: its closing says nothing about first repairs.
-                let walked = u8::from(!out.also.is_empty());
-                self.open_repair(now, lag, base, len, named, walked, false, &mut out);
+                // A pair counts as walked: its closing says nothing about first repairs. Nor
+                // does a second guess's closing say anything about walks back: it is kept out
+                // of both counts, as a timer receiver's window is.
+                let walked = u8::from(pairing && !out.also.is_empty());
+                self.open_repair(now, lag, base, len, named, walked, second_guess, &mut out);
             }
             None => out.unnamed = true,
         }
@@ -652,6 +689,23 @@ impl GapTracker {
             ..h
         });
         Some(GapLoss { seq, frame })
+    }
+
+    /// Whether a gap whose candidate is ring index `k` may name the original before it as well
+    /// ([`SECOND_GUESS_SHARE`]): that packet came after `last_answered` (the previous prompt
+    /// reply's packet, which arrived) and the flow's second guesses are within their share.
+    fn second_guess_fits(&self, k: usize, last_answered: Option<u64>) -> bool {
+        let Some(answered) = last_answered else {
+            return false;
+        };
+        let Some(before) = (0..k).rev().find(|&j| !self.ring[j].is_retx) else {
+            return false;
+        };
+        let share = self.cfg.second_guess_share;
+        let packets = self.ring.back().map_or(0, |r| r.seq + 1);
+        share > 0
+            && self.ring[before].seq > answered
+            && u64::from(self.second_guesses).saturating_mul(share) < packets
     }
 
     /// The last original packet before ring index `at`, taken for retransmission unless it

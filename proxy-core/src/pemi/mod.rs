@@ -87,6 +87,10 @@ pub struct PemiConfig {
     /// Older packets the gap signal may retransmit, one per round, for a gap its repair did not
     /// close ([`gap::MAX_WALK_BACK`]; 0 turns walking back, and with it naming pairs, off).
     pub gap_walk_back: u8,
+    /// At most one second guess (the packet before a gap's candidate, when both came after
+    /// the previous prompt reply's packet) per this many protected packets of a flow
+    /// ([`gap::SECOND_GUESS_SHARE`]; 0 turns second guesses off).
+    pub gap_second_guess_share: u64,
     /// Calibrate the receiver-side RTT by an ICMP echo to the protected endpoint once per
     /// end-to-end RTT (§4.4.3, §5; see [`probe`]).
     pub icmp_calibration: bool,
@@ -170,6 +174,7 @@ impl Default for PemiConfig {
             timing_retx: false,
             hold_on_gap: true,
             gap_walk_back: gap::MAX_WALK_BACK,
+            gap_second_guess_share: gap::SECOND_GUESS_SHARE,
             implausible_loss: 0.5,
             icmp_calibration: true,
         }
@@ -219,8 +224,8 @@ pub struct PemiStats {
     /// Of those, older packets tried for a gap its first repair did not close (a receiver
     /// whose ACKs answer an earlier packet than the timing pairs them with, [`gap::MAX_WALK_BACK`]).
     pub gap_walk_backs: u64,
-    /// Of those, the second packet named with a new gap once walks back have proven the flow's
-    /// pairing late ([`gap::PAIR_AFTER`]).
+    /// Of those, the second packet named with a new gap: once walks back have proven the flow's
+    /// pairing late ([`gap::PAIR_AFTER`]), or as a second guess ([`gap::SECOND_GUESS_SHARE`]).
     pub gap_paired: u64,
     /// Of those, packets named in a timer receiver's window, from the pairing moved by its
     /// learned ACK wait ([`gap::FlightLags`], [`gap::TIMER_WINDOW`]).

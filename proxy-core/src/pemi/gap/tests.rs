@@ -33,6 +33,8 @@ fn run(lost: &[u64], n: u64, holding: bool) -> (Vec<u64>, usize) {
 enum Receiver {
     /// Every second packet, and at once on a gap (quinn, quiche, quic-go, ngtcp2).
     Prompt,
+    /// Every second packet, gap or not (kwik: no immediate ACK on reordering).
+    EverySecond,
     /// One ACK this long after the first packet not yet acknowledged, gap or not (aioquic's
     /// receiver: `ack_at = now + 1 ms`, no immediate ACK on reordering).
     Timer(Duration),
@@ -48,7 +50,7 @@ impl Receiver {
     /// The `k`-th ACK timer's length, for a timer receiver.
     fn timer(self, k: u64) -> Option<Duration> {
         match self {
-            Receiver::Prompt => None,
+            Receiver::Prompt | Receiver::EverySecond => None,
             Receiver::Timer(d) => Some(d),
             Receiver::Jittery(d, seed) => Some(d + us((k.wrapping_mul(7) + seed) % 9 * 100)),
         }
@@ -79,10 +81,30 @@ fn run_sends(
     run_skipping(lost, &[], sends, holding, rx)
 }
 
+/// Settings without second guesses, for the tests of the walk back and the pairing floor.
+fn no_second_guess() -> GapConfig {
+    GapConfig {
+        second_guess_share: 0,
+        ..GapConfig::default()
+    }
+}
+
 /// [`run_sends`] by a sender that skips a packet number before each packet in `skips` (RFC
 /// 9000 §21.4): the receiver's ACKs carry a range for each skipped number that no packet ever
 /// fills.
 fn run_skipping(
+    lost: &[u64],
+    skips: &[u64],
+    sends: &[Time],
+    holding: bool,
+    rx: Receiver,
+) -> (Vec<u64>, usize, usize) {
+    run_cfg(GapConfig::default(), lost, skips, sends, holding, rx)
+}
+
+/// [`run_skipping`] with the tracker's settings.
+fn run_cfg(
+    cfg: GapConfig,
     lost: &[u64],
     skips: &[u64],
     sends: &[Time],
@@ -104,7 +126,7 @@ fn run_skipping(
         .zip(sends)
         .map(|(s, &t)| (t, Ev::Send(s)))
         .collect();
-    let mut g = GapTracker::new(GapConfig::default(), holding);
+    let mut g = GapTracker::new(cfg, holding);
     let mut received = std::collections::BTreeSet::new();
     let mut since_ack = 0;
     let mut timer_set = false;
@@ -142,7 +164,8 @@ fn run_skipping(
                 let in_order = received.last().is_none_or(|&l: &u64| number(s) == l + 1);
                 received.insert(number(s));
                 since_ack += 1;
-                if since_ack >= 2 || !in_order {
+                let at_once = !in_order && matches!(rx, Receiver::Prompt);
+                if since_ack >= 2 || at_once {
                     since_ack = 0;
                     events.insert((t + half, Ev::Reply(reply_len(&received))));
                 }
@@ -151,12 +174,14 @@ fn run_skipping(
                 let r = g.on_reply(t, len, floor);
                 held += usize::from(r.hold_until.is_some());
                 walked += usize::from(r.walked_back);
-                for l in r.lost.iter().chain(&r.also) {
+                // The repairs leave in the order named, a microsecond apart (a frame's time on
+                // the wire), and arrive in that order.
+                for (k, l) in (0u64..).zip(r.lost.iter().chain(&r.also)) {
                     let s = pn[l.seq as usize];
                     named.push(s);
-                    g.on_sent(t, pn.len() as u64, None, true, floor);
+                    g.on_sent(t + us(k), pn.len() as u64, None, true, floor);
                     pn.push(s);
-                    events.insert((t + half, Ev::Arrive(s)));
+                    events.insert((t + us(k) + half, Ev::Arrive(s)));
                 }
             }
         }
@@ -169,7 +194,10 @@ fn names_losses_in_both_ack_positions() {
     // 9 is lost where an ACK was due; after the immediate ACK of 10 the receiver ACKs even
     // packets, so 21 is lost where none was.
     let (named, held) = run(&[9, 21], 40, false);
-    assert_eq!(named, vec![9, 21]);
+    // 9's gap shows in the ACK of 10, three packets after the previous reply's (7), so 8 is
+    // named as a second guess (a packet this receiver had: the cost of guessing); 21's shows
+    // two packets after the previous reply's, where nothing is left to guess.
+    assert_eq!(named, vec![9, 8, 21]);
     assert_eq!(held, 0);
 }
 
@@ -189,13 +217,22 @@ fn a_timer_acking_receiver_gets_its_lost_packets_repaired() {
 /// each new gap names its candidate and the packet before it at once (no round lost).
 #[test]
 fn a_flow_whose_gaps_close_walking_back_names_pairs() {
-    let (named, _, walked) = run_with(&[9, 21, 33, 45, 57], 70, true, Receiver::TIMER);
+    let lost = [9, 21, 33, 45, 57];
+    let sends: Vec<Time> = (0..70).map(|s| Time::ZERO + us(s * 1_200)).collect();
+    let (named, _, walked) = run_cfg(no_second_guess(), &lost, &[], &sends, true, Receiver::TIMER);
     assert_eq!(named, vec![10, 9, 22, 21, 34, 33, 46, 45, 58, 57]);
     // Three gaps walked back, the last two named in pairs.
     assert_eq!(walked, 3);
     // A receiver that answers at once never walks back, so never pairs.
-    let (named, _) = run(&[9, 21, 33, 45, 57], 70, true);
-    assert_eq!(named, vec![9, 21, 33, 45, 57]);
+    let (named, _, _) = run_cfg(
+        no_second_guess(),
+        &lost,
+        &[],
+        &sends,
+        true,
+        Receiver::Prompt,
+    );
+    assert_eq!(named, lost);
 }
 
 /// A timer-acknowledging receiver behind a sender that sends in flights: each flight of 7 ends
@@ -211,7 +248,14 @@ fn flight_ends_teach_the_pairing_a_timer_receiver_s_wait() {
     // The same flights, each one packet longer: every last packet is acknowledged with the
     // one before it, so the flight ends teach nothing and the gaps walk back as before.
     let lost: Vec<u64> = [12, 15, 18].iter().map(|f| f * 8 + 4).collect();
-    let (named, _, walked) = run_sends(&lost, &flights(30, 8), true, Receiver::TIMER);
+    let (named, _, walked) = run_cfg(
+        no_second_guess(),
+        &lost,
+        &[],
+        &flights(30, 8),
+        true,
+        Receiver::TIMER,
+    );
     assert_eq!(
         named,
         vec![
@@ -327,7 +371,15 @@ fn flight_ends_leave_a_prompt_receiver_s_pairing_alone() {
             .iter()
             .map(|f| f * per_flight + 3)
             .collect();
-        let (named, _, walked) = run_sends(&lost, &flights(30, per_flight), true, Receiver::Prompt);
+        let sends = flights(30, per_flight);
+        let (named, _, walked) = run_cfg(
+            no_second_guess(),
+            &lost,
+            &[],
+            &sends,
+            true,
+            Receiver::Prompt,
+        );
         assert_eq!(named, lost, "{per_flight} packets per flight");
         assert_eq!(walked, 0);
     }
@@ -581,8 +633,62 @@ fn a_gap_closed_by_its_repair_walks_nowhere() {
 #[test]
 fn simulated_receiver_hold_counts() {
     let (named, held) = run(&[11], 30, true);
-    assert_eq!(named, vec![11]);
+    // 10 is a second guess (see `names_losses_in_both_ack_positions`).
+    assert_eq!(named, vec![11, 10]);
     assert!(held >= 1);
+}
+
+/// A receiver that acknowledges every second packet and not at once on reordering (kwik)
+/// reveals a gap with its ACK of the second packet to arrive after it. Where the lost packet
+/// was the first after the previous reply's, the packet before the answered one arrived: the
+/// candidate alone misses, and only a walk back (a round later, and only while walks pay)
+/// would find it. The second guess names it at once.
+#[test]
+fn an_every_second_packet_receiver_s_gaps_name_both_packets_since_its_previous_reply() {
+    // Packets 1.2 ms apart, the receiver ACKs every second one it gets: one loss falls first
+    // after an ACKed packet, the other second.
+    let lost = [31, 80];
+    let sends: Vec<Time> = (0..140).map(|s| Time::ZERO + us(s * 1_200)).collect();
+    let (named, _, walked) = run_cfg(
+        GapConfig::default(),
+        &lost,
+        &[],
+        &sends,
+        false,
+        Receiver::EverySecond,
+    );
+    for l in lost {
+        assert!(named.contains(&l), "{l} not named: {named:?}");
+    }
+    assert_eq!(walked, 0);
+    assert!(named.len() <= 4, "{named:?}");
+    // Without second guesses the gap whose candidate arrived is repaired only by a walk back,
+    // a round later (and only while walks back pay, [`WALK_TRIAL`]).
+    let (named, _, walked) = run_cfg(
+        no_second_guess(),
+        &lost,
+        &[],
+        &sends,
+        false,
+        Receiver::EverySecond,
+    );
+    assert_eq!(walked, 1, "{named:?}");
+}
+
+/// Second guesses stay within their share of the flow's packets however many gaps there are:
+/// a loss every 10 packets behind a prompt receiver gets every loss named, and second guesses
+/// (packets it had) at most one per [`SECOND_GUESS_SHARE`] packets.
+#[test]
+fn second_guesses_keep_to_their_share() {
+    let lost: Vec<u64> = (1..40).map(|k| k * 10 + 1).collect();
+    let (named, _) = run(&lost, 400, false);
+    for l in &lost {
+        assert!(named.contains(l), "{l} not named: {named:?}");
+    }
+    let guesses = named.len() - lost.len();
+    assert!(guesses >= 1, "{named:?}");
+    // Packets the tracker saw: the 400 originals and the repairs.
+    assert!((guesses as u64) * SECOND_GUESS_SHARE <= 400 + named.len() as u64 + SECOND_GUESS_SHARE);
 }
 
 mod prop {
@@ -633,6 +739,9 @@ mod prop {
                     g.on_sent(now, seq, with_frame.then(|| frame(len)), false, floor);
                     seq += 1;
                 }
+                prop_assert!(
+                    u64::from(g.second_guesses) * SECOND_GUESS_SHARE <= seq + SECOND_GUESS_SHARE
+                );
                 prop_assert!(g.ring.len() <= 32);
                 prop_assert!(g.bytes <= 16 * 1024);
                 let sum: usize = g.ring.iter().map(|r| r.frame.as_ref().map_or(0, |f| f.len())).sum();
