@@ -62,7 +62,10 @@ use crate::Time;
 
 mod receiver;
 use receiver::ReplyLengths;
-pub use receiver::{BASE_REPLIES, FLIGHT_SAMPLES, FLIGHT_SAMPLES_NEEDED, FlightLags};
+pub use receiver::{
+    BASE_REPLIES, FLIGHT_SAMPLES, FLIGHT_SAMPLES_NEEDED, FlightLags, TIMED_ENDS, TIMED_ENDS_KEPT,
+    TIMED_ENDS_KEPT_SHARE,
+};
 
 /// How far a prompt reply's lag may stray from the learned one (the receiver's processing
 /// jitter; a reply flushed by the ACK timer is milliseconds late).
@@ -749,11 +752,20 @@ impl GapTracker {
             return;
         }
         self.flight_start = Some(now);
-        if let Some(reply) = self.last_reply
-            && reply > sent
-            && let Some(wait) = ack_wait(reply.saturating_duration_since(sent), floor)
-        {
-            self.flight_lags.record_end(wait);
+        let Some(lag) = self
+            .last_reply
+            .filter(|&reply| reply > sent)
+            .map(|reply| reply.saturating_duration_since(sent))
+        else {
+            // No reply since the last packet (it elicited none, or its reply was lost).
+            return;
+        };
+        match ack_wait(lag, floor) {
+            Some(wait) => self.flight_lags.record_end(wait),
+            // Sooner than the floor: that reply answered an earlier packet, and the last one's
+            // ACK waits beyond the next flight's start.
+            None if lag < floor => self.flight_lags.record_early_end(),
+            None => {}
         }
     }
 

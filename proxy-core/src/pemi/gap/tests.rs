@@ -443,6 +443,48 @@ fn flight_lags_pair_with_the_wait_both_flight_ends_agree_on() {
     assert_eq!(f.pairing_floor(floor), floor);
 }
 
+/// A receiver that acknowledges every second packet and not at once on a gap (kwik) whose
+/// flights start with two packets back to back: its start and end waits are both its
+/// processing and agree, but the flights of an odd count end with a reply sooner than the
+/// floor (it answered the packet before the last, whose ACK waits for the delayed-ACK timer).
+/// Such a receiver is not a timer receiver; a timer receiver's ends stay timed while the odd
+/// one ends early (a lost last packet).
+#[test]
+fn flight_ends_answered_early_are_not_a_timer_receiver_s() {
+    let floor = us(2_000);
+    let mut f = FlightLags::default();
+    for k in 0..FLIGHT_SAMPLES * 2 {
+        f.record_start(us(900));
+        if k % 2 == 0 {
+            f.record_end(us(1_000));
+        } else {
+            f.record_early_end();
+        }
+    }
+    assert_eq!(f.pairing_floor(floor), floor);
+    // The same waits with one end in eight early: a timer receiver, its wait in use.
+    let mut f = FlightLags::default();
+    for k in 0..FLIGHT_SAMPLES * 2 {
+        f.record_start(us(1_400));
+        if k % 8 == 7 {
+            f.record_early_end();
+        } else {
+            f.record_end(us(1_500));
+        }
+    }
+    assert_eq!(f.pairing_floor(floor), us(2_900));
+    // Once in use, it stays while five in eight ends are timed, and goes below that.
+    for _ in 0..6 {
+        f.record_early_end();
+        f.record_end(us(1_500));
+    }
+    assert_eq!(f.pairing_floor(floor), us(2_900));
+    for _ in 0..TIMED_ENDS_KEPT {
+        f.record_early_end();
+    }
+    assert_eq!(f.pairing_floor(floor), floor);
+}
+
 #[test]
 fn no_loss_no_signal() {
     let (named, _) = run(&[], 60, false);
