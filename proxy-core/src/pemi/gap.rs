@@ -532,13 +532,16 @@ impl GapTracker {
                 {
                     named = also.seq;
                     out.also.push(also);
-                    self.second_guesses += u32::from(second_guess);
+                    self.second_guesses =
+                        self.second_guesses.saturating_add(u32::from(second_guess));
                 }
                 // A pair counts as walked: its closing says nothing about first repairs. Nor
                 // does a second guess's closing say anything about walks back: it is kept out
                 // of both counts, as a timer receiver's window is.
-                let walked = u8::from(pairing && !out.also.is_empty());
-                self.open_repair(now, lag, base, len, named, walked, second_guess, &mut out);
+                let guessed = !out.also.is_empty();
+                let walked = u8::from(pairing && guessed);
+                let window = second_guess && guessed;
+                self.open_repair(now, lag, base, len, named, walked, window, &mut out);
             }
             None => out.unnamed = true,
         }
