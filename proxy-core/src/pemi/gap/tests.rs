@@ -89,6 +89,11 @@ fn no_second_guess() -> GapConfig {
     }
 }
 
+/// [`run_sends`] (replies held) with second guesses off.
+fn run_without_guesses(lost: &[u64], sends: &[Time], rx: Receiver) -> (Vec<u64>, usize, usize) {
+    run_cfg(no_second_guess(), lost, &[], sends, true, rx)
+}
+
 /// [`run_sends`] by a sender that skips a packet number before each packet in `skips` (RFC
 /// 9000 §21.4): the receiver's ACKs carry a range for each skipped number that no packet ever
 /// fills.
@@ -219,19 +224,12 @@ fn a_timer_acking_receiver_gets_its_lost_packets_repaired() {
 fn a_flow_whose_gaps_close_walking_back_names_pairs() {
     let lost = [9, 21, 33, 45, 57];
     let sends: Vec<Time> = (0..70).map(|s| Time::ZERO + us(s * 1_200)).collect();
-    let (named, _, walked) = run_cfg(no_second_guess(), &lost, &[], &sends, true, Receiver::TIMER);
+    let (named, _, walked) = run_without_guesses(&lost, &sends, Receiver::TIMER);
     assert_eq!(named, vec![10, 9, 22, 21, 34, 33, 46, 45, 58, 57]);
     // Three gaps walked back, the last two named in pairs.
     assert_eq!(walked, 3);
     // A receiver that answers at once never walks back, so never pairs.
-    let (named, _, _) = run_cfg(
-        no_second_guess(),
-        &lost,
-        &[],
-        &sends,
-        true,
-        Receiver::Prompt,
-    );
+    let (named, _, _) = run_without_guesses(&lost, &sends, Receiver::Prompt);
     assert_eq!(named, lost);
 }
 
@@ -248,14 +246,7 @@ fn flight_ends_teach_the_pairing_a_timer_receiver_s_wait() {
     // The same flights, each one packet longer: every last packet is acknowledged with the
     // one before it, so the flight ends teach nothing and the gaps walk back as before.
     let lost: Vec<u64> = [12, 15, 18].iter().map(|f| f * 8 + 4).collect();
-    let (named, _, walked) = run_cfg(
-        no_second_guess(),
-        &lost,
-        &[],
-        &flights(30, 8),
-        true,
-        Receiver::TIMER,
-    );
+    let (named, _, walked) = run_without_guesses(&lost, &flights(30, 8), Receiver::TIMER);
     assert_eq!(
         named,
         vec![
@@ -372,14 +363,7 @@ fn flight_ends_leave_a_prompt_receiver_s_pairing_alone() {
             .map(|f| f * per_flight + 3)
             .collect();
         let sends = flights(30, per_flight);
-        let (named, _, walked) = run_cfg(
-            no_second_guess(),
-            &lost,
-            &[],
-            &sends,
-            true,
-            Receiver::Prompt,
-        );
+        let (named, _, walked) = run_without_guesses(&lost, &sends, Receiver::Prompt);
         assert_eq!(named, lost, "{per_flight} packets per flight");
         assert_eq!(walked, 0);
     }
