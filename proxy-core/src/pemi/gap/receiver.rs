@@ -8,19 +8,21 @@ use super::PROMPT_TOLERANCE;
 /// Flight ends kept, and needed before their lag is used.
 pub const FLIGHT_SAMPLES: usize = 16;
 
+/// See [`FLIGHT_SAMPLES`].
+pub const FLIGHT_SAMPLES_NEEDED: usize = 8;
+
 /// The share of the last [`TIMED_ENDS_KEPT`] flight ends with a reply after their last packet
 /// that must have given a wait (that reply within [`super::MAX_LEARNED_ACK_WAIT`] beyond the
-/// floor, not sooner than the floor) for the receiver to count as a timer receiver: `(numerator, denominator)`, 3 of 4 — and, once it
-/// counts as one, 5 of 8 to go on counting (a timer receiver's share dips now and then).
+/// floor, not sooner than the floor) for the receiver to count as a timer receiver, as
+/// `(numerator, denominator)`: 3 of 4.
 pub const TIMED_ENDS: (u32, u32) = (3, 4);
 
-/// See [`TIMED_ENDS`]; kept while at least this share of the flight ends gave a wait.
+/// The share of [`TIMED_ENDS`] a receiver taken for a timer receiver keeps it at (a timer
+/// receiver's share dips now and then): 5 of 8.
 pub const TIMED_ENDS_KEPT_SHARE: (u32, u32) = (5, 8);
 
 /// Flight ends whose timing is kept (one bit each).
 pub const TIMED_ENDS_KEPT: u32 = 32;
-/// See [`FLIGHT_SAMPLES`].
-pub const FLIGHT_SAMPLES_NEEDED: usize = 8;
 
 /// The receiver's waits beyond the floor at flight ends and flight starts, and from them the
 /// floor replies are paired with.
@@ -35,19 +37,17 @@ pub const FLIGHT_SAMPLES_NEEDED: usize = 8;
 ///   receiver answers after its timer, as at the end.
 ///
 /// Only when the two agree (within `2 ×` [`PROMPT_TOLERANCE`]; once in use, within twice
-/// that), and at least [`TIMED_ENDS`] of the last [`TIMED_ENDS_KEPT`] flight ends that had a
-/// reply after their last packet gave a wait (rather than a reply sooner than the floor, which
-/// answered an earlier packet), does the wait shift the pairing. The last condition tells a
-/// timer receiver, which answers every flight's last packet after its timer, from one that
-/// acknowledges every second packet and not at once on a gap (kwik): that one leaves the last
-/// packet of a flight of an odd count to its delayed-ACK timer, so the last reply before the
-/// next flight answers the packet before it, and when flights start with two packets back to
-/// back its start and end waits are both its processing (a JVM's: slow and jittery) and agree.
-/// Recorded downloads (1 % and 3 % loss, 2 ms to the receiver), flight ends whose last reply
-/// came sooner than the floor: kwik 30–41 %, quinn 43 %; aioquic 1–8 %. Otherwise the wait
-/// shifts the pairing: a receiver that waits at flight ends for a
+/// that) does the wait shift the pairing: a receiver that waits at flight ends for a
 /// delayed-ACK timer (ngtcp2: about an eighth of the RTT) still answers a gap at once (RFC 9000
-/// §13.2.1), and a start tells it apart. The floor then moves by the shorter of the two waits
+/// §13.2.1), and a start tells it apart. Nor unless at least [`TIMED_ENDS`] of the last
+/// [`TIMED_ENDS_KEPT`] flight ends that had a reply after their last packet gave a wait,
+/// rather than a reply sooner than the floor (which answered an earlier packet): a timer
+/// receiver answers every flight's last packet after its timer, while one that acknowledges
+/// every second packet and not at once on a gap (kwik) leaves the last packet of a flight of an
+/// odd count to its delayed-ACK timer — and when flights start with two packets back to back,
+/// that receiver's start and end waits are both its processing (a JVM's: slow and jittery) and
+/// agree. Recorded downloads (1 % and 3 % loss, 2 ms to the receiver), flight ends whose last
+/// reply came sooner than the floor: kwik 30–41 %, quinn 43 %, aioquic 1–8 %. The floor then moves by the shorter of the two waits
 /// less `2 ×` [`PROMPT_TOLERANCE`]: a reply covers the packets that arrived before its timer
 /// fired, and a wait that grows for a while (a receiver slowed down) must not make the tracker
 /// think a reply covers fewer of them than it does.
