@@ -39,18 +39,20 @@ pub const TIMED_ENDS_KEPT: u32 = 32;
 /// Only when the two agree (within `2 ×` [`PROMPT_TOLERANCE`]; once in use, within twice
 /// that) does the wait shift the pairing: a receiver that waits at flight ends for a
 /// delayed-ACK timer (ngtcp2: about an eighth of the RTT) still answers a gap at once (RFC 9000
-/// §13.2.1), and a start tells it apart. Nor unless at least [`TIMED_ENDS`] of the last
-/// [`TIMED_ENDS_KEPT`] flight ends that had a reply after their last packet gave a wait,
-/// rather than a reply sooner than the floor (which answered an earlier packet): a timer
-/// receiver answers every flight's last packet after its timer, while one that acknowledges
-/// every second packet and not at once on a gap (kwik) leaves the last packet of a flight of an
-/// odd count to its delayed-ACK timer — and when flights start with two packets back to back,
-/// that receiver's start and end waits are both its processing (a JVM's: slow and jittery) and
-/// agree. Recorded downloads (1 % and 3 % loss, 2 ms to the receiver), flight ends whose last
-/// reply came sooner than the floor: kwik 30–41 %, quinn 43 %, aioquic 1–8 %. The floor then moves by the shorter of the two waits
+/// §13.2.1), and a start tells it apart. The floor then moves by the shorter of the two waits
 /// less `2 ×` [`PROMPT_TOLERANCE`]: a reply covers the packets that arrived before its timer
 /// fired, and a wait that grows for a while (a receiver slowed down) must not make the tracker
 /// think a reply covers fewer of them than it does.
+///
+/// Nor does it unless at least [`TIMED_ENDS`] of the last [`TIMED_ENDS_KEPT`] flight ends that
+/// had a reply after their last packet gave a wait, rather than a reply sooner than the floor
+/// (which answered an earlier packet): a timer receiver answers every flight's last packet
+/// after its timer, while one that acknowledges every second packet and not at once on a gap
+/// (kwik) leaves the last packet of a flight of an odd count to its delayed-ACK timer — and
+/// when flights start with two packets back to back, that receiver's start and end waits are
+/// both its processing (a JVM's: slow and jittery) and agree. Recorded downloads (1 % and 3 %
+/// loss, 2 ms to the receiver), flight ends whose last reply came sooner than the floor: kwik
+/// 30–41 %, quinn 43 %, aioquic 1–8 %.
 #[derive(Debug, Clone, Default)]
 pub struct FlightLags {
     ends: Waits,
@@ -69,8 +71,8 @@ pub struct FlightLags {
 }
 
 /// The last [`FLIGHT_SAMPLES`] waits, the oldest overwritten first, in microseconds (at most
-/// [`super::MAX_LEARNED_ACK_WAIT`], so 16 bits hold them: 34 bytes a set, kept small since every PEMI
-/// flow has two).
+/// [`super::MAX_LEARNED_ACK_WAIT`], so 16 bits hold them: 34 bytes a set, kept small since
+/// every PEMI flow has two).
 #[derive(Debug, Clone, Default)]
 struct Waits {
     micros: [u16; FLIGHT_SAMPLES],
